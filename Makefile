@@ -1,0 +1,59 @@
+# The workbook's commands. `make run` and `make test` set up what is missing first.
+#
+#   make run        execute every notebook headless (papermill) into results/<device>/
+#   make test       the whole test suite: CPU tests, kernel compilation, notebooks under nbval
+#   make lab        open the notebooks in JupyterLab
+#   make test-gpu   only the tests that need a GPU
+#   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the GPU tests
+#   make bench      measure the device's ceilings and record them under results/<device>/
+#   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)
+#
+# Variables:
+#   PY=python3      use an interpreter that already has the dependencies (skips the venv setup)
+#   TORCH=...       the torch requirement installed into the venv (default torch==2.14.1)
+#   NOTEBOOKS="00 01"  which notebooks `make run` executes (default: all)
+
+PYTHON   ?= python3
+VENV     ?= .venv
+PY       ?= $(VENV)/bin/python
+TORCH    ?= torch==2.14.1
+NOTEBOOKS ?=
+STAMP    := $(VENV)/.installed
+
+# Set up the venv only when PY is the venv's interpreter.
+SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
+
+.PHONY: setup run test lab test-gpu sanitize bench clean
+
+setup: $(SETUP)
+
+$(STAMP): pyproject.toml
+	@echo "== setting up $(VENV) (first time: about a minute, torch is large)"
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"
+	$(VENV)/bin/python -m pip install --quiet -e .
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	@touch $@
+
+run: $(SETUP)
+	$(PY) -m utils.run $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS),)
+
+test: $(SETUP)
+	$(PY) -m utils.env --brief
+	$(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider
+
+test-gpu: $(SETUP)
+	$(PY) -m pytest tests -m gpu -p no:cacheprovider
+
+sanitize: $(SETUP)
+	$(PY) -m utils.sanitize
+
+bench: $(SETUP)
+	$(PY) -m utils.bench --ceilings
+
+lab: $(SETUP)
+	$(VENV)/bin/jupyter lab notebooks
+
+clean:
+	rm -rf build .pytest_cache
+	find . -name __pycache__ -prune -exec rm -rf {} +

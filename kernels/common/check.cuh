@@ -1,0 +1,53 @@
+// kernels/common/check.cuh: what every kernel file includes first.
+//
+// A launcher is the border between Python and the GPU. A tensor that is on the CPU, float64,
+// a strided view or the wrong shape must stop there with a Python error that names the tensor
+// and says what to do, never crash the process or return garbage. These macros are that
+// check, one line per rule, with TORCH_CHECK turning a failure into a RuntimeError.
+//
+// LAUNCH_CHECK() goes after every <<<...>>>: a launch with a bad configuration (too many
+// threads, too much shared memory) fails silently otherwise, and the error surfaces later in
+// some unrelated call.
+//
+// The includes are the lightest that give a launcher what it needs:
+// - <torch/types.h> (torch::Tensor, TORCH_CHECK, torch::empty_like), not <torch/extension.h>:
+//   that one adds pybind11 and the whole C++ frontend and doubles nvcc's time on every kernel.
+//   The Python bindings live in a separate file that load_inline generates, which has it.
+// - not <ATen/cuda/CUDAContext.h>: it includes the cuSPARSE, cuBLAS and cuSOLVER headers, which a
+//   minimal CUDA toolkit (nvcc and the runtime only, as on CI) does not have. What a kernel here
+//   needs from it comes from the c10 headers below.
+#pragma once
+
+#include <torch/types.h>
+#include <c10/cuda/CUDAException.h>  // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
+#include <c10/cuda/CUDAGuard.h>      // c10::cuda::CUDAGuard: run on the inputs' GPU
+#include <c10/cuda/CUDAStream.h>     // at::cuda::getCurrentCUDAStream: PyTorch's current stream
+
+#define CHECK_CUDA(x) \
+  TORCH_CHECK((x).is_cuda(), #x " must be a CUDA tensor, got one on ", (x).device(), " (move it with .cuda())")
+
+#define CHECK_CONTIGUOUS(x) TORCH_CHECK((x).is_contiguous(), #x " must be contiguous (call .contiguous())")
+
+#define CHECK_DTYPE(x, dtype) \
+  TORCH_CHECK((x).scalar_type() == (dtype), #x " must have dtype ", (dtype), ", got ", (x).scalar_type())
+
+// float32 specifically, so the message can say how to convert.
+#define CHECK_FLOAT(x) \
+  TORCH_CHECK((x).scalar_type() == at::kFloat, #x " must be float32, got ", (x).scalar_type(), " (call .float())")
+
+// The usual input of a kernel here: a float32 CUDA tensor whose elements sit densely in memory,
+// so element i is at data_ptr<float>()[i].
+#define CHECK_FLOAT_CUDA_INPUT(x) \
+  do {                            \
+    CHECK_CUDA(x);                \
+    CHECK_FLOAT(x);               \
+    CHECK_CONTIGUOUS(x);          \
+  } while (0)
+
+#define CHECK_SAME_SHAPE(a, b) \
+  TORCH_CHECK((a).sizes() == (b).sizes(), #a " and " #b " must have the same shape, got ", (a).sizes(), " and ", (b).sizes())
+
+#define CHECK_SAME_DEVICE(a, b) \
+  TORCH_CHECK((a).device() == (b).device(), #a " and " #b " must be on the same device, got ", (a).device(), " and ", (b).device())
+
+#define LAUNCH_CHECK() C10_CUDA_KERNEL_LAUNCH_CHECK()

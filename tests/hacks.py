@@ -1,0 +1,192 @@
+"""ModelNews that do one thing wrong, each of a kind that can pass KernelBench's plain protocol.
+
+They are the reference of problem 62 (75 for the broadcast) with one change; test_check.py
+shows, for each, the check of utils.check that catches it. Kept apart from the tests so a
+notebook can import them to show a check failing.
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils.problems import get_problem
+
+Model62 = get_problem(62).Model
+Model75 = get_problem(75).Model
+
+
+def _after_gemm(m: Model62, y: torch.Tensor) -> torch.Tensor:
+    """62's GroupNorm -> LeakyReLU -> x + x, as the reference does them."""
+    y = m.leaky_relu(m.gn(y))
+    return y + y
+
+
+class Faithful(Model62):
+    """The reference itself: passes every check (on CUDA it is, of course, a PyTorch fallback)."""
+
+
+class UninitialisedOutput(Model62):
+    """Returns memory it never wrote, of the right shape: whatever the allocator had there."""
+
+    def forward(self, x):
+        return torch.empty(x.shape[0], self.fc.out_features, device=x.device)
+
+
+class PartlyWrittenOutput(Model62):
+    """Writes every column but the last, like a kernel whose grid misses the edge tile."""
+
+    def forward(self, x):
+        out = torch.empty(x.shape[0], self.fc.out_features, device=x.device)
+        out[:, :-1] = super().forward(x)[:, :-1]
+        return out
+
+
+class ZeroesInput(Model62):
+    """Right answer, then reuses its input as scratch space."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        x.zero_()
+        return out
+
+
+class EditsInput(Model62):
+    """Right answer, then nudges its input: a change too small to see by eye."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        x.mul_(1.0001)
+        return out
+
+
+class CachesByPointer(Model62):
+    """Remembers results by x.data_ptr(): right for every fresh tensor, stale when x is rewritten in place."""
+
+    def forward(self, x):
+        cache = self.__dict__.setdefault("_by_pointer", {})
+        if x.data_ptr() not in cache:
+            cache[x.data_ptr()] = super().forward(x)
+        return cache[x.data_ptr()]
+
+
+class SideStream(Model62):
+    """Computes on a stream of its own that never waits for the caller's current stream."""
+
+    def forward(self, x):
+        with torch.cuda.stream(torch.cuda.Stream(x.device)):
+            return super().forward(x)
+
+
+class FallsBack(Model62):
+    """The kernel "isn't ready", so PyTorch does the work: right answers, no kernel."""
+
+    def forward(self, x):
+        try:
+            raise NotImplementedError("fused kernel not built")
+        except NotImplementedError:
+            return super().forward(x)
+
+
+class Bf16Gemm(Model62):
+    """The GEMM in bfloat16: 4-8x faster on tensor cores, about 1000x less precise than fp32."""
+
+    def forward(self, x):
+        y = (x.bfloat16() @ self.fc.weight.bfloat16().T).float() + self.fc.bias
+        return _after_gemm(self, y)
+
+
+class SwitchesTF32On(Model62):
+    """Turns TF32 on for every matmul in the process, the caller's included."""
+
+    def forward(self, x):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        return super().forward(x)
+
+
+class TF32Inside(Model62):
+    """Runs its GEMM in TF32 under the caller's IEEE setting, then switches TF32 off again."""
+
+    def forward(self, x):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            return super().forward(x)
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+
+
+class IgnoresAffine(Model62):
+    """GroupNorm without γ and β: exact while they are 1 and 0, as freshly built."""
+
+    def forward(self, x):
+        y = F.group_norm(self.fc(x), self.gn.num_groups, eps=self.gn.eps)
+        y = self.leaky_relu(y)
+        return y + y
+
+
+class NewParameters(nn.Module):
+    """Seed 000's rewrite: its own gamma/beta instead of keeping the GroupNorm module."""
+
+    def __init__(self, input_size, hidden_size, num_groups, eps=1e-5, negative_slope=0.01):
+        super().__init__()
+        self.fc = nn.Linear(input_size, hidden_size)
+        self.gamma = nn.Parameter(torch.ones(hidden_size))
+        self.beta = nn.Parameter(torch.zeros(hidden_size))
+        self.num_groups, self.eps, self.negative_slope = num_groups, eps, negative_slope
+
+    def forward(self, x):
+        y = F.group_norm(self.fc(x), self.num_groups, self.gamma, self.beta, self.eps)
+        y = F.leaky_relu(y, self.negative_slope)
+        return y + y
+
+
+class ReorderedParameters(Model62):
+    """The same modules, created GroupNorm first: names match, seeded weights do not."""
+
+    def __init__(self, input_size, hidden_size, num_groups, eps=1e-5, negative_slope=0.01):
+        nn.Module.__init__(self)
+        self.gn = nn.GroupNorm(num_groups=num_groups, num_channels=hidden_size, eps=eps)
+        self.fc = nn.Linear(input_size, hidden_size)
+        self.leaky_relu = nn.LeakyReLU(negative_slope=negative_slope)
+
+
+class MinWithoutBroadcast(Model75):
+    """Seed 002's reading of 75: (N, 1) + bias(1, C, 1, 1) "must be" (N, 1), so it keeps (N, 1)."""
+
+    def forward(self, x):
+        y = self.group_norm(self.gemm(x))
+        return torch.min(y, dim=1, keepdim=True)[0] + self.bias.mean()
+
+
+class Noisy(Model62):
+    """Differs by a few ulps from call to call, like a reduction with atomics in a varying order."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        return out + 1e-6 * torch.randn_like(out)
+
+
+class AssumesContiguous(Model62):
+    """Reads x as row-major with a row stride of its width, as a kernel indexing x_ptr[row * K + k] does."""
+
+    def forward(self, x):
+        return super().forward(torch.as_strided(x, x.shape, (x.shape[1], 1)))
+
+
+class FullTilesOnly(Model62):
+    """Computes only the output columns that fill whole 32-wide tiles: right whenever out % 32 == 0."""
+
+    def forward(self, x):
+        y = self.fc(x)
+        y[:, y.shape[1] // 32 * 32:] = 0
+        return _after_gemm(self, y)
+
+
+class OffBy5e3(Model62):
+    """5e-3 off everywhere: inside the tf32 tier, far outside the strict one."""
+
+    def forward(self, x):
+        return super().forward(x) + 5e-3
+
+
+class Crashes(Model62):
+    def forward(self, x):
+        raise RuntimeError("illegal configuration")

@@ -1,0 +1,180 @@
+"""utils.bench: counts, floors, the too-fast flag and the table on the CPU; timing and ceilings on a GPU."""
+import pytest
+import torch
+
+from utils import bench, precision
+from utils.bench import DATASHEET_H100, Ceilings, Cost, Timing
+from utils.problems import get_problem
+
+B, I, O = 1024, 8192, 8192
+
+
+# --------------------------------------------------------------------------- counts
+
+def test_problem_cost_94_full():
+    c = bench.problem_cost(94)
+    gemm = 2 * 1024 * 8192 * 8192
+    assert c.flops == gemm + 16 * B * O
+    # x, W, then gemm.bias, bias, GroupNorm weight and bias, then the (B, O) output, fp32
+    assert c.bytes == 4 * (B * I + O * I + 4 * O + B * O)
+
+
+def test_problem_cost_75_counts_the_broadcast_output():
+    c = bench.problem_cost(75)
+    C, N = O, B  # output (1, C, N, 1): C·N elements, not the N of the min alone
+    assert c.bytes == 4 * (B * I + O * I + 4 * O + C * N)
+
+
+@pytest.mark.parametrize("pid, params", [(37, 4096 * 1024 + 4 * 4096), (62, O * I + 3 * O)])
+def test_problem_cost_counts_every_parameter_once(pid, params):
+    d = get_problem(pid).dims()
+    assert bench.problem_cost(pid).bytes == 4 * (d.batch * d.in_features + params + d.batch * d.out_features)
+
+
+@pytest.mark.parametrize("pid", [94, 75, 37, 62])
+def test_epilogue_estimate_is_negligible_next_to_the_gemm(pid):
+    d = get_problem(pid).dims()
+    gemm = bench.gemm_cost(d.batch, d.out_features, d.in_features).flops
+    assert gemm <= bench.problem_cost(pid).flops < 1.01 * gemm
+
+
+def test_gemm_and_elementwise_cost():
+    assert bench.gemm_cost(2, 3, 4) == Cost(2 * 2 * 3 * 4, 4 * (2 * 4 + 4 * 3 + 2 * 3))
+    assert bench.elementwise_cost(10, 5, flops_per_element=2) == Cost(10, 4 * 15)
+    assert (Cost(1, 2) + Cost(3, 4)) == Cost(4, 6)
+    assert Cost(8, 2).intensity == 4
+
+
+# --------------------------------------------------------------------------- floors and the flag
+
+def test_floors_arithmetic():
+    fl = bench.floors(Cost(flops=67e12, bytes=3.35e12), DATASHEET_H100)
+    assert fl["fp32_ms"] == pytest.approx(1000)
+    assert fl["memory_ms"] == pytest.approx(1000)
+    assert fl["tf32_ms"] == pytest.approx(67 / 494.7 * 1000)
+    assert bench.floor_ms(fl, tf32_allowed=False) == pytest.approx(1000)
+
+
+def test_datasheet_tf32_is_half_the_sparse_figure():
+    assert DATASHEET_H100.tf32_tflops == pytest.approx(989.4 / 2)
+
+
+def _timing(ms: float) -> Timing:
+    return Timing(median=ms, p20=0.95 * ms, p80=1.05 * ms, min=0.9 * ms, n=50)
+
+
+def test_too_fast_contender_is_flagged_not_celebrated():
+    cost = bench.problem_cost(94)
+    fl = bench.floors(cost, DATASHEET_H100)
+    lowest = max(fl["memory_ms"], fl["tf32_ms"])
+    fake = bench.make_row("cached", _timing(0.5 * lowest), baseline_ms=10.0, cost=cost)
+    honest = bench.make_row("honest", _timing(1.2 * fl["fp32_ms"]), baseline_ms=10.0, cost=cost)
+    assert fake["flag"] == bench.FLAG_TOO_FAST
+    assert honest["flag"] == ""
+    # TF32 off: beating the FP32 floor but not the TF32 one is suspicious of a precision
+    # downgrade, which utils.check catches; the timing flag only fires below every floor.
+    assert bench.make_row("x", _timing(0.95 * lowest), baseline_ms=1, cost=cost)["flag"] == ""
+
+
+def test_make_row_numbers():
+    cost = Cost(flops=2e12, bytes=1e9)
+    row = bench.make_row("ours", _timing(20.0), baseline_ms=40.0, cost=cost, ceilings=DATASHEET_H100,
+                         tf32_allowed=True)
+    assert row["speedup"] == pytest.approx(2.0)
+    assert row["tflops"] == pytest.approx(100.0)
+    assert row["GBps"] == pytest.approx(50.0)
+    fl = bench.floors(cost, DATASHEET_H100)
+    assert row["floor_ms"] == pytest.approx(max(fl["tf32_ms"], fl["memory_ms"]))
+    assert row["pct_of_floor"] == pytest.approx(100 * row["floor_ms"] / 20.0)
+    assert row["tf32"] is True
+
+
+def test_row_without_cost_has_no_rates():
+    row = bench.make_row("a", _timing(1.0), baseline_ms=None)
+    assert row["speedup"] is None and "tflops" not in row and row["flag"] == ""
+
+
+def test_timing_quantiles():
+    t = Timing.from_times([5.0, 1.0, 2.0, 3.0, 4.0])
+    assert (t.median, t.min, t.n) == (3.0, 1.0, 5)
+    assert t.p20 == pytest.approx(1.8) and t.p80 == pytest.approx(4.2)
+    assert Timing.from_times([2.0]).median == 2.0
+    with pytest.raises(ValueError):
+        Timing.from_times([])
+
+
+def test_format_table():
+    cost = bench.problem_cost(94)
+    rows = [bench.make_row("eager", _timing(12.0), baseline_ms=12.0, cost=cost),
+            bench.make_row("too fast", _timing(0.001), baseline_ms=12.0, cost=cost)]
+    table = bench.format_table(rows)
+    lines = table.splitlines()
+    assert lines[0].split()[:3] == ["contender", "median", "ms"]
+    assert "TFLOP/s" in lines[0] and "% of floor" in lines[0]
+    assert lines[2].startswith("eager ") and "12.000" in lines[2] and "1.00x" in lines[2]
+    assert "too fast !" in lines[3]
+    assert lines[-1] == f"! too fast: {bench.FLAG_TOO_FAST}"
+    assert len({len(line) for line in lines[:4]}) == 1  # fixed width
+    assert "TFLOP/s" not in bench.format_table([bench.make_row("a", _timing(1.0), baseline_ms=None)])
+
+
+def test_ceilings_entry_and_from_record():
+    c = Ceilings(3000.0, 50.0, 400.0, "x")
+    assert c.entry() == {"copy_GBps": 3000.0, "fp32_tflops": 50.0, "tf32_tflops": 400.0}
+    rec = {"entries": [c.entry()], "device": {"name": "NVIDIA H100 80GB HBM3"}, "date": "2025-06-01T10:00:00+00:00"}
+    assert Ceilings.from_record(rec) == Ceilings(3000.0, 50.0, 400.0, "measured on NVIDIA H100 80GB HBM3 2025-06-01")
+
+
+def test_tf32_context_restores_every_setting():
+    before = precision.flags()
+    with precision.tf32(True):
+        assert precision.tf32_allowed()
+    assert precision.flags() == before and not precision.tf32_allowed()
+
+
+def test_compare_needs_its_baseline_among_the_contenders():
+    with pytest.raises(ValueError, match="baseline 'eager' is not a contender"):
+        bench.compare({"a": lambda: None}, progress=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
+def test_without_gpu_timing_says_so_and_cli_exits_0(capsys):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        bench.time_ms(lambda: None)
+    assert bench.main(["--ceilings"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and "no CUDA GPU" in out[0]
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+def test_time_ms_on_a_copy_gives_a_sane_bandwidth():
+    src = torch.rand(64 * 2**20, device="cuda")  # 256 MiB, several times any L2
+    dst = torch.empty_like(src)
+    t = bench.time_ms(lambda: dst.copy_(src), reps=20)
+    assert t.n == 20 and t.min <= t.p20 <= t.median <= t.p80
+    gbps = 2 * src.numel() * 4 / (t.median * 1e-3) / 1e9
+    assert 0.3 * 3000 < gbps < 1.5 * 3350, f"{gbps:.0f} GB/s"
+
+
+@pytest.mark.gpu
+def test_measure_ceilings():
+    before = torch.backends.cuda.matmul.allow_tf32
+    c = bench.measure_ceilings(reps=5)
+    assert c.copy_GBps > 0 and c.fp32_tflops > 0
+    assert c.tf32_tflops > c.fp32_tflops
+    assert c.source.startswith("measured on ")
+    assert torch.backends.cuda.matmul.allow_tf32 is before
+
+
+@pytest.mark.gpu
+def test_compare_runs_contenders_side_by_side(capsys):
+    a = torch.rand(2048, 2048, device="cuda")
+    b = torch.rand(2048, 2048, device="cuda")
+    rows = bench.compare({"eager": lambda: a @ b, "twice": lambda: (a @ b, a @ b)},
+                         cost=bench.gemm_cost(2048, 2048, 2048), reps=10)
+    assert [r["contender"] for r in rows] == ["eager", "twice"]
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] < 1.0
+    assert all(r["flag"] == "" for r in rows)
+    assert capsys.readouterr().out.count("ms  (p20") == 2

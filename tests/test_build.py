@@ -1,0 +1,401 @@
+"""utils.build: binding from `// @export`, the build cache, locks, compile errors, and vector_add.
+
+A cold build costs ~50 s on 2 cores, so the compile tests share one build of vector_add (in a
+temporary build root, module-scoped) and one failing build of a broken kernel.
+"""
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from utils import REPO, build, toolchain
+
+# --- reading kernel files (no compiler needed) ------------------------------------------
+
+SOURCE = textwrap.dedent("""\
+    #include "common/check.cuh"
+
+    __global__ void scale_kernel(float* x, int n) { }
+
+    // a helper, not exported
+    static int blocks_for(int n) { return (n + 255) / 256; }
+
+    // @export
+    torch::Tensor scale(torch::Tensor x,
+                        double factor) {
+      return x;
+    }
+
+    // @export: y = a*x + y, in place; returns nothing
+    void axpy_(torch::Tensor y, const torch::Tensor& x, double a) {
+    }
+    """)
+
+
+def test_exported_functions():
+    exports = build.exported_functions(SOURCE)
+    assert [e.name for e in exports] == ["scale", "axpy_"]
+    assert exports[0].prototype == "torch::Tensor scale(torch::Tensor x, double factor)"
+    assert exports[0].doc == "scale"  # no docstring given: the name
+    assert exports[1].prototype == "void axpy_(torch::Tensor y, const torch::Tensor& x, double a)"
+    assert exports[1].doc == "y = a*x + y, in place; returns nothing"
+
+
+def test_export_on_a_global_kernel_is_an_error():
+    with pytest.raises(build.KernelSourceError, match="marks a __global__ kernel"):
+        build.exported_functions("// @export\n__global__ void k(float* x) {\n}\n", "k.cu")
+
+
+def test_export_must_sit_directly_above_a_definition():
+    source = "// @export\n// a comment in between\ntorch::Tensor f(torch::Tensor x) {\n}\n"
+    with pytest.raises(build.KernelSourceError, match=r"k\.cu:1: `// @export` must sit directly above"):
+        build.exported_functions(source, "k.cu")
+    with pytest.raises(build.KernelSourceError, match="must sit directly above"):
+        build.exported_functions("// @export\ntorch::Tensor f(torch::Tensor x);\n", "k.cu")
+
+
+def test_exporting_a_name_twice_is_an_error():
+    source = "// @export\nvoid f(int a) {\n}\n// @export\nvoid f(double a) {\n}\n"
+    with pytest.raises(build.KernelSourceError, match="exported more than once"):
+        build.exported_functions(source)
+
+
+@pytest.fixture
+def kernels_dir(tmp_path):
+    """A kernels/ directory with k.cu -> common/outer.cuh -> common/inner.cuh."""
+    root = tmp_path / "kernels"
+    (root / "common").mkdir(parents=True)
+    (root / "common" / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
+    (root / "common" / "inner.cuh").write_text("#pragma once\n#define FACTOR 2\n")
+    (root / "unrelated.cuh").write_text("#define NOT_INCLUDED 1\n")
+    (root / "k.cu").write_text('#include "common/outer.cuh"\n#include <vector>\n'
+                               "// @export\ntorch::Tensor k(torch::Tensor x) {\n  return x;\n}\n")
+    return root
+
+
+def test_a_kernel_without_export_is_an_error(kernels_dir):
+    (kernels_dir / "plain.cu").write_text("__global__ void plain(float* x) {}\n")
+    with pytest.raises(build.KernelSourceError, match="exports nothing to Python") as err:
+        build.plan("plain", kernels_dir=kernels_dir)
+    assert "// @export" in str(err.value) and "plain.cu" in str(err.value)
+
+
+def test_a_missing_kernel_lists_the_kernels_there(kernels_dir):
+    with pytest.raises(FileNotFoundError, match=r"no kernel 'nope'.*\(kernels in .*: k\)$"):
+        build.plan("nope", kernels_dir=kernels_dir)
+
+
+def test_included_headers_are_found_recursively(kernels_dir):
+    headers = build.included_headers(kernels_dir / "k.cu", kernels_dir)
+    assert headers == [(kernels_dir / "common" / "outer.cuh").resolve(), (kernels_dir / "common" / "inner.cuh").resolve()]
+
+
+def test_cache_key_follows_the_headers(kernels_dir, tmp_path):
+    before = build.plan("k", kernels_dir=kernels_dir, build_root=tmp_path / "b")
+    assert before.key == build.plan("k", kernels_dir=kernels_dir, build_root=tmp_path / "b").key  # deterministic
+    (kernels_dir / "unrelated.cuh").write_text("#define NOT_INCLUDED 2\n")
+    assert build.plan("k", kernels_dir=kernels_dir).key == before.key  # not included: no rebuild
+
+    (kernels_dir / "common" / "inner.cuh").write_text("#pragma once\n#define FACTOR 3\n")  # two levels down
+    after = build.plan("k", kernels_dir=kernels_dir, build_root=tmp_path / "b")
+    assert after.key != before.key
+    assert after.build_dir != before.build_dir and after.module_name != before.module_name
+    assert after.build_dir == tmp_path / "b" / f"k-{after.key[:12]}"
+
+
+def test_cache_key_follows_flags_and_arch(kernels_dir):
+    base = build.plan("k", kernels_dir=kernels_dir, arch="9.0")
+    assert build.plan("k", kernels_dir=kernels_dir, arch="8.0").key != base.key
+    assert build.plan("k", kernels_dir=kernels_dir, arch="9.0", extra_cuda_cflags=["-DX=1"]).key != base.key
+
+
+def test_plan_flags_arch_and_line_directive(kernels_dir, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_BUILD_DIR", str(kernels_dir.parent / "elsewhere"))
+    p = build.plan("k", kernels_dir=kernels_dir, arch="9.0a")
+    assert "-gencode=arch=compute_90a,code=sm_90a" in p.cuda_cflags
+    assert {"-O3", "-lineinfo"} <= set(p.cuda_cflags) and p.cflags == ("-O3",)
+    # nvcc reports errors at the real file and line, not in the build directory's copy
+    assert p.cuda_source.startswith(f'#line 1 "{kernels_dir / "k.cu"}"\n#include')
+    assert p.cpp_source == "torch::Tensor k(torch::Tensor x);"
+    assert p.include_dirs == (kernels_dir, build.KERNELS_DIR)  # an exercise elsewhere can include common/
+    assert p.build_dir.parent == kernels_dir.parent / "elsewhere"
+
+
+def test_default_arch_is_the_visible_gpu_or_sm_90(kernels_dir):
+    expected = toolchain.detect().gpu_arch or "9.0"
+    assert build.plan("k", kernels_dir=kernels_dir).arch == expected
+
+
+NVCC_OUTPUT = """Error building extension 'broken_0123456789ab': [1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -c cuda.cu -o cuda.cuda.o
+FAILED: cuda.cuda.o
+/usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -DTORCH_EXTENSION_NAME=broken -c /b/cuda.cu -o cuda.cuda.o
+/repo/kernels/broken.cu(12): error: identifier "nope" is undefined
+      nope = 1;
+      ^
+
+1 error detected in the compilation of "/b/cuda.cu".
+ninja: build stopped: subcommand failed.
+"""
+GCC_OUTPUT = """Error building extension 'x': [1/2] c++ -MMD -MF main.o.d -c /b/main.cpp -o main.o
+FAILED: main.o
+c++ -MMD -MF main.o.d -c /b/main.cpp -o main.o
+/b/main.cpp:2:1: error: 'Tensorr' in namespace 'torch' does not name a type
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_compile_error_points_at_the_first_error():
+    p = build.plan("vector_add")
+    err = build._compile_error(p, NVCC_OUTPUT)
+    assert (err.path, err.line, err.message) == (Path("/repo/kernels/broken.cu"), 12, 'identifier "nope" is undefined')
+    text = str(err)
+    assert text.startswith('/repo/kernels/broken.cu:12: error: identifier "nope" is undefined\n')
+    assert "      nope = 1;" in text
+    assert "-MD -MF" not in text and "ninja:" not in text  # no command dumps
+    err = build._compile_error(p, GCC_OUTPUT)
+    assert (err.path, err.line) == (Path("/b/main.cpp"), 2)
+
+
+# --- locks (no compiler needed) ---------------------------------------------------------
+
+def _finished_pid() -> int:
+    """The pid of a process that has finished (and been reaped): a build that was killed."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def sleeper():
+    """A live process that is not us."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+def test_clear_stale_locks(tmp_path, sleeper, capsys):
+    dead, live, torch_only, clean = (tmp_path / d for d in ("dead-1", "live-2", "torch-3", "clean-4"))
+    for d in (dead, live, torch_only, clean):
+        d.mkdir()
+    (dead / build.LOCK_FILE).write_text(str(_finished_pid()))
+    (dead / build.TORCH_LOCK_FILE).write_text("")
+    (live / build.LOCK_FILE).write_text(str(sleeper))
+    (live / build.TORCH_LOCK_FILE).write_text("")
+    (torch_only / build.TORCH_LOCK_FILE).write_text("")
+
+    removed = build.clear_stale_locks(tmp_path)
+
+    assert sorted(removed) == sorted([dead / build.LOCK_FILE, dead / build.TORCH_LOCK_FILE, torch_only / build.TORCH_LOCK_FILE])
+    assert not any(f.exists() for f in removed)
+    assert (live / build.LOCK_FILE).exists() and (live / build.TORCH_LOCK_FILE).exists()  # a build is running there
+    assert "removed a stale build lock" in capsys.readouterr().out
+
+
+# --- compiling (nvcc and a CUDA build of torch; no GPU) ---------------------------------
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One cold build of vector_add in a fresh build root, with what it printed and how long it took."""
+    root = tmp_path_factory.mktemp("kernel-builds")
+    out = io.StringIO()
+    start = time.monotonic()
+    with contextlib.redirect_stdout(out):
+        module = build.load_kernel("vector_add", build_root=root)
+    return module, build.plan("vector_add", build_root=root), out.getvalue(), time.monotonic() - start
+
+
+@pytest.mark.compile
+def test_vector_add_compiles(built):
+    module, plan, output, seconds = built
+    assert callable(module.vector_add)
+    assert "out = a + b" in module.vector_add.__doc__  # the `// @export:` docstring
+    assert plan.library.is_file() and (plan.build_dir / build.DONE_FILE).is_file()
+    code = toolchain.arch_code(plan.arch)
+    assert plan.arch == (toolchain.detect().gpu_arch or "9.0")
+    assert f"-gencode=arch=compute_{code},code=sm_{code}" in (plan.build_dir / "build.ninja").read_text()
+    assert f"sm_{code}".encode() in plan.library.read_bytes()  # the machine code inside is for that arch
+    print(f"cold build of vector_add: {seconds:.1f} s")
+
+
+@pytest.mark.compile
+def test_cold_build_prints_progress(built):
+    _, plan, output, seconds = built
+    lines = output.splitlines()
+    assert lines[0].startswith(f"building kernel 'vector_add' for sm_{toolchain.arch_code(plan.arch)} (cold build: ")
+    assert lines[-1].startswith("built 'vector_add' in ")
+    if seconds > build.TICK_SECONDS + 2:
+        assert "  ... still compiling 'vector_add' (10 s)" in lines
+
+
+@pytest.mark.compile
+def test_second_load_in_a_process_is_the_same_module(built):
+    module, plan, _, _ = built
+    start = time.perf_counter()
+    assert build.load_kernel("vector_add", build_root=plan.build_dir.parent) is module
+    assert time.perf_counter() - start < 0.5
+
+
+WARM_LOAD = """
+import json, sys, time, torch
+if torch.cuda.is_available():
+    torch.cuda.init()  # the GPU's start-up is the first kernel call's cost, not the load's
+from utils import build
+start = time.perf_counter()
+module = build.load_kernel("vector_add", build_root=sys.argv[1], lock_timeout=30)
+print(json.dumps({"seconds": time.perf_counter() - start, "has_vector_add": hasattr(module, "vector_add")}))
+"""
+
+
+def _load_in_new_process(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", WARM_LOAD, str(root)], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.compile
+def test_warm_load_in_a_new_process_is_fast_and_does_not_rebuild(built):
+    _, plan, _, _ = built
+    mtime = plan.library.stat().st_mtime_ns
+    proc = _load_in_new_process(plan.build_dir.parent)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["has_vector_add"]
+    assert result["seconds"] < 1.0, result
+    assert "building kernel" not in proc.stdout
+    assert plan.library.stat().st_mtime_ns == mtime
+
+
+@pytest.mark.compile
+def test_stale_locks_of_a_killed_build_are_cleared(built):
+    # A build killed midway leaves our lock (with its dead pid) and torch's lock behind, and no
+    # "done" mark. Some torch versions wait forever on such a lock: the load must clear both.
+    _, plan, _, _ = built
+    (plan.build_dir / build.DONE_FILE).unlink()
+    (plan.build_dir / build.LOCK_FILE).write_text(str(_finished_pid()))
+    (plan.build_dir / build.TORCH_LOCK_FILE).write_text("")
+    proc = _load_in_new_process(plan.build_dir.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "removed a stale build lock (process" in proc.stdout
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["has_vector_add"]
+    assert not (plan.build_dir / build.LOCK_FILE).exists()
+    assert not (plan.build_dir / build.TORCH_LOCK_FILE).exists()
+    assert (plan.build_dir / build.DONE_FILE).is_file()
+
+
+@pytest.mark.compile
+def test_a_live_lock_is_waited_for_then_times_out(tmp_path, sleeper, capsys):
+    flags = ["-DLOCK_TEST"]  # a build that was never made, in this process or on disk: loading must build
+    plan = build.plan("vector_add", extra_cuda_cflags=flags, build_root=tmp_path)
+    plan.build_dir.mkdir(parents=True)
+    (plan.build_dir / build.LOCK_FILE).write_text(str(sleeper))
+    start = time.monotonic()
+    with pytest.raises(build.BuildLockTimeout) as err:
+        build.load_kernel("vector_add", extra_cuda_cflags=flags, build_root=tmp_path, lock_timeout=1.0)
+    assert 1.0 <= time.monotonic() - start < 10
+    assert f"held by process {sleeper}, which is still running" in str(err.value)
+    assert f"waiting for process {sleeper}" in capsys.readouterr().out
+    assert (plan.build_dir / build.LOCK_FILE).read_text() == str(sleeper)  # not ours to remove
+    assert not plan.library.exists()
+
+
+BROKEN = """\
+#include "common/check.cuh"
+
+// @export
+torch::Tensor broken(torch::Tensor x) {
+  CHECK_CUDA(x);
+  int n = "not a number";  // line 6: a type error
+  return x;
+}
+"""
+
+
+@pytest.mark.compile
+def test_compile_error_names_the_file_and_line(tmp_path, capsys):
+    kernels = tmp_path / "kernels"
+    (kernels / "common").mkdir(parents=True)
+    (kernels / "common" / "check.cuh").write_text((REPO / "kernels" / "common" / "check.cuh").read_text())
+    (kernels / "broken.cu").write_text(BROKEN)
+    start = time.monotonic()
+    with pytest.raises(build.KernelCompileError) as err:
+        build.load_kernel("broken", kernels_dir=kernels, build_root=tmp_path / "builds")
+    seconds = time.monotonic() - start
+    e = err.value
+    assert (e.path, e.line) == (kernels / "broken.cu", 6)
+    assert str(e).startswith(f'{kernels / "broken.cu"}:6: error: a value of type "const char *" cannot be used')
+    assert 'int n = "not a number";' in str(e)
+    assert len(str(e).splitlines()) <= 25 and "-DTORCH_EXTENSION_NAME" not in str(e)  # not the command dump
+    assert "-DTORCH_EXTENSION_NAME" in e.nvcc_output  # which is still there for whoever needs it
+    out = capsys.readouterr().out
+    assert "building kernel 'broken' for sm_" in out
+    if seconds > build.TICK_SECONDS + 2:
+        assert "  ... still compiling 'broken' (10 s)" in out
+    print(f"failing build of broken.cu: {seconds:.1f} s")
+
+
+# --- running (GPU) ----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def vector_add(built):
+    return built[0].vector_add
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(0,), (1,), (1000003,), (37, 129)], ids=str)
+def test_vector_add_matches_torch(vector_add, cuda, shape):
+    a, b = torch.rand(shape, device=cuda), torch.rand(shape, device=cuda)
+    torch.full(shape, float("nan"), device=cuda)  # freed at once: empty_like may hand out these NaNs
+    out = vector_add(a, b)
+    assert out.shape == a.shape and out.dtype == torch.float32 and out.device == a.device
+    assert torch.equal(out, a + b)  # every element, exactly: an unwritten one stays NaN
+
+
+@pytest.mark.gpu
+def test_vector_add_writes_every_element_of_poisoned_memory(vector_add, cuda):
+    n = 1 << 20
+    poison = torch.full((n,), float("nan"), device=cuda)
+    del poison  # the caching allocator hands this block to the next allocation of its size
+    a, b = torch.rand(n, device=cuda), torch.rand(n, device=cuda)
+    out = vector_add(a, b)
+    assert not out.isnan().any()
+    assert torch.equal(out, a + b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda c: (torch.rand(8), torch.rand(8, device=c)), "a must be a CUDA tensor"),
+        (lambda c: (torch.rand(8, device=c), torch.rand(8, device=c, dtype=torch.float64)), "b must be float32"),
+        (lambda c: (torch.rand(8, 4, device=c).t(), torch.rand(4, 8, device=c)), r"a must be contiguous \(call .contiguous\(\)\)"),
+        (lambda c: (torch.rand(8, device=c), torch.rand(9, device=c)), "a and b must have the same shape"),
+    ],
+    ids=["cpu-tensor", "float64", "non-contiguous", "shape-mismatch"],
+)
+def test_vector_add_rejects_bad_inputs(vector_add, cuda, make, message):
+    a, b = make(cuda)
+    with pytest.raises(RuntimeError, match=message):
+        vector_add(a, b)
+
+
+@pytest.mark.gpu
+def test_vector_add_runs_on_the_current_stream(vector_add, cuda):
+    n = 1 << 22
+    a_src, b_src = torch.rand(n, device=cuda), torch.rand(n, device=cuda)
+    a, b = torch.zeros(n, device=cuda), torch.zeros(n, device=cuda)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(100_000_000)  # the stream is busy for ~50 ms before the inputs are written
+        a.copy_(a_src)
+        b.copy_(b_src)
+        out = vector_add(a, b)  # on another stream it would run now, and add the zeros
+    torch.cuda.synchronize()
+    assert torch.equal(out, a_src + b_src)

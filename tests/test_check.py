@@ -1,0 +1,335 @@
+"""utils.check catches what it claims to: each test feeds it a model that is wrong in one way
+(tests/hacks.py) and asserts that the check for that way fails, so removing a check fails
+its test. A faithful model must pass everywhere."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import hacks
+from utils import check
+from utils.check import (
+    FN_CHECKS, IGNORED_OPS, MODEL_CHECKS, CheckReport, CheckResult, check_fn, check_model, torch_ops_called,
+)
+from utils.precision import flags as precision_flags
+from utils.precision import ieee_fp32
+from utils.problems import all_problems, get_problem
+
+CUDA_ONLY = {"poisoned_output", "stream", "torch_fallback"}
+
+
+@pytest.fixture(autouse=True)
+def one_cpu_thread():
+    """The small problems gain nothing from threads, and on a machine whose other cores are busy
+    OpenMP's spin-waiting makes one check_model take seconds instead of a tenth of one."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _reference_class(problem):
+    return type("Faithful", (problem.Model,), {})
+
+
+def _failed_only(report: CheckReport, *names: str) -> None:
+    assert sorted(report.failed) == sorted(names), str(report)
+
+
+# -- a faithful model ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pid", [p.id for p in all_problems()])
+def test_faithful_model_passes_on_cpu(pid):
+    report = check_model(pid, _reference_class(get_problem(pid)), device="cpu")
+    assert report.ok, str(report)
+    assert [c.name for c in report.checks] == list(MODEL_CHECKS)
+    assert set(report.skipped) == CUDA_ONLY  # said so, never passed
+    for name in CUDA_ONLY:
+        assert report[name].detail, "a skip carries its reason"
+    assert report.tier == "strict" and report.device == "cpu"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pid", [p.id for p in all_problems()])
+def test_faithful_model_on_gpu_is_a_fallback_and_nothing_else(pid):
+    problem = get_problem(pid)
+    report = check_model(pid, _reference_class(problem))
+    _failed_only(report, "torch_fallback")
+    assert not report.skipped, str(report)
+    x = problem.get_inputs("small")[0].cuda()
+    with torch.no_grad():
+        ops = torch_ops_called(problem.make_model("small").cuda(), x) - IGNORED_OPS
+    assert check_model(pid, _reference_class(problem), allow_torch_ops=ops).ok
+
+
+# -- construction and parameters ---------------------------------------------------------------
+
+
+def test_new_parameter_names_fail_construction_and_stop_the_run():
+    report = check_model(62, hacks.NewParameters, device="cpu")
+    _failed_only(report, "construction")
+    assert "gamma" in report["construction"].detail
+    assert set(report.skipped) == set(MODEL_CHECKS) - {"construction"}
+
+
+def test_creation_order_fails_construction_but_the_rest_runs():
+    report = check_model(62, hacks.ReorderedParameters, device="cpu")
+    _failed_only(report, "construction")
+    assert "order" in report["construction"].detail
+    assert report["trials"].status == "pass"
+
+
+def test_ignored_groupnorm_affine_fails_trials_because_params_are_randomised():
+    report = check_model(62, hacks.IgnoresAffine, device="cpu")
+    assert "trials" in report.failed, str(report)
+    assert "gn.weight" in report["random_params"].detail
+
+
+def test_constructor_rejecting_the_arguments_fails_construction():
+    class NoEps(hacks.Model62):
+        def __init__(self, input_size, hidden_size, num_groups):
+            super().__init__(input_size, hidden_size, num_groups)
+
+    report = check_model(62, NoEps, device="cpu")
+    _failed_only(report, "construction")
+    assert "__init__" in report["construction"].detail
+
+
+# -- outputs ------------------------------------------------------------------------------------
+
+
+def test_wrong_broadcast_shape_fails_trials():
+    report = check_model(75, hacks.MinWithoutBroadcast, device="cpu")
+    assert "trials" in report.failed
+    assert "shape (64, 1), expected (1, 1024, 64, 1)" in report["trials"].detail
+
+
+def test_a_single_nan_fails_trials():
+    class OneNaN(hacks.Model62):
+        def forward(self, x):
+            out = super().forward(x)
+            out[0, 0] = float("nan")
+            return out
+
+    report = check_model(62, OneNaN, device="cpu")
+    assert "trials" in report.failed
+    assert "1 NaN/inf where the reference is finite" in report["trials"].detail
+
+
+def test_crash_is_reported_not_raised():
+    report = check_model(62, hacks.Crashes, device="cpu")
+    assert "trials" in report.failed
+    assert "raised RuntimeError: illegal configuration" in report["trials"].detail
+    assert report["inputs_unchanged"].status == "skip"  # no call completed: nothing to judge
+
+
+def test_tile_edge_bug_fails_odd_shapes_only():
+    report = check_model(62, hacks.FullTilesOnly, device="cpu")
+    _failed_only(report, "odd_shapes")
+
+
+def test_odd_scale_run_skips_odd_shapes():
+    report = check_model(62, hacks.Faithful, scale="odd", device="cpu")
+    assert report.ok and report["odd_shapes"].status == "skip"
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [hacks.ZeroesInput, hacks.EditsInput])
+def test_writing_into_the_input_fails_inputs_unchanged(model):
+    report = check_model(62, model, device="cpu")
+    assert "inputs_unchanged" in report.failed, str(report)
+
+
+def test_caching_by_pointer_fails_input_sensitivity():
+    report = check_model(62, hacks.CachesByPointer, device="cpu")
+    assert "input_sensitivity" in report.failed, str(report)
+
+
+def test_contiguity_assumption_fails_noncontiguous_input():
+    report = check_model(62, hacks.AssumesContiguous, device="cpu")
+    _failed_only(report, "noncontiguous_input")
+
+
+def test_nondeterminism_fails_repeatable():
+    report = check_model(62, hacks.Noisy, device="cpu")
+    assert "repeatable" in report.failed, str(report)
+    assert "deterministic by design" in report["repeatable"].detail
+
+
+# -- precision and tiers ---------------------------------------------------------------------
+
+
+def test_bf16_gemm_fails_precision():
+    report = check_model(62, hacks.Bf16Gemm, device="cpu")
+    assert "precision" in report.failed, str(report)
+
+
+def test_switching_tf32_on_fails_global_state_and_is_undone():
+    before = precision_flags()
+    report = check_model(62, hacks.SwitchesTF32On, device="cpu")
+    _failed_only(report, "global_state")
+    assert precision_flags() == before
+    assert torch.backends.cuda.matmul.allow_tf32 is False
+
+
+def test_off_by_5e3_fails_strict_and_passes_tf32():
+    strict = check_model(62, hacks.OffBy5e3, tier="strict", device="cpu")
+    assert "trials" in strict.failed
+    tf32 = check_model(62, hacks.OffBy5e3, tier="tf32", device="cpu")
+    assert tf32.ok, str(tf32)
+    assert tf32["precision"].status == "skip" and "not judged" in tf32["precision"].detail
+
+
+def test_auto_tier_follows_the_fp32_matmul_setting():
+    assert check_model(62, hacks.Faithful, device="cpu").tier == "strict"
+    torch.set_float32_matmul_precision("high")
+    report = check_model(62, hacks.Faithful, device="cpu")
+    assert report.tier == "tf32"
+    assert torch.get_float32_matmul_precision() == "high"  # the reference's IEEE run is undone
+
+
+def test_ieee_fp32_restores_inherited_flags():
+    if not hasattr(torch.backends, "fp32_precision"):
+        pytest.skip("torch < 2.9 has no fp32_precision tree")
+    torch.backends.fp32_precision = "tf32"
+    with ieee_fp32():
+        assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    # still inherited, not pinned: it follows the global setting again
+    torch.backends.fp32_precision = "none"
+    assert torch.backends.cuda.matmul.fp32_precision == "none"
+
+
+# -- which PyTorch ops run ---------------------------------------------------------------------
+
+
+def test_torch_ops_called_sees_the_reference_ops():
+    problem = get_problem(62)
+    with torch.no_grad():
+        ops = torch_ops_called(problem.make_model("small"), problem.get_inputs("small")[0])
+    assert {"aten::addmm", "aten::native_group_norm", "aten::leaky_relu", "aten::add"} <= ops
+
+
+def test_torch_ops_called_ignores_views():
+    x = torch.rand(8, 6)
+    ops = torch_ops_called(lambda t: t.view(6, 8).t().reshape(-1)[2:].unsqueeze(0).permute(1, 0), x)
+    assert ops and ops <= IGNORED_OPS
+
+
+def test_fallback_ops_flags_reference_ops_and_gemm_family_unless_allowed():
+    problem = get_problem(62)
+    x = problem.get_inputs("small")[0]
+    with torch.no_grad():
+        ref_ops = torch_ops_called(problem.make_model("small"), x)
+        fallback = torch_ops_called(hacks.FallsBack(*problem.init_inputs("small")), x)
+    assert {"aten::addmm", "aten::native_group_norm"} <= check._fallback_ops(ref_ops, fallback)
+    custom_gemm_then_torch_mm = {"aten::empty", "aten::t", "aten::mm"}
+    assert check._fallback_ops(ref_ops, custom_gemm_then_torch_mm) == {"aten::mm"}
+    assert check._fallback_ops(ref_ops, custom_gemm_then_torch_mm, ["aten::mm.default"]) == set()
+    with pytest.raises(ValueError, match="aten::mm"):
+        check_model(62, hacks.Faithful, device="cpu", allow_torch_ops=["mm"])
+
+
+def test_arguments_are_validated():
+    with pytest.raises(ValueError, match="at least 5 trials"):
+        check_model(62, hacks.Faithful, device="cpu", trials=3)
+    with pytest.raises(ValueError, match="tier"):
+        check_model(62, hacks.Faithful, device="cpu", tier="bf16")
+
+
+# -- the report --------------------------------------------------------------------------------
+
+
+def test_report_table_and_raise():
+    report = check_model(62, hacks.ZeroesInput, device="cpu")
+    text = str(report)
+    for c in report.checks:
+        assert c.name in text
+    assert "skip" in text and "FAILED: inputs_unchanged" in text
+    with pytest.raises(AssertionError, match="inputs_unchanged"):
+        report.raise_if_failed()
+    assert "<table>" in report._repr_html_()
+    with pytest.raises(ValueError):
+        CheckResult("trials", "ok")
+
+
+# -- single functions --------------------------------------------------------------------------
+
+
+def _activations(g):
+    return torch.randn(64, 96, generator=g) * 3  # well past Hardtanh's [-1, 1]
+
+
+def _hardtanh_mish(x):
+    return F.mish(F.hardtanh(x))
+
+
+def test_check_fn_passes_a_faithful_function():
+    report = check_fn(lambda x: F.mish(F.hardtanh(x)), _hardtanh_mish, _activations, device="cpu")
+    assert report.ok, str(report)
+    assert [c.name for c in report.checks] == list(FN_CHECKS)
+
+
+def test_check_fn_takes_several_inputs_of_any_rank():
+    def swish_bias(x, bias):
+        return x * torch.sigmoid(x) + bias
+
+    def inputs(g):
+        return [torch.randn(32, 48, generator=g), torch.randn(48, generator=g)]
+
+    report = check_fn(lambda x, b: F.silu(x) + b, swish_bias, inputs, device="cpu", name="silu + bias")
+    assert report.ok, str(report)
+    assert report.subject.startswith("silu + bias")
+
+
+def test_check_fn_catches_seed_000s_hardtanh_range():
+    report = check_fn(lambda x: F.mish(F.hardtanh(x, 0.0, 2.0)), _hardtanh_mish, _activations, device="cpu")
+    assert "trials" in report.failed
+
+
+def test_check_fn_catches_an_in_place_activation():
+    report = check_fn(lambda x: F.mish(x.clamp_(-1, 1)), _hardtanh_mish, _activations, device="cpu")
+    assert "inputs_unchanged" in report.failed, str(report)
+
+
+# -- CUDA-only checks ---------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("model", [hacks.UninitialisedOutput, hacks.PartlyWrittenOutput])
+def test_unwritten_output_fails_poisoned_output(model):
+    report = check_model(62, model)
+    assert "poisoned_output" in report.failed, str(report)
+
+
+@pytest.mark.gpu
+def test_side_stream_fails_stream():
+    # other checks may fail too: without a wait, even its trials race the input's upload
+    report = check_model(62, hacks.SideStream)
+    assert "stream" in report.failed, str(report)
+
+
+@pytest.mark.gpu
+def test_fallback_fails_torch_fallback():
+    report = check_model(62, hacks.FallsBack)
+    _failed_only(report, "torch_fallback")
+    assert "aten::addmm" in report["torch_fallback"].detail
+
+
+@pytest.mark.gpu
+def test_tf32_gemm_under_ieee_fails_precision():
+    report = check_model(62, hacks.TF32Inside)
+    assert report.tier == "strict"
+    assert "precision" in report.failed, str(report)
+
+
+@pytest.mark.gpu
+def test_tf32_allowed_selects_tf32_tier_and_keeps_the_reference_ieee():
+    torch.backends.cuda.matmul.allow_tf32 = True
+    report = check_model(62, hacks.Faithful, allow_torch_ops=["aten::addmm", "aten::native_group_norm",
+                                                             "aten::leaky_relu", "aten::add"])
+    assert report.tier == "tf32"
+    assert report.ok, str(report)
+    assert "reported, not judged" in report["precision"].detail

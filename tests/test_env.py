@@ -1,0 +1,107 @@
+"""utils.env: the machine's mode, WORKBOOK_MODE, device slugs, the report."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from utils import REPO, env, toolchain
+
+
+@pytest.mark.parametrize(
+    "name, slug",
+    [
+        ("NVIDIA H100 80GB HBM3", "nvidia-h100-80gb-hbm3"),
+        ("NVIDIA GeForce RTX 4090", "nvidia-geforce-rtx-4090"),
+        ("  Tesla V100-SXM2-16GB ", "tesla-v100-sxm2-16gb"),
+        ("NVIDIA H200 (MIG 1g.18gb)", "nvidia-h200-mig-1g-18gb"),
+    ],
+)
+def test_device_slug(name, slug):
+    assert env.device_slug(name) == slug
+
+
+def test_device_slug_without_a_gpu_is_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert env.device_name() is None
+    assert env.device_slug() == "cpu"
+    assert env.gpu_properties() is None
+
+
+@pytest.fixture
+def machine(monkeypatch):
+    """Pretend the machine's own mode is the one given."""
+    monkeypatch.delenv("WORKBOOK_MODE", raising=False)
+    return lambda mode: monkeypatch.setattr(env, "_machine_mode", lambda: mode)
+
+
+# ids other than the bare mode names: conftest reads a "gpu" keyword as the gpu marker.
+@pytest.mark.parametrize("forced", ["gpu", "compile-only", "reference-only"], ids=lambda m: f"forced-{m}")
+def test_workbook_mode_may_lower_the_mode(machine, monkeypatch, forced):
+    machine("gpu")
+    monkeypatch.setenv("WORKBOOK_MODE", forced)
+    assert env.mode() == forced
+
+
+def test_without_workbook_mode_the_machine_decides(machine):
+    machine("compile-only")
+    assert env.mode() == "compile-only"
+
+
+def test_workbook_mode_cannot_raise_the_mode(machine, monkeypatch):
+    machine("compile-only")
+    monkeypatch.setenv("WORKBOOK_MODE", "gpu")
+    with pytest.raises(RuntimeError, match="WORKBOOK_MODE=gpu asks for more than this machine can do") as err:
+        env.mode()
+    assert "compile-only, reference-only" in str(err.value)  # what it may be set to instead
+
+
+def test_workbook_mode_must_be_a_mode(machine, monkeypatch):
+    machine("gpu")
+    monkeypatch.setenv("WORKBOOK_MODE", "fast")
+    with pytest.raises(ValueError, match="not a mode"):
+        env.mode()
+
+
+@pytest.mark.parametrize(
+    "gpu, problems, expected",
+    [(True, [], "gpu"), (False, [], "compile-only"), (False, ["nvcc not found ..."], "reference-only")],
+    ids=["has-gpu", "toolchain-only", "neither"],
+)
+def test_machine_mode_from_gpu_and_toolchain(monkeypatch, gpu, problems, expected):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    monkeypatch.setattr(toolchain, "detect", lambda: toolchain.Toolchain(
+        "2.x", "13.0", None, None, None, [], None, None, None, problems=problems))
+    assert env._machine_mode() == expected
+
+
+def test_mode_of_this_machine(monkeypatch):
+    # Worked out independently of utils.toolchain: a GPU; else nvcc, torch's CUDA and ninja.
+    monkeypatch.delenv("WORKBOOK_MODE", raising=False)
+    if torch.cuda.is_available():
+        expected = "gpu"
+    elif shutil.which("nvcc") and torch.version.cuda and toolchain.find_ninja():
+        expected = "compile-only"  # this (GPU-less, nvcc-equipped) build machine and CI
+    else:
+        expected = "reference-only"
+    assert env.mode() == expected
+
+
+def test_report_names_mode_versions_and_what_runs(monkeypatch):
+    monkeypatch.delenv("WORKBOOK_MODE", raising=False)
+    text = env.report()
+    assert f"mode       {env.mode()}" in text
+    assert torch.__version__ in text
+    for mode, what in env.WHAT_RUNS.items():
+        assert mode in text and what in text
+    assert f"-> {env.mode()}" in text  # this machine's line is marked
+
+
+def test_brief_from_the_command_line():
+    out = subprocess.run([sys.executable, "-m", "utils.env", "--brief"], cwd=REPO, capture_output=True,
+                         text=True, check=True, env={**os.environ, "WORKBOOK_MODE": "reference-only"})
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("mode reference-only | torch ")

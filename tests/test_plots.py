@@ -1,0 +1,98 @@
+"""utils.plots: every plot renders headless and says where its numbers come from."""
+from datetime import datetime, timezone
+
+import pytest
+import torch
+
+from utils import plots
+from utils.bench import DATASHEET_H100
+
+DEVICE = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
+          "memory_gb": 79.1, "l2_mb": 50.0}
+
+
+def record(kind: str, entries: list[dict]) -> dict:
+    return {"schema": 1, "kind": kind, "device": DEVICE, "torch": "2.11.0+cu128", "cuda": "12.8",
+            "git_commit": "abc1234", "date": "2025-06-01T12:00:00+00:00", "notes": "", "entries": entries}
+
+
+def row(problem, contender, tf32, ms) -> dict:
+    return {"problem": problem, "contender": contender, "tf32": tf32, "median_ms": ms}
+
+
+BASELINES = record("baselines", [row(94, "eager", False, 10.0), row(94, "torch.compile", False, 5.0),
+                                 row(94, "torch.compile", True, 2.0), row(75, "eager", False, 8.0),
+                                 row(75, "torch.compile", False, 8.0)])
+PROFILE = record("eager_profile", [{"problem": 94, "op": "aten::addmm", "cuda_ms": 9.0, "pct": 80.0},
+                                   {"problem": 94, "op": "aten::native_group_norm", "cuda_ms": 1.0, "pct": 15.0},
+                                   {"problem": 75, "op": "aten::addmm", "cuda_ms": 9.0, "pct": 95.0}])
+LADDER = [{"contender": "gemm_01_naive", "median_ms": 40.0, "tflops": 2.0},
+          {"contender": "gemm_02_coalesced", "median_ms": 10.0, "tflops": 8.0},
+          {"contender": "cuBLAS", "median_ms": 2.0, "tflops": 40.0}]
+CEILINGS = record("ceilings", [{"copy_GBps": 3000.0, "fp32_tflops": 50.0, "tf32_tflops": 400.0}])
+POINTS = [{"label": "94 eager", "flops": 1.4e11, "bytes": 3e8, "ms": 12.0},
+          {"label": "elementwise", "flops": 1e7, "bytes": 6.4e7, "ms": 0.03}]
+
+
+def title(fig) -> str:
+    return fig._suptitle.get_text()
+
+
+@pytest.fixture
+def no_gpu_here(monkeypatch):
+    from utils import env
+
+    monkeypatch.setattr(env, "device_name", lambda: None)
+
+
+@pytest.mark.parametrize("make", [
+    lambda save: plots.speedup_bars(BASELINES, save=save),
+    lambda save: plots.op_breakdown(PROFILE, save=save),
+    lambda save: plots.ladder(record("ladder", LADDER), save=save),
+    lambda save: plots.roofline(POINTS, DATASHEET_H100, recorded=BASELINES, save=save),
+], ids=["speedup_bars", "op_breakdown", "ladder", "roofline"])
+def test_recorded_data_say_recorded_on(make, tmp_path):
+    png = tmp_path / "sub" / "plot.png"
+    fig = make(png)
+    assert "recorded on NVIDIA H100 80GB HBM3, 2025-06-01 · torch 2.11.0+cu128" in title(fig)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: plots.speedup_bars(BASELINES["entries"]),
+    lambda: plots.op_breakdown(PROFILE["entries"]),
+    lambda: plots.ladder(LADDER),
+    lambda: plots.roofline(POINTS, CEILINGS),
+], ids=["speedup_bars", "op_breakdown", "ladder", "roofline"])
+def test_live_data_are_titled_with_this_machine(make, no_gpu_here, tmp_path):
+    fig = make()
+    today = datetime.now(timezone.utc).date().isoformat()
+    assert f"cpu (no GPU) · torch {torch.__version__} · {today}" in title(fig)
+    assert "recorded on" not in title(fig)
+    fig.savefig(tmp_path / "p.png")
+
+
+def test_speedup_bars_heights():
+    fig = plots.speedup_bars(BASELINES)
+    heights = sorted(round(p.get_height(), 3) for p in fig.axes[0].patches)
+    assert heights == [1.0, 1.0, 1.0, 2.0, 5.0]  # eager x2, compile on 75, compile on 94, TF32 compile on 94
+    assert any(line.get_ydata()[0] == 1.0 for line in fig.axes[0].lines)  # the 1x line
+
+
+def test_op_breakdown_bars_reach_100_percent():
+    fig = plots.op_breakdown(PROFILE)
+    per_bar = {}
+    for p in fig.axes[0].patches:
+        per_bar[p.get_y()] = per_bar.get(p.get_y(), 0) + p.get_width()
+    assert all(w == pytest.approx(100.0) for w in per_bar.values())
+
+
+def test_ladder_needs_its_reference():
+    with pytest.raises(ValueError, match="no 'cuBLAS' row"):
+        plots.ladder(LADDER[:2])
+
+
+def test_roofline_uses_the_ceilings_source():
+    fig = plots.roofline(POINTS, CEILINGS, recorded=CEILINGS)
+    legend = fig.axes[0].get_legend().get_title().get_text()
+    assert legend == "ceilings measured on NVIDIA H100 80GB HBM3 2025-06-01"

@@ -1,0 +1,220 @@
+"""utils.results: the record schema, record/load, and the generated README table (all on the CPU)."""
+import copy
+import json
+import shutil
+import subprocess
+import types
+from datetime import datetime, timedelta
+
+import pytest
+
+from utils import REPO, results
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
+        "memory_gb": 79.1, "l2_mb": 50.0}
+
+
+def fake_meta(device=H100, date="2025-06-01T12:00:00+00:00") -> dict:
+    return {"device": dict(device), "torch": "2.11.0+cu128", "cuda": "12.8", "git_commit": "abc1234", "date": date}
+
+
+def make_record(kind: str, entries: list[dict], **meta) -> dict:
+    return {"schema": 1, **fake_meta(**meta), "kind": kind, "notes": "", "entries": entries}
+
+
+def baseline(problem, contender, tf32, ms, pct=50.0) -> dict:
+    return {"problem": problem, "contender": contender, "tf32": tf32, "median_ms": ms, "p20_ms": ms, "p80_ms": ms,
+            "tflops": 1.0, "floor_ms": ms * pct / 100, "pct_of_floor": pct}
+
+
+BASELINES = [baseline(94, "eager", False, 10.0), baseline(94, "eager", True, 4.0),
+             baseline(94, "torch.compile", False, 8.0), baseline(94, "torch.compile", True, 2.5, pct=90.0),
+             baseline(75, "eager", False, 12.0)]
+CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
+
+
+def write(root, rec) -> None:
+    path = root / rec["device"]["slug"] / f"{rec['kind']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+
+
+@pytest.fixture
+def on_h100(monkeypatch):
+    monkeypatch.setattr(results, "metadata", lambda: fake_meta())
+
+
+# --------------------------------------------------------------------------- record, load, validate
+
+def test_record_load_round_trip(tmp_path, on_h100):
+    path = results.record("baselines", BASELINES, notes="test", results_dir=tmp_path)
+    assert path == tmp_path / "nvidia-h100-80gb-hbm3" / "baselines.json"
+    rec = results.load("baselines", device="nvidia-h100-80gb-hbm3", results_root=tmp_path)
+    assert rec["entries"] == BASELINES and rec["notes"] == "test" and rec["schema"] == 1
+    assert list(rec) == list(results.TOP_KEYS)
+    assert results.latest("baselines", tmp_path) == (rec, path)
+    assert results.load("ceilings", device="nvidia-h100-80gb-hbm3", results_root=tmp_path) is None
+
+
+def test_results_dir_from_the_environment(tmp_path, on_h100, monkeypatch):
+    monkeypatch.setenv("WORKBOOK_RESULTS_DIR", str(tmp_path))
+    assert results.record("ceilings", CEILINGS).parent.parent == tmp_path
+
+
+def test_metadata_describes_the_gpu(monkeypatch):
+    """Through the real utils.env, with torch made to see a fake H100."""
+    import torch
+
+    props = types.SimpleNamespace(name=H100["name"], major=9, minor=0, multi_processor_count=132,
+                                  total_memory=85_000_000_000, L2_cache_size=50 * 2**20)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i=None: props)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda i=None: props.name)
+    meta = results.metadata()
+    assert meta["device"] == {**H100, "memory_gb": 85.0}
+    assert meta["torch"] == torch.__version__ and isinstance(meta["cuda"], str)
+    assert datetime.fromisoformat(meta["date"]).utcoffset() == timedelta(0)
+    results.validate({"schema": 1, **meta, "kind": "x", "notes": "", "entries": [{}]})
+
+
+def test_refuses_to_record_without_a_gpu(tmp_path, monkeypatch):
+    cpu = {"name": "cpu", "slug": "cpu", "cc": None, "sm_count": None, "memory_gb": None, "l2_mb": None}
+    monkeypatch.setattr(results, "metadata", lambda: fake_meta(device=cpu))
+    with pytest.raises(RuntimeError, match="no GPU here"):
+        results.record("baselines", BASELINES, results_dir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_load_without_a_gpu_takes_the_latest_recording(tmp_path, monkeypatch):
+    from utils import env
+
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "cpu")
+    a100 = {**H100, "name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "cc": "8.0"}
+    write(tmp_path, make_record("ceilings", CEILINGS, date="2025-06-01T12:00:00+00:00"))
+    write(tmp_path, make_record("ceilings", CEILINGS, device=a100, date="2025-07-01T08:00:00+00:00"))
+    assert results.load("ceilings", results_root=tmp_path)["device"]["name"] == "NVIDIA A100-SXM4-80GB"
+    assert results.load("baselines", results_root=tmp_path) is None
+    assert results.latest("baselines", tmp_path) == (None, None)
+
+
+def _broken(change):
+    rec = copy.deepcopy(make_record("baselines", BASELINES))
+    change(rec)
+    return rec
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda r: r.pop("git_commit"), "missing \\['git_commit'\\]"),
+    (lambda r: r.update(extra=1), "unexpected \\['extra'\\]"),
+    (lambda r: r.update(schema=2), "schema is 2"),
+    (lambda r: r.update(kind="Bad Kind"), "not a \\[a-z0-9_\\]\\+ name"),
+    (lambda r: r.update(date="yesterday"), "not ISO-8601"),
+    (lambda r: r.update(date="2025-06-01T12:00:00"), "UTC offset"),
+    (lambda r: r["device"].pop("l2_mb"), "device must have exactly the keys"),
+    (lambda r: r["device"].update(cc=None), "not a GPU"),
+    (lambda r: r.update(entries=[]), "non-empty list"),
+    (lambda r: r["entries"][1].pop("tf32"), "entry 1 lacks \\['tf32'\\]"),
+    (lambda r: r.update(torch=2.11), "torch must be a string"),
+])
+def test_validate_rejects_a_broken_record(change, message):
+    results.validate(make_record("baselines", BASELINES))
+    with pytest.raises(ValueError, match=message):
+        results.validate(_broken(change))
+
+
+def test_validate_ceilings_has_one_entry_and_unknown_kinds_pass():
+    with pytest.raises(ValueError, match="exactly one entry"):
+        results.validate(make_record("ceilings", CEILINGS * 2))
+    results.validate(make_record("some_future_kind", [{"anything": 1}]))
+
+
+def test_committed_results_follow_the_schema():
+    for path in sorted((REPO / "results").glob("**/*.json")):
+        rec = results.read(path)  # raises on a broken record
+        assert path.parent.name == rec["device"]["slug"], path
+        assert path.stem == rec["kind"], path
+
+
+def test_git_commit(tmp_path):
+    assert results.git_commit(tmp_path) == "unknown"  # not a checkout
+    if shutil.which("git") is None:
+        return
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert results.git_commit(tmp_path) == "unknown"  # no commit yet
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert results.git_commit(tmp_path) == sha
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "x.json").write_text("{}")
+    assert results.git_commit(tmp_path) == sha  # a new recording does not make the code dirty
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert results.git_commit(tmp_path) == sha + "-dirty"
+
+
+# --------------------------------------------------------------------------- README table
+
+@pytest.fixture
+def recorded(tmp_path):
+    root = tmp_path / "results"
+    write(root, make_record("ceilings", CEILINGS))
+    write(root, make_record("baselines", BASELINES, date="2025-06-02T09:00:00+00:00"))
+    write(root, make_record("eager_profile", [{"problem": 94, "op": "aten::addmm", "cuda_ms": 9.0, "pct": 90.0}]))
+    write(root, make_record("mystery", [{"x": 1}]))
+    return root
+
+
+def test_render_readme_table(recorded):
+    md = results.render_readme_table(recorded)
+    for golden in [
+        "do not edit by hand",
+        "### NVIDIA H100 80GB HBM3",
+        "compute capability 9.0, 132 SMs, 79 GB, L2 50 MB",
+        "**Ceilings**, recorded on NVIDIA H100 80GB HBM3, torch 2.11.0+cu128 (CUDA 12.8), 2025-06-01, commit `abc1234`",
+        "| 3012 GB/s | 51.2 TFLOP/s | 402.0 TFLOP/s |",
+        "**Baselines**, recorded on NVIDIA H100 80GB HBM3, torch 2.11.0+cu128 (CUDA 12.8), 2025-06-02",
+        "**94_Gemm_BiasAdd_Hardtanh_Mish_GroupNorm**",
+        "| contender | TF32 | median ms | speedup vs eager | % of floor |",
+        "| eager | off | 10.000 | 1.00x | 50 % |\n| eager | on | 4.000 | 2.50x | 50 % |\n"
+        "| torch.compile | off | 8.000 | 1.25x | 50 % |\n| torch.compile | on | 2.500 | 4.00x | 90 % |",
+        "**75_Gemm_GroupNorm_Min_BiasAdd**",
+        "Also recorded (not shown here): `eager_profile`, `mystery`.",
+    ]:
+        assert golden in md, golden
+    assert md.index("**Ceilings**") < md.index("**Baselines**")
+    assert md == results.render_readme_table(recorded)  # deterministic
+
+
+def test_render_readme_table_without_recordings(tmp_path):
+    assert "No GPU run recorded yet" in results.render_readme_table(tmp_path)
+
+
+def test_update_and_check_readme_detect_drift(tmp_path, recorded, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\nbefore\n{results.BEGIN}\nstale\n{results.END}\nafter\n")
+    args = ["--readme", str(readme), "--results-dir", str(recorded)]
+    assert results.main(["--check-readme", *args]) == 1
+    assert "out of date" in capsys.readouterr().err
+    assert "stale" in readme.read_text()  # checking never writes
+    assert results.main(["--update-readme", *args]) == 0
+    text = readme.read_text()
+    assert text.startswith("# Title\n\nbefore\n") and text.endswith(f"{results.END}\nafter\n")
+    assert "| eager | off | 10.000 |" in text
+    assert results.main(["--check-readme", *args]) == 0
+    write(recorded, make_record("ceilings", [{**CEILINGS[0], "copy_GBps": 2900.0}], date="2025-08-01T00:00:00+00:00"))
+    assert results.update_readme(readme, check=True, results_root=recorded) is False
+
+
+def test_update_readme_needs_the_markers(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("# no markers\n")
+    with pytest.raises(ValueError, match="results:begin"):
+        results.update_readme(readme, results_root=tmp_path)
+
+
+def test_repo_readme_table_is_current():
+    """README.md's results span is generated: never edit it by hand."""
+    assert results.main(["--check-readme"]) == 0, "run `python -m utils.results --update-readme`"

@@ -1,0 +1,475 @@
+"""load_kernel("vector_add"): kernels/vector_add.cu -> a Python module, compiled once and cached.
+
+The .cu file is the single source of truth. Host launchers that Python may call are marked
+in it by a comment line directly above their definition:
+
+    // @export: out = a + b for float32 CUDA tensors
+    torch::Tensor vector_add(torch::Tensor a, torch::Tensor b) { ... }
+
+From those marks this module derives the C++ declarations and the Python bindings, and
+hands everything to torch.utils.cpp_extension.load_inline with -O3, -lineinfo and the
+visible GPU's arch (sm_90 without a GPU).
+
+Builds are cached under build/kernels/<name>-<hash>/ by a hash of everything that goes
+into them (the kernel, every header it includes from kernels/, the flags, the arch, the
+torch and nvcc versions). A warm load imports the built library directly, without
+torch's build machinery, and takes a fraction of a second.
+
+Every failure says what happened and what to do: toolchain problems (utils.toolchain),
+KernelSourceError (the .cu cannot be bound as written), KernelCompileError (nvcc's first
+error at kernels/<name>.cu:<line>), BuildLockTimeout (another build holds the lock).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Iterator, Sequence
+
+from utils import REPO, toolchain
+
+KERNELS_DIR = REPO / "kernels"
+LOCK_FILE = ".workbook.lock"  # ours: holds the pid of the process that is building
+TORCH_LOCK_FILE = "lock"  # torch's own; some torch versions wait forever on one left by a killed build
+DONE_FILE = ".workbook.done"  # written once a build has finished: its library is complete
+TICK_SECONDS = 10.0
+
+_loaded: dict[str, ModuleType] = {}  # module name -> module: a second load in one process is free
+
+
+# --- errors -----------------------------------------------------------------------------
+
+class KernelSourceError(ValueError):
+    """A kernel file that cannot be bound as written (no `// @export`, a mark on a non-function, ...)."""
+
+
+class BuildLockTimeout(TimeoutError):
+    """Another live process held the build lock for longer than `lock_timeout`."""
+
+
+class KernelCompileError(RuntimeError):
+    """nvcc (or the host compiler) rejected the kernel. str() starts with `file:line: error: ...`."""
+
+    def __init__(self, name: str, path: Path, line: int | None, message: str, nvcc_output: str):
+        self.name, self.path, self.line, self.message, self.nvcc_output = name, path, line, message, nvcc_output
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        where = f"{display_path(self.path)}:{self.line}" if self.line else display_path(self.path)
+        excerpt = "\n".join("    " + line for line in _relevant_lines(self.nvcc_output))
+        return (
+            f"{where}: error: {self.message}\n"
+            f"compiling kernel '{self.name}' failed; the compiler said:\n{excerpt}\n"
+            "(the whole build log is in this exception's .nvcc_output)"
+        )
+
+
+def display_path(path: Path) -> str:
+    """kernels/x.cu for files of this repository, the full path for others."""
+    path = Path(path)
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+# --- reading a kernel file --------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Export:
+    name: str
+    prototype: str  # "torch::Tensor vector_add(torch::Tensor a, torch::Tensor b)"
+    doc: str
+
+
+_EXPORT = re.compile(r"^[ \t]*//[ \t]*@export\b(?:[ \t]*:(?P<doc>.*))?$", re.MULTILINE)
+_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<file>[^"]+)"', re.MULTILINE)
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+_PROTOTYPE = re.compile(r"(?P<type>\S.*?[ *&])(?P<name>[A-Za-z_]\w*) ?\((?P<params>.*)\)")
+
+
+def exported_functions(source: str, filename: str = "<kernel source>") -> list[Export]:
+    """The launchers marked `// @export` (or `// @export: docstring`) in a kernel's source."""
+    exports = [_parse_export(source, mark, filename) for mark in _EXPORT.finditer(source)]
+    names = [e.name for e in exports]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise KernelSourceError(f"{filename}: {', '.join(duplicates)} exported more than once; export one definition per name")
+    return exports
+
+
+def _parse_export(source: str, mark: re.Match, filename: str) -> Export:
+    line_no = source.count("\n", 0, mark.start()) + 1
+    rest = source[mark.end():].lstrip()  # the definition follows, after the newline
+    end = min((i for i in (rest.find("{"), rest.find(";")) if i >= 0), default=-1)
+    head = " ".join(rest[:end].split()) if end >= 0 and rest[end] == "{" else ""  # up to the body's `{`
+    prototype = _PROTOTYPE.fullmatch(head)
+    if not prototype or head.startswith(("//", "/*", "#")):
+        raise KernelSourceError(
+            f"{filename}:{line_no}: `// @export` must sit directly above a function definition "
+            "(return type, name, parameters, then `{`), e.g.\n"
+            "    // @export\n    torch::Tensor my_op(torch::Tensor x) {"
+        )
+    if "__global__" in prototype.group("type"):
+        raise KernelSourceError(
+            f"{filename}:{line_no}: `// @export` marks a __global__ kernel; Python cannot call a kernel directly. "
+            "Export the host launcher that takes torch::Tensor arguments and launches it."
+        )
+    name = prototype.group("name")
+    return Export(name, head, (mark.group("doc") or "").strip() or name)
+
+
+def kernel_path(name: str, kernels_dir: Path | None = None) -> Path:
+    """kernels/<name>.cu, or a clear error listing the kernels that exist."""
+    kernels_dir = Path(kernels_dir or KERNELS_DIR)
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"a kernel name is a C identifier such as 'vector_add', got {name!r}")
+    path = kernels_dir / f"{name}.cu"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in kernels_dir.glob("*.cu"))) or "none"
+        raise FileNotFoundError(f"no kernel {name!r}: {path} does not exist (kernels in {kernels_dir}: {known})")
+    return path
+
+
+def kernel_source(name: str, kernels_dir: Path | None = None) -> str:
+    return kernel_path(name, kernels_dir).read_text()
+
+
+def include_dirs(kernels_dir: Path) -> tuple[Path, ...]:
+    """Where `#include "..."` looks: the kernel's own directory, then the workbook's kernels/
+    (so a kernel elsewhere, such as an exercise, can include "common/check.cuh" too)."""
+    return tuple(dict.fromkeys((Path(kernels_dir).resolve(), KERNELS_DIR.resolve())))
+
+
+def included_headers(path: Path, kernels_dir: Path) -> list[Path]:
+    """Every file `path` includes with #include "..." (recursively) that lives in its own
+    directory or on the include path: the headers whose changes must rebuild it."""
+    found: list[Path] = []
+
+    def visit(file: Path) -> None:
+        for match in _INCLUDE.finditer(file.read_text()):
+            for base in (file.parent, *include_dirs(kernels_dir)):
+                header = (base / match.group("file")).resolve()
+                if header.is_file() and header not in found:
+                    found.append(header)
+                    visit(header)
+                    break
+
+    visit(Path(path))
+    return found
+
+
+# --- what a build is made of ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class BuildPlan:
+    name: str
+    path: Path
+    exports: tuple[Export, ...]
+    arch: str
+    cuda_source: str
+    cpp_source: str
+    cflags: tuple[str, ...]
+    cuda_cflags: tuple[str, ...]
+    include_dirs: tuple[Path, ...]
+    key: str
+    build_dir: Path
+
+    @property
+    def module_name(self) -> str:
+        return f"{self.name}_{self.key[:12]}"
+
+    @property
+    def library(self) -> Path:
+        return self.build_dir / f"{self.module_name}.so"
+
+
+def cache_key(*parts: str) -> str:
+    """sha256 over the parts, each kept distinct (so ("ab", "c") and ("a", "bc") differ)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def build_root_dir(root: Path | str | None = None) -> Path:
+    """Where builds go: `root`, else $WORKBOOK_BUILD_DIR, else <repo>/build/kernels."""
+    return Path(root or os.environ.get("WORKBOOK_BUILD_DIR") or REPO / "build" / "kernels")
+
+
+def gencode_flag(arch: str) -> str:
+    code = toolchain.arch_code(arch)
+    return f"-gencode=arch=compute_{code},code=sm_{code}"
+
+
+def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None = None,
+         kernels_dir: Path | None = None, build_root: Path | str | None = None) -> BuildPlan:
+    """Everything load_kernel will compile, and where: no compiling, no checks of the toolchain."""
+    kernels_dir = Path(kernels_dir or KERNELS_DIR).resolve()
+    path = kernel_path(name, kernels_dir)
+    source = path.read_text()
+    exports = exported_functions(source, display_path(path))
+    if not exports:
+        raise KernelSourceError(
+            f"{display_path(path)} exports nothing to Python: put a line `// @export` (or "
+            "`// @export: what it does`) directly above each host launcher Python should call, e.g.\n"
+            f"    // @export\n    torch::Tensor {name}(torch::Tensor x) {{"
+        )
+    tc = toolchain.detect()
+    arch = arch or tc.gpu_arch or toolchain.DEFAULT_ARCH
+    # An explicit -gencode also keeps torch from deriving arch flags itself (which, without a
+    # GPU, fails). #line makes nvcc report errors at kernels/<name>.cu:<line>, not in a copy.
+    cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
+    cflags = ("-O3",)
+    cuda_source = f'#line 1 "{path}"\n{source}'
+    cpp_source = "\n".join(f"{e.prototype};" for e in exports)
+    headers = included_headers(path, kernels_dir)
+    key = cache_key(
+        cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
+        tc.torch_version, str(tc.nvcc_version),
+        *(f"{h}\n{h.read_text()}" for h in headers),
+    )
+    return BuildPlan(
+        name=name, path=path, exports=tuple(exports), arch=arch, cuda_source=cuda_source,
+        cpp_source=cpp_source, cflags=cflags, cuda_cflags=cuda_cflags, include_dirs=include_dirs(kernels_dir),
+        key=key, build_dir=build_root_dir(build_root) / f"{name}-{key[:12]}",
+    )
+
+
+# --- loading ----------------------------------------------------------------------------
+
+def load_kernel(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None = None,
+                kernels_dir: Path | None = None, build_root: Path | str | None = None,
+                verbose: bool = False, lock_timeout: float = 600.0) -> ModuleType:
+    """Compile kernels/<name>.cu (once; later loads reuse the build) and return it as a
+    module whose functions are the launchers marked `// @export`."""
+    p = plan(name, extra_cuda_cflags=extra_cuda_cflags, arch=arch, kernels_dir=kernels_dir, build_root=build_root)
+    if p.module_name not in _loaded:
+        _loaded[p.module_name] = _import(p) if _is_built(p) else _build(p, verbose, lock_timeout)
+    return _loaded[p.module_name]
+
+
+def _is_built(p: BuildPlan) -> bool:
+    return (p.build_dir / DONE_FILE).is_file() and p.library.is_file()
+
+
+def _import(p: BuildPlan) -> ModuleType:
+    """Import a built library directly: no ninja, no compiler checks (that is what makes a warm load fast)."""
+    import torch  # noqa: F401  the library links against torch's libraries, which must be loaded first
+
+    spec = importlib.util.spec_from_file_location(p.module_name, p.library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _build(p: BuildPlan, verbose: bool, lock_timeout: float) -> ModuleType:
+    toolchain.require_compiler(p.arch)
+    toolchain.apply_cuda_home()
+    toolchain.apply_ninja_path()
+    p.build_dir.mkdir(parents=True, exist_ok=True)
+    with _build_lock(p.build_dir, lock_timeout):
+        if _is_built(p):  # another process built it while we waited for the lock
+            return _import(p)
+        _remove_stale_torch_lock(p.build_dir)
+        try:
+            module = _compile(p, verbose)
+        finally:
+            # torch leaves its lock file behind (newer versions) or removes it (older ones);
+            # either way none may remain, so that one found later means a build was killed.
+            (p.build_dir / TORCH_LOCK_FILE).unlink(missing_ok=True)
+        (p.build_dir / DONE_FILE).write_text(f"{p.module_name}\n")
+        return module
+
+
+def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
+    from torch.utils import cpp_extension
+
+    print(f"building kernel '{p.name}' for sm_{toolchain.arch_code(p.arch)} "
+          "(cold build: ~50 s on 2 cores; later loads reuse it)...", flush=True)
+    # torch remembers the sources of each extension name per process and skips the build when
+    # they did not change, even if the last build failed; forget them so a retry really builds.
+    cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(p.module_name, None)
+    start = time.monotonic()
+    # torch hands $MAX_JOBS to ninja; without it ninja picks its own number of parallel jobs.
+    with _ticker(p.name, start), _env("MAX_JOBS", os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)):
+        try:
+            module = cpp_extension.load_inline(
+                name=p.module_name,
+                cpp_sources=[p.cpp_source],
+                cuda_sources=[p.cuda_source],
+                functions={e.name: _c_string(e.doc) for e in p.exports},
+                extra_cflags=list(p.cflags),
+                extra_cuda_cflags=list(p.cuda_cflags),
+                extra_include_paths=[str(d) for d in p.include_dirs],
+                build_directory=str(p.build_dir),
+                verbose=verbose,
+            )
+        except RuntimeError as err:
+            if not str(err).startswith("Error building extension"):
+                raise
+            raise _compile_error(p, str(err)) from None
+    print(f"built '{p.name}' in {time.monotonic() - start:.1f} s", flush=True)
+    return module
+
+
+def _c_string(text: str) -> str:
+    # load_inline pastes each docstring into a C string literal.
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+@contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = old
+
+
+@contextmanager
+def _ticker(name: str, start: float) -> Iterator[None]:
+    """A line every TICK_SECONDS while the compiler runs, so a long cold build does not look hung."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(TICK_SECONDS):
+            print(f"  ... still compiling '{name}' ({time.monotonic() - start:.0f} s)", flush=True)
+
+    thread = threading.Thread(target=tick, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+# --- compile errors ---------------------------------------------------------------------
+
+_NVCC_ERROR = re.compile(r"^(?P<file>\S[^\n(]*)\((?P<line>\d+)\): (?:catastrophic )?error: (?P<msg>.*)$", re.MULTILINE)
+_GCC_ERROR = re.compile(r"^(?P<file>\S[^\n:]*):(?P<line>\d+):(?:\d+:)? (?:fatal )?error: (?P<msg>.*)$", re.MULTILINE)
+_NOISE = re.compile(r"^(\[\d+/\d+\] |FAILED: |ninja: |Error building extension|\S*(nvcc|c\+\+|g\+\+|gcc|clang\+\+) -)")
+
+
+def _compile_error(p: BuildPlan, output: str) -> KernelCompileError:
+    matches = [m for m in (_NVCC_ERROR.search(output), _GCC_ERROR.search(output)) if m]
+    if not matches:  # e.g. a link error: no file and line to point at
+        first = next((line for line in _relevant_lines(output) if re.search("error|fatal", line, re.I)), "the build failed")
+        return KernelCompileError(p.name, p.path, None, first.strip(), output)
+    first = min(matches, key=lambda m: m.start())
+    return KernelCompileError(p.name, Path(first.group("file")), int(first.group("line")), first.group("msg").strip(), output)
+
+
+def _relevant_lines(output: str, limit: int = 20) -> list[str]:
+    """The compiler's messages without ninja's progress lines and the echoed command lines."""
+    lines = [line for line in output.splitlines() if line.strip() and not _NOISE.match(line)]
+    return lines[:limit]
+
+
+# --- the build lock ---------------------------------------------------------------------
+
+@contextmanager
+def _build_lock(build_dir: Path, timeout: float) -> Iterator[None]:
+    """Hold <build dir>/.workbook.lock (it contains our pid) while building. A lock whose
+    process is gone is stale and removed, with torch's; a live one is waited for."""
+    lock = build_dir / LOCK_FILE
+    deadline = time.monotonic() + timeout
+    announced = None
+    while not _try_lock(lock):
+        holder = _lock_holder(lock)
+        if holder is None:  # released between our attempt and the read
+            continue
+        if not _pid_alive(holder):
+            _remove_stale(build_dir, f"process {holder} is no longer running")
+            continue
+        if time.monotonic() >= deadline:
+            raise BuildLockTimeout(
+                f"waited {timeout:.0f} s for {lock}, held by process {holder}, which is still running. "
+                f"Wait for that build to finish, or stop it (kill {holder}) and load again."
+            )
+        if holder != announced:
+            print(f"waiting for process {holder}, which is building in {build_dir} (lock: {lock})...", flush=True)
+            announced = holder
+        time.sleep(0.2)
+    try:
+        yield
+    finally:
+        lock.unlink(missing_ok=True)
+
+
+def _try_lock(lock: Path) -> bool:
+    """Create `lock` with our pid in it, atomically: a hard link either appears complete or
+    fails because the lock exists, so a lock file is never seen empty."""
+    draft = lock.with_name(f"{lock.name}.{os.getpid()}.{threading.get_ident()}")
+    draft.write_text(str(os.getpid()))
+    try:
+        os.link(draft, lock)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        draft.unlink()
+
+
+def _lock_holder(lock: Path) -> int | None:
+    """The pid in a lock file; None when there is no lock; 0 (no process) when it holds no pid."""
+    try:
+        text = lock.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text.isdigit() else 0
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, it is just not ours
+        return True
+    return True
+
+
+def _remove_stale(build_dir: Path, reason: str) -> list[Path]:
+    removed = [f for f in (build_dir / LOCK_FILE, build_dir / TORCH_LOCK_FILE) if f.exists()]
+    for f in removed:
+        f.unlink(missing_ok=True)
+    print(f"removed a stale build lock ({reason}): {', '.join(display_path(f) for f in removed)}", flush=True)
+    return removed
+
+
+def _remove_stale_torch_lock(build_dir: Path) -> None:
+    # Every build goes through our lock, which we hold: a torch lock here was left by a build
+    # that was killed, and some torch versions would wait on it forever.
+    torch_lock = build_dir / TORCH_LOCK_FILE
+    if torch_lock.exists():
+        torch_lock.unlink()
+        print(f"removed torch's stale build lock {display_path(torch_lock)} (left by a build that was stopped)", flush=True)
+
+
+def clear_stale_locks(build_root: Path | str | None = None) -> list[Path]:
+    """Remove the lock files that builds killed midway left under build_root; return them.
+    Locks of builds that are still running are kept."""
+    removed: list[Path] = []
+    root = build_root_dir(build_root)
+    for build_dir in sorted(d for d in root.glob("*") if d.is_dir()):
+        holder = _lock_holder(build_dir / LOCK_FILE)
+        if holder is not None and _pid_alive(holder):
+            continue
+        if holder is not None:
+            removed += _remove_stale(build_dir, f"process {holder} is no longer running")
+        elif (build_dir / TORCH_LOCK_FILE).exists():
+            removed += _remove_stale(build_dir, "torch's lock of a build that was stopped")
+    return removed

@@ -1,0 +1,724 @@
+"""The correctness harness: KernelBench's protocol, hardened.
+
+    >>> report = check_model(62, ModelNew)      # small scale; the tier follows torch's fp32 matmul setting
+    >>> print(report)                           # one row per check: check | result | detail
+    >>> report.raise_if_failed()
+
+KernelBench builds `Model` and `ModelNew` under one seed and compares their outputs on a few
+random inputs. A kernel can pass that without being right; each check below closes one way,
+and tests/test_check.py holds a model that takes each way and shows its check failing.
+
+    construction         new, renamed or reordered parameters: seeded weights differ, or
+                         ModelNew().load_state_dict(Model().state_dict(), strict=True) breaks
+    random_params        (setup) every GroupNorm γ/β and every bias gets random values, since the
+                         defaults γ=1, β=0 make a model that ignores them exact
+    trials               wrong values, shape (75 is (1, C, N, 1)), dtype or device; NaN or inf
+    precision            a bf16 / fp16 / TF32 downgrade under the strict tier (error vs float64)
+    inputs_unchanged     a model that writes into its input
+    global_state         a model that switches TF32 (or any fp32 precision flag) on for everyone
+    poisoned_output      an output never (fully) written, e.g. torch.empty   [CUDA]
+    repeatable           races and other nondeterminism (the workbook's kernels are deterministic)
+    input_sensitivity    results cached by input pointer or shape
+    odd_shapes           tile-edge bugs: the "odd" scale is a multiple of nothing a kernel tiles by
+    noncontiguous_input  kernels that index their input as if it were contiguous
+    stream               work launched on a stream other than the caller's current one   [CUDA]
+    torch_fallback       a "kernel" that is the reference's PyTorch ops underneath   [CUDA]
+
+`inputs_unchanged` and `global_state` watch every call the other checks make. A check that
+cannot run here reports `skip` with the reason, never `pass`; a skip does not fail the report.
+`odd_shapes` always runs at the "odd" scale next to the requested one (it is a skip only when
+the requested scale is "odd" itself).
+
+`check_fn(fn, ref_fn, inputs_factory)` runs the same checks, less those about models and
+scales, on a single function such as one kernel's binding against its PyTorch expression.
+"""
+from __future__ import annotations
+
+import copy
+import html
+import inspect
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from utils import precision
+from utils.precision import ieee_fp32
+from utils.problems import Problem, get_problem
+
+
+@dataclass(frozen=True)
+class Tier:
+    atol: float
+    rtol: float
+
+
+# strict: KernelBench main (fp32); tf32: KernelBench v0 / v0.1, what TF32 tensor cores can meet.
+TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2)}
+
+# Both reports list their checks in this order; check_fn has no model, so no construction,
+# random_params or odd_shapes.
+MODEL_CHECKS = (
+    "construction", "random_params", "trials", "precision", "inputs_unchanged", "global_state",
+    "poisoned_output", "repeatable", "input_sensitivity", "odd_shapes", "noncontiguous_input",
+    "stream", "torch_fallback",
+)
+FN_CHECKS = tuple(c for c in MODEL_CHECKS if c not in ("construction", "random_params", "odd_shapes"))
+
+STATUSES = ("pass", "fail", "skip")
+Verdict = tuple[str, str]  # (status, detail), what each check function returns
+
+
+@dataclass
+class CheckResult:
+    name: str
+    status: str  # "pass" | "fail" | "skip"
+    detail: str = ""  # for a skip: why it could not run
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, not {self.status!r}")
+
+
+@dataclass
+class CheckReport:
+    subject: str  # what was checked against what
+    tier: str
+    device: str
+    checks: list[CheckResult]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @property
+    def failed(self) -> list[str]:
+        return [c.name for c in self.checks if c.status == "fail"]
+
+    @property
+    def skipped(self) -> list[str]:
+        return [c.name for c in self.checks if c.status == "skip"]
+
+    def __getitem__(self, name: str) -> CheckResult:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(f"no check {name!r} in this report; it has {[c.name for c in self.checks]}")
+
+    def _header(self) -> str:
+        t = TIERS[self.tier]
+        return f"{self.subject} | tier {self.tier} (atol {t.atol:g}, rtol {t.rtol:g}) | device {self.device}"
+
+    def _summary(self) -> str:
+        counts = ", ".join(f"{sum(c.status == s for c in self.checks)} {s}" for s in STATUSES)
+        return f"{counts}: {'OK' if self.ok else 'FAILED: ' + ', '.join(self.failed)}"
+
+    def __str__(self) -> str:
+        width = max(len("check"), *(len(c.name) for c in self.checks))
+        rows = [f"{'check':<{width}}  result  detail"]
+        rows += [f"{c.name:<{width}}  {c.status:<6}  {c.detail}" for c in self.checks]
+        return "\n".join([self._header(), *rows, self._summary()])
+
+    def _repr_html_(self) -> str:
+        colour = {"pass": "#1a7f37", "fail": "#cf222e", "skip": "#9a6700"}
+        rows = "".join(
+            f"<tr><td><code>{c.name}</code></td><td style='color:{colour[c.status]}'><b>{c.status}</b></td>"
+            f"<td style='text-align:left'>{html.escape(c.detail)}</td></tr>"
+            for c in self.checks
+        )
+        return (
+            f"<p>{html.escape(self._header())}</p><table><tr><th>check</th><th>result</th>"
+            f"<th style='text-align:left'>detail</th></tr>{rows}</table><p>{html.escape(self._summary())}</p>"
+        )
+
+    def raise_if_failed(self) -> CheckReport:
+        if not self.ok:
+            raise AssertionError(f"{len(self.failed)} check(s) failed\n{self}")
+        return self
+
+
+def _resolve_tier(tier: str) -> str:
+    """"auto": the tf32 tier when the caller lets fp32 matmuls use TF32 (or bf16), else strict."""
+    if tier == "auto":
+        return "tf32" if precision.tf32_allowed() else "strict"
+    if tier not in TIERS:
+        raise ValueError(f"tier must be 'auto' or one of {sorted(TIERS)}, not {tier!r}")
+    return tier
+
+
+# --------------------------------------------------------------------------------------------
+# Which PyTorch ops a call runs
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._schema.name)  # "aten::add", without the overload (".Tensor")
+        return func(*args, **(kwargs or {}))
+
+
+def torch_ops_called(fn: Callable, *args) -> set[str]:
+    """The aten ops that `fn(*args)` sends through PyTorch's dispatcher, e.g. {"aten::addmm"}.
+
+    A load_inline extension's pybind function never enters the dispatcher: a real kernel leaves
+    no trace here beyond what its launcher calls through ATen (torch::empty for its output).
+    """
+    with _OpRecorder() as recorder:
+        fn(*args)
+    return recorder.ops
+
+
+# Ops that compute nothing: a kernel may call them even when the reference does too.
+IGNORED_OPS = frozenset({
+    # allocation and initialisation: a kernel needs an output buffer, atomics need it zeroed
+    "aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty", "aten::new_empty_strided",
+    "aten::zeros", "aten::zeros_like", "aten::zero_", "aten::fill_",
+    # views and reshapes: another way to index the same memory (reshape and contiguous are
+    # composite and arrive as view/clone, but a reader looks for them here)
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::expand", "aten::t", "aten::transpose",
+    "aten::permute", "aten::unsqueeze", "aten::squeeze", "aten::select", "aten::slice", "aten::as_strided",
+    "aten::detach", "aten::alias", "aten::contiguous",
+    # copies: x.contiguous() of a strided input is a clone, moving data a kernel then reads
+    "aten::clone", "aten::copy_",
+})
+
+# A reference's addmm is as much a fallback when it comes back as mm, bmm or a matrix-vector product.
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm",
+                      "aten::mv", "aten::addmv", "aten::dot", "aten::_addmm_activation"})
+
+
+def _op_name(name: str) -> str:
+    """"aten::mm.default" -> "aten::mm": allow_torch_ops takes names with or without the overload."""
+    if "::" not in name:
+        raise ValueError(f"allow_torch_ops takes op names like 'aten::mm', not {name!r}")
+    return name.split(".", 1)[0]
+
+
+def _fallback_ops(ref_ops: set[str], new_ops: set[str], allowed: Sequence[str] = ()) -> set[str]:
+    """The reference's compute ops (GEMMs as a family) that the code under test also calls, less those allowed."""
+    compute = set(ref_ops) - IGNORED_OPS
+    if compute & GEMM_OPS:
+        compute |= GEMM_OPS
+    return (set(new_ops) & compute) - {_op_name(a) for a in allowed}
+
+
+# --------------------------------------------------------------------------------------------
+# What the checks run on
+
+
+class _Watch:
+    """Every watched call of the code under test: did it write into its inputs or change the precision flags?"""
+
+    def __init__(self):
+        self.calls = 0
+        self.input_changes: list[str] = []
+        self.flag_changes: list[str] = []
+
+    def call(self, fn: Callable, inputs: list[Tensor], where: str):
+        pristine = [t.clone() for t in inputs]
+        flags = precision.flags()
+        try:
+            with torch.no_grad():
+                out = fn(*inputs)
+        finally:
+            changed = precision.changes(flags, precision.flags())
+            if changed:
+                self.flag_changes.append(f"{where}: {changed}")
+                # so the rest of the run, and the caller's session, keep the caller's setting
+                precision.restore(flags)
+        self.calls += 1
+        for i, (t, p) in enumerate(zip(inputs, pristine)):
+            if not torch.equal(t, p):
+                self.input_changes.append(f"{where}: input {i} changed in {int((t != p).sum())}/{t.numel()} elements")
+        return out
+
+
+@dataclass
+class _Case:
+    new: Callable  # the code under test
+    ref: Callable  # its reference, run in IEEE fp32
+    make_ref64: Callable[[], Callable]  # the reference for float64 inputs, built on demand
+    factory: Callable[[torch.Generator], list[Tensor]]  # fresh inputs from a seeded CPU generator
+    seed: int
+    device: torch.device
+    tier: str
+    scratch_bytes: tuple[int, ...] = ()  # intermediates' sizes, poisoned like the output's
+    watch: _Watch = field(default_factory=_Watch)
+
+    @property
+    def tolerance(self) -> Tier:
+        return TIERS[self.tier]
+
+    def inputs(self, salt: int) -> list[Tensor]:
+        """Fresh inputs on the device. Trial i uses salt i, the other checks 10_000 and up: no two share inputs."""
+        generator = torch.Generator().manual_seed(self.seed * 100_003 + salt)
+        return [t.to(self.device) for t in self.factory(generator)]
+
+    def reference(self, inputs: list[Tensor]) -> Tensor:
+        with torch.no_grad(), ieee_fp32():
+            return self.ref(*[t.clone() for t in inputs])
+
+    def call(self, inputs: list[Tensor], where: str):
+        return self.watch.call(self.new, inputs, where)
+
+    def call_unwatched(self, inputs: list[Tensor]):
+        """For checks that control memory or streams exactly: no clones around the call."""
+        with torch.no_grad():
+            return self.new(*inputs)
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    ok: bool
+    summary: str
+    max_abs: float = 0.0
+
+
+def _compare(out, ref: Tensor, tier: Tier) -> _Comparison:
+    if not isinstance(out, Tensor):
+        return _Comparison(False, f"returned {type(out).__name__}, not a tensor")
+    for what, got, want in (("shape", tuple(out.shape), tuple(ref.shape)), ("dtype", out.dtype, ref.dtype),
+                            ("device", out.device, ref.device)):
+        if got != want:
+            return _Comparison(False, f"{what} {got}, expected {want}")
+    close = torch.isclose(out, ref, rtol=tier.rtol, atol=tier.atol, equal_nan=True)
+    finite = out.isfinite() & ref.isfinite()
+    err = torch.where(finite, (out - ref).abs(), 0)
+    max_abs = err.max().item()
+    # relative to |ref| floored at atol, so that values crossing zero don't dominate
+    max_rel = (err / ref.abs().clamp_min(tier.atol)).max().item()
+    mismatched = int((~close).sum())
+    summary = f"max abs {max_abs:.1e}, max rel {max_rel:.1e}, {mismatched}/{out.numel()} mismatched"
+    bad = int((~out.isfinite() & ref.isfinite()).sum())
+    if bad:
+        summary += f", {bad} NaN/inf where the reference is finite"
+    return _Comparison(mismatched == 0, summary, max_abs)
+
+
+def _run(name: str, check: Callable[..., Verdict], *args) -> CheckResult:
+    try:
+        status, detail = check(*args)
+    except Exception as e:  # code under test that crashes fails this check; the detail says where
+        status, detail = "fail", _describe(e)
+    return CheckResult(name, status, detail)
+
+
+def _describe(e: BaseException) -> str:
+    frame = traceback.extract_tb(e.__traceback__)[-1]
+    message = (str(e).strip().splitlines() or [""])[0]
+    return f"raised {type(e).__name__}: {message} ({Path(frame.filename).name}:{frame.lineno})"
+
+
+# --------------------------------------------------------------------------------------------
+# The checks
+
+
+def _check_trials(case: _Case, n: int) -> Verdict:
+    results = []
+    for i in range(n):
+        x = case.inputs(i)
+        ref = case.reference(x)
+        results.append(_compare(case.call(x, f"trial {i}"), ref, case.tolerance))
+    failed = [(i, r) for i, r in enumerate(results) if not r.ok]
+    if failed:
+        i, r = failed[0]
+        return "fail", f"{len(failed)}/{n} trials differ; trial {i}: {r.summary}"
+    return "pass", f"{n} trials; worst: {max(results, key=lambda r: r.max_abs).summary}"
+
+
+# fp32 done twice, in any order, stays within a small factor of the reference's own rounding;
+# bf16, fp16 or TF32 in a GEMM is 100-1000x worse.
+PRECISION_FACTOR = 16
+PRECISION_FLOOR = 1e-7
+
+
+def _relative_error(out: Tensor, ref64: Tensor) -> float:
+    return ((out.double() - ref64).norm() / ref64.norm()).item()
+
+
+def _check_precision(case: _Case) -> Verdict:
+    x = case.inputs(10_100)
+    with torch.no_grad():
+        ref64 = case.make_ref64()(*[t.double() if t.is_floating_point() else t for t in x])
+    ref = case.reference(x)
+    out = case.call(x, "precision")
+    if not isinstance(out, Tensor) or out.shape != ref64.shape:
+        return "fail", "the output's shape differs from the reference's (see trials)"
+    new_err, ref_err = _relative_error(out, ref64), _relative_error(ref, ref64)
+    limit = PRECISION_FACTOR * max(ref_err, PRECISION_FLOOR)
+    detail = f"relative error vs float64: {new_err:.1e}, fp32 reference {ref_err:.1e}"
+    if case.tier != "strict":
+        return "skip", f"{detail}; reported, not judged, under the {case.tier} tier"
+    if not new_err <= limit:  # NaN fails too
+        return "fail", f"{detail} > limit {limit:.1e}: computed below fp32 precision (bf16, fp16 or TF32?)"
+    return "pass", f"{detail} (limit {limit:.1e})"
+
+
+def _check_inputs_unchanged(watch: _Watch) -> Verdict:
+    if watch.input_changes:
+        return "fail", f"{len(watch.input_changes)} of {watch.calls} calls wrote into their inputs; {watch.input_changes[0]}"
+    if not watch.calls:
+        return "skip", "no call of the code under test completed"
+    return "pass", f"inputs bitwise unchanged by all {watch.calls} calls"
+
+
+def _check_global_state(watch: _Watch) -> Verdict:
+    if watch.flag_changes:
+        return "fail", (f"fp32 precision flags changed by the call (the harness restored them): "
+                        f"{watch.flag_changes[0]}")
+    if not watch.calls:
+        return "skip", "no call of the code under test completed"
+    return "pass", f"TF32 / fp32 precision flags unchanged by all {watch.calls} calls"
+
+
+def _poison_allocator(sizes: set[int], byte: int, device: torch.device, copies: int = 4) -> None:
+    # A freed block stays in the caching allocator, which hands blocks out best-fit per stream:
+    # taking a few blocks of each size the model will ask for, filling and freeing them leaves
+    # the poison where its next torch.empty(...) of those sizes lands.
+    blocks = [torch.full((n,), byte, dtype=torch.uint8, device=device) for n in sizes for _ in range(copies)]
+    del blocks
+
+
+POISONS = (("NaN", 0xFF), ("large finite", 0x7E))  # 0xFFFFFFFF is a NaN, 0x7E7E7E7E is 8.4e37
+
+
+def _check_poisoned_output(case: _Case) -> Verdict:
+    if case.device.type != "cuda":
+        return "skip", "needs CUDA: the poison is planted in the CUDA caching allocator"
+    x = case.inputs(10_200)
+    ref = case.reference(x)  # kept alive, so its memory cannot be handed back to the model
+    sizes = {ref.nbytes, *case.scratch_bytes}
+    problems = []
+    for label, byte in POISONS:
+        _poison_allocator(sizes, byte, case.device)
+        r = _compare(case.call_unwatched(x), ref, case.tolerance)
+        if not r.ok:
+            problems.append(f"{label} poison: {r.summary}")
+    if problems:
+        return "fail", "output depends on memory it never wrote; " + "; ".join(problems)
+    return "pass", f"matches after the allocator was poisoned with NaN and with 8.4e37 ({sorted(sizes)} bytes)"
+
+
+def _check_repeatable(case: _Case) -> Verdict:
+    x = case.inputs(10_300)
+    first = case.call(x, "repeatable, first call").clone()  # clone: the model may reuse its output buffer
+    second = case.call(x, "repeatable, second call")
+    if isinstance(second, Tensor) and torch.equal(first, second):
+        return "pass", "two calls on the same input are bitwise equal"
+    return "fail", ("two calls on the same input differ; the workbook's kernels are deterministic by design "
+                    "(no atomics in reductions), so look for a race or a read of unwritten memory")
+
+
+def _check_input_sensitivity(case: _Case) -> Verdict:
+    x = case.inputs(10_400)
+    case.call(x, "input_sensitivity, first call")
+    for t, fresh in zip(x, case.inputs(10_401)):
+        t.copy_(fresh)  # same storage, same data_ptr, new values
+    ref = case.reference(x)
+    r = _compare(case.call(x, "input_sensitivity, after rewriting x in place"), ref, case.tolerance)
+    if r.ok:
+        return "pass", "rewriting the input in place (same data_ptr) gives the new values' result"
+    return "fail", f"after rewriting the input in place (same data_ptr): {r.summary}; cached by pointer or shape?"
+
+
+def _row_padded_slice(t: Tensor) -> Tensor:
+    """`t` as a slice of a wider, NaN-padded buffer: rows further apart than their width, storage offset 3."""
+    if t.dim() == 0:
+        return t
+    pad = float("nan") if t.is_floating_point() else 0
+    wide = torch.full((*t.shape[:-1], t.shape[-1] + 8), pad, dtype=t.dtype, device=t.device)
+    view = wide[..., 3: 3 + t.shape[-1]]
+    view.copy_(t)
+    return view
+
+
+def _column_major(t: Tensor) -> Tensor:
+    return t.mT.contiguous().mT if t.dim() >= 2 else t
+
+
+LAYOUTS = (("row-padded slice", _row_padded_slice), ("column-major", _column_major))
+
+
+def _check_noncontiguous_input(case: _Case) -> Verdict:
+    x = case.inputs(10_500)
+    if all(t.dim() < 2 for t in x):
+        return "skip", "no input has two or more dims to lay out another way"
+    ref = case.reference(x)
+    problems = []
+    for label, layout in LAYOUTS:
+        r = _compare(case.call([layout(t) for t in x], label), ref, case.tolerance)
+        if not r.ok:
+            problems.append(f"{label}: {r.summary}")
+    if problems:
+        return "fail", "with non-contiguous inputs (indexed as if contiguous?): " + "; ".join(problems)
+    return "pass", f"{' and '.join(label for label, _ in LAYOUTS)} views give the contiguous result"
+
+
+SLEEP_CYCLES = 100_000_000  # ~50 ms at 2 GHz: far longer than any of these kernels takes
+
+
+def _check_stream(case: _Case) -> Verdict:
+    if case.device.type != "cuda":
+        return "skip", "needs CUDA streams"
+    fresh = case.inputs(10_600)
+    ref = case.reference(fresh)
+    # what a reader that ignores the caller's stream finds: the input before the caller wrote it
+    x = [torch.full_like(t, float("nan")) if t.is_floating_point() else t.clone() for t in fresh]
+    stream = torch.cuda.Stream(case.device)
+    stream.wait_stream(torch.cuda.current_stream(case.device))
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(SLEEP_CYCLES)  # hold the caller's stream back, so work elsewhere runs first
+        for t, f in zip(x, fresh):
+            t.copy_(f)
+        out = case.call_unwatched(x)
+    stream.synchronize()
+    torch.cuda.synchronize(case.device)  # and whatever the model launched elsewhere
+    r = _compare(out, ref, case.tolerance)
+    if r.ok:
+        return "pass", "on a busy non-default current stream the result sees the input written on that stream"
+    return "fail", f"on a busy non-default current stream: {r.summary}; work launched on another stream?"
+
+
+def _check_torch_fallback(case: _Case, allowed: Sequence[str]) -> Verdict:
+    if case.device.type != "cuda":
+        return "skip", "on CPU the drop-in contract has ModelNew run the reference PyTorch math"
+    x = case.inputs(10_700)
+    with torch.no_grad():
+        with ieee_fp32():
+            ref_ops = torch_ops_called(case.ref, *x)
+        new_ops = torch_ops_called(case.new, *x)
+    used = _fallback_ops(ref_ops, new_ops, allowed)
+    if used:
+        return "fail", (f"calls the reference's PyTorch ops {sorted(used)}: a fallback, not a kernel "
+                        f"(name deliberate ones in allow_torch_ops)")
+    detail = f"calls none of the reference's compute ops ({', '.join(sorted(set(ref_ops) - IGNORED_OPS))})"
+    return "pass", detail + (f" beyond those allowed ({', '.join(sorted(allowed))})" if allowed else "")
+
+
+def _case_checks(case: _Case, trials: int, allowed: Sequence[str]) -> dict[str, CheckResult]:
+    """The checks that need no model: everything check_fn runs, in report order less the watch's two."""
+    return {
+        "trials": _run("trials", _check_trials, case, trials),
+        "precision": _run("precision", _check_precision, case),
+        "poisoned_output": _run("poisoned_output", _check_poisoned_output, case),
+        "repeatable": _run("repeatable", _check_repeatable, case),
+        "input_sensitivity": _run("input_sensitivity", _check_input_sensitivity, case),
+        "noncontiguous_input": _run("noncontiguous_input", _check_noncontiguous_input, case),
+        "stream": _run("stream", _check_stream, case),
+        "torch_fallback": _run("torch_fallback", _check_torch_fallback, case, allowed),
+    }
+
+
+def _watch_checks(watch: _Watch) -> dict[str, CheckResult]:
+    return {
+        "inputs_unchanged": _run("inputs_unchanged", _check_inputs_unchanged, watch),
+        "global_state": _run("global_state", _check_global_state, watch),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# Models: construction, hardened parameters, the odd scale
+
+
+def _build(cls: type[nn.Module], init: list, seed: int) -> nn.Module:
+    torch.manual_seed(seed)
+    return cls(*init)
+
+
+def _signature_difference(model_cls: type, new_cls: type) -> str | None:
+    def params(cls):
+        return [(p.name, p.kind, p.default) for p in inspect.signature(cls).parameters.values()]
+
+    new = params(new_cls)
+    kinds = {kind for _, kind, _ in new}
+    if {inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD} <= kinds:
+        return None  # (*args, **kwargs): it hands everything on to the reference's __init__
+    if new != params(model_cls):
+        return f"__init__{inspect.signature(new_cls)} differs from the reference's __init__{inspect.signature(model_cls)}"
+    return None
+
+
+def _state_dict_differences(ref: dict[str, Tensor], new: dict[str, Tensor], seed: int) -> list[str]:
+    if set(ref) != set(new):
+        missing = [k for k in ref if k not in new]
+        extra = [k for k in new if k not in ref]
+        return [f"state_dict names differ: missing {missing}, unexpected {extra}"]
+    problems = []
+    if list(ref) != list(new):
+        problems.append(f"creation order differs: {list(new)}, reference {list(ref)}")
+    for k in ref:
+        if (new[k].shape, new[k].dtype) != (ref[k].shape, ref[k].dtype):
+            problems.append(f"{k}: {tuple(new[k].shape)} {new[k].dtype}, reference {tuple(ref[k].shape)} {ref[k].dtype}")
+        elif not torch.equal(new[k], ref[k]):
+            problems.append(f"{k} differs under torch.manual_seed({seed}) (created in another order?)")
+    return problems
+
+
+def _construct(model_cls, new_cls, init: list, seed: int) -> tuple[CheckResult, nn.Module, nn.Module | None]:
+    """The construction check; returns the reference and ModelNew holding its weights (None if it cannot)."""
+    ref = _build(model_cls, init, seed)
+    try:
+        new = _build(new_cls, init, seed)
+    except Exception as e:  # a constructor that rejects the reference's arguments is this check's verdict
+        return CheckResult("construction", "fail", f"{new_cls.__name__}(*{init}) {_describe(e)}"), ref, None
+    problems = [p for p in [_signature_difference(model_cls, new_cls)] if p]
+    problems += _state_dict_differences(ref.state_dict(), new.state_dict(), seed)
+    try:
+        new.load_state_dict(ref.state_dict(), strict=True)
+    except RuntimeError as e:  # what load_state_dict raises on missing, unexpected or mis-shaped keys
+        problems.append(f"load_state_dict(strict=True) fails: {' '.join(str(e).split())}")
+        new = None
+    if problems:
+        return CheckResult("construction", "fail", "; ".join(problems)), ref, new
+    names = list(ref.state_dict())
+    detail = (f"{len(names)} tensors ({', '.join(names)}): same names, order, shapes and values under "
+              f"torch.manual_seed({seed}); load_state_dict(strict=True) works")
+    return CheckResult("construction", "pass", detail), ref, new
+
+
+def _randomise(model: nn.Module, seed: int) -> list[str]:
+    """Give every GroupNorm γ/β and every bias fresh random values; returns their names."""
+    generator = torch.Generator().manual_seed(seed * 100_003 + 10_900)
+    names = []
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            for name, p in module.named_parameters(recurse=False):
+                if isinstance(module, nn.GroupNorm) and name == "weight":
+                    # |γ| in [0.5, 1.5] with random signs: far from 1 and never near 0
+                    sign = torch.randint(0, 2, p.shape, generator=generator) * 2 - 1
+                    p.copy_((torch.rand(p.shape, generator=generator) + 0.5) * sign)
+                elif name.endswith("bias"):
+                    # large enough that a dropped or misplaced bias is far outside tolerance, small
+                    # enough that 94's Hardtanh does not saturate most channels
+                    p.copy_(0.5 * torch.randn(p.shape, generator=generator))
+                else:
+                    continue
+                names.append(f"{module_name}.{name}" if module_name else name)
+    return names
+
+
+def _check_random_params(ref: nn.Module, new: nn.Module, seed: int) -> Verdict:
+    names = _randomise(ref, seed)
+    new.load_state_dict(ref.state_dict(), strict=True)
+    if not names:
+        return "pass", "no GroupNorm or bias parameters to randomise"
+    return "pass", f"randomised {', '.join(names)} (GroupNorm γ = ±U(0.5, 1.5), biases N(0, 0.5²)) in both models"
+
+
+def _model_inputs(problem: Problem, scale: str, init: list, custom_init: bool):
+    if not custom_init:
+        return lambda generator: problem.get_inputs(scale, generator=generator)
+    batch = problem.dims(scale).batch
+    # all four problems take (in_features, out_features, ...) first
+    return lambda generator: [torch.rand(batch, init[0], generator=generator)]
+
+
+def _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch) -> _Case:
+    ref.to(device)
+    new.to(device)
+    batch = problem.dims(scale).batch
+    return _Case(
+        new=new, ref=ref, make_ref64=lambda: copy.deepcopy(ref).double(),
+        factory=_model_inputs(problem, scale, init, custom_init), seed=seed, device=device, tier=tier,
+        scratch_bytes=(batch * init[1] * 4,),  # the (batch, out_features) fp32 intermediate
+        watch=watch,
+    )
+
+
+def _check_odd_shapes(problem: Problem, new_cls, seed, trials, device, tier, watch) -> Verdict:
+    init = problem.init_inputs("odd")
+    ref, new = _build(problem.Model, init, seed), _build(new_cls, init, seed)
+    _randomise(ref, seed)
+    new.load_state_dict(ref.state_dict(), strict=True)
+    case = _model_case(problem, ref, new, init, "odd", False, seed, device, tier, watch)
+    status, detail = _check_trials(case, trials)
+    return status, f"scale odd {init}: {detail}"
+
+
+# --------------------------------------------------------------------------------------------
+# Entry points
+
+
+def _device(device) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _validated(trials: int, allow_torch_ops: Sequence[str]) -> list[str]:
+    if trials < 5:
+        raise ValueError(f"the protocol runs at least 5 trials, not {trials}")
+    if isinstance(allow_torch_ops, str):
+        raise TypeError("allow_torch_ops takes a collection of op names, e.g. {'aten::mm'}")
+    return [_op_name(op) for op in allow_torch_ops]
+
+
+def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *, scale: str = "small",
+                tier: str = "auto", trials: int = 5, seed: int = 0, device: str | torch.device | None = None,
+                allow_torch_ops: Sequence[str] = (), init_inputs: list | None = None) -> CheckReport:
+    """Check `model_new_cls` against the problem's reference Model: every check in this module's docstring.
+
+    scale: "small" (CPU-friendly), "full" (KernelBench's sizes) or "odd"; odd_shapes adds the
+    "odd" scale to any other. tier: "strict", "tf32" or "auto" (tf32 when torch lets fp32
+    matmuls use TF32, the reference still runs in IEEE fp32). device: None is CUDA when there
+    is one. allow_torch_ops: reference ops ModelNew may call on purpose ({"aten::mm"}).
+    init_inputs: other __init__ arguments than the scale's (the inputs follow in_features).
+    """
+    problem = get_problem(problem)
+    allowed = _validated(trials, allow_torch_ops)
+    device, tier = _device(device), _resolve_tier(tier)
+    custom_init = init_inputs is not None
+    init = list(init_inputs) if custom_init else problem.init_inputs(scale)
+    subject = f"{model_new_cls.__name__} vs problem {problem.id} (scale {scale}{f', init {init}' if custom_init else ''})"
+
+    construction, ref, new = _construct(problem.Model, model_new_cls, init, seed)
+    if new is None:
+        reason = "ModelNew cannot take the reference's weights (see construction)"
+        rest = [CheckResult(name, "skip", reason) for name in MODEL_CHECKS[1:]]
+        return CheckReport(subject, tier, str(device), [construction, *rest])
+
+    watch = _Watch()
+    results = {
+        "construction": construction,
+        "random_params": _run("random_params", _check_random_params, ref, new, seed),
+    }
+    case = _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch)
+    results |= _case_checks(case, trials, allowed)
+    if scale == "odd":
+        results["odd_shapes"] = CheckResult("odd_shapes", "skip", "the main run is at scale odd already")
+    else:
+        results["odd_shapes"] = _run("odd_shapes", _check_odd_shapes, problem, model_new_cls, seed, trials,
+                                     device, tier, watch)
+    results |= _watch_checks(watch)
+    return CheckReport(subject, tier, str(device), [results[name] for name in MODEL_CHECKS])
+
+
+def check_fn(fn: Callable, ref_fn: Callable, inputs_factory: Callable[[torch.Generator], Tensor | Sequence[Tensor]],
+             *, tier: str = "strict", trials: int = 5, seed: int = 0, device: str | torch.device | None = None,
+             allow_torch_ops: Sequence[str] = (), name: str | None = None) -> CheckReport:
+    """Check a single function (e.g. a fused activation's binding) against a PyTorch reference.
+
+    inputs_factory(generator) returns the inputs, one tensor or a list, drawn from that seeded
+    CPU generator; the harness moves them to `device`. ref_fn must also accept float64 inputs
+    (for the precision check). Runs the checks of check_model that need no model (FN_CHECKS).
+    """
+    allowed = _validated(trials, allow_torch_ops)
+    device, tier = _device(device), _resolve_tier(tier)
+
+    def factory(generator):
+        inputs = inputs_factory(generator)
+        return [inputs] if isinstance(inputs, Tensor) else list(inputs)
+
+    watch = _Watch()
+    case = _Case(new=fn, ref=ref_fn, make_ref64=lambda: ref_fn, factory=factory, seed=seed, device=device,
+                 tier=tier, watch=watch)
+    results = _case_checks(case, trials, allowed) | _watch_checks(watch)
+    subject = f"{name or getattr(fn, '__name__', repr(fn))} vs {getattr(ref_fn, '__name__', repr(ref_fn))}"
+    return CheckReport(subject, tier, str(device), [results[n] for n in FN_CHECKS])

@@ -1,0 +1,136 @@
+"""What this machine can do, and a one-screen report of it.
+
+Three modes, from most to least capable:
+
+    gpu             a CUDA GPU is visible: kernels compile, run and are measured
+    compile-only    no GPU, but nvcc and a CUDA build of torch: kernels compile, nothing runs
+    reference-only  neither: only the reference PyTorch math runs
+
+$WORKBOOK_MODE may force a lower mode than the machine has (to see what a reader without a
+GPU sees); asking for a higher one is an error.
+
+    python -m utils.env           the report
+    python -m utils.env --brief   one line
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import sys
+
+MODES = ("gpu", "compile-only", "reference-only")  # most capable first
+
+WHAT_RUNS = {
+    "gpu": "everything runs: kernels compile, run, are checked and measured on this GPU",
+    "compile-only": "kernels compile; no kernel runs; timings and plots come from the recorded runs in results/",
+    "reference-only": "only the reference PyTorch math runs; kernels neither compile nor run; plots come from results/",
+}
+
+
+def _machine_mode() -> str:
+    import torch
+
+    from utils import toolchain
+
+    if torch.cuda.is_available():
+        return "gpu"
+    return "compile-only" if not toolchain.detect().problems else "reference-only"
+
+
+def mode() -> str:
+    """"gpu", "compile-only" or "reference-only": what this machine can do, or the lower
+    mode that $WORKBOOK_MODE asks for."""
+    actual = _machine_mode()
+    forced = os.environ.get("WORKBOOK_MODE")
+    if not forced:
+        return actual
+    if forced not in MODES:
+        raise ValueError(f"WORKBOOK_MODE={forced!r} is not a mode; choose one of {', '.join(MODES)}")
+    if MODES.index(forced) < MODES.index(actual):
+        raise RuntimeError(
+            f"WORKBOOK_MODE={forced} asks for more than this machine can do (its mode is {actual}); "
+            f"WORKBOOK_MODE can only lower the mode. Unset it, or choose one of "
+            f"{', '.join(MODES[MODES.index(actual):])}."
+        )
+    return forced
+
+
+def device_name() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else None
+
+
+def device_slug(name: str | None = None) -> str:
+    """A directory-safe name for a device: "NVIDIA H100 80GB HBM3" -> "nvidia-h100-80gb-hbm3";
+    "cpu" without a GPU."""
+    name = name if name is not None else device_name()
+    if not name:
+        return "cpu"
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def gpu_properties() -> dict | None:
+    """name, cc ("9.0"), sms, memory_gb, l2_mb (None where torch does not say) of the current GPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    l2 = getattr(props, "L2_cache_size", None)
+    return {
+        "name": props.name,
+        "cc": f"{props.major}.{props.minor}",
+        "sms": props.multi_processor_count,
+        "memory_gb": round(props.total_memory / 1e9, 1),
+        "l2_mb": round(l2 / 2**20, 1) if l2 else None,
+    }
+
+
+def _torch_line(tc) -> str:
+    build = f"CUDA {tc.torch_cuda} build" if tc.torch_cuda else "CPU-only build"
+    return f"{tc.torch_version} ({build})"
+
+
+def _gpu_line(gpu: dict | None) -> str:
+    if gpu is None:
+        return "none visible"
+    l2 = f", L2 {gpu['l2_mb']} MB" if gpu["l2_mb"] else ""
+    return f"{gpu['name']} (cc {gpu['cc']}, {gpu['sms']} SMs, {gpu['memory_gb']} GB{l2})"
+
+
+def report() -> str:
+    """One screen: versions, toolkit, GPU, the mode, and what the notebooks do in each mode."""
+    from utils import toolchain
+
+    tc = toolchain.detect()
+    current = mode()
+    lines = [
+        f"python     {platform.python_version()} ({sys.executable})",
+        f"torch      {_torch_line(tc)}",
+        f"nvcc       {f'{tc.nvcc} (CUDA {tc.nvcc_version})' if tc.nvcc_version else 'not found'}",
+        f"CUDA_HOME  {tc.cuda_home or 'no CUDA toolkit found'}",
+        f"ninja      {tc.ninja or 'not found'}",
+        f"GPU        {_gpu_line(gpu_properties())}",
+        f"mode       {current}" + (" (forced by WORKBOOK_MODE)" if os.environ.get("WORKBOOK_MODE") else ""),
+        "",
+        "what the notebooks do in each mode:",
+        *(f"  {'->' if m == current else '  '} {m:<15} {WHAT_RUNS[m]}" for m in MODES),
+    ]
+    if tc.problems:
+        lines += ["", "why kernels cannot be compiled here:", *(f"  - {p}" for p in tc.problems)]
+    return "\n".join(lines)
+
+
+def brief() -> str:
+    """One line: mode, torch, nvcc, GPU."""
+    from utils import toolchain
+
+    tc = toolchain.detect()
+    return (f"mode {mode()} | torch {_torch_line(tc)} | nvcc {tc.nvcc_version or 'not found'} | "
+            f"GPU {tc.gpu_name or 'none'}")
+
+
+if __name__ == "__main__":
+    print(brief() if "--brief" in sys.argv[1:] else report())

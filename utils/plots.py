@@ -1,0 +1,235 @@
+"""The workbook's plots: speedup bars, eager op breakdown, the GEMM ladder, the roofline.
+
+    speedup_bars(results.load("baselines"))     # a record: titled "recorded on <device>, <date>"
+    speedup_bars(rows)                          # compare() rows just measured: titled with this machine
+    roofline([{"label": "94 eager", "flops": c.flops, "bytes": c.bytes, "ms": 12.3}], ceilings)
+
+Every function returns a matplotlib Figure (and saves it with save=path). Every title says
+which device, torch version and date the numbers come from; numbers from a recorded run
+(a record passed as the data, or as `recorded=`) say "recorded on <device>, <date>", so a
+reader without a GPU knows they are looking at someone else's measurement.
+
+Figures are built with matplotlib.figure.Figure, not pyplot: they need no display (they
+draw on an Agg canvas), they do not pile up in pyplot's global state, and a notebook shows
+a returned figure once, not twice.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+# One style for every plot (applied while a figure is built; global rcParams are left alone).
+STYLE = {
+    "figure.figsize": (8.0, 4.5),
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "figure.titlesize": 11,
+    "axes.grid": True,
+    "axes.axisbelow": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "legend.frameon": False,
+    "legend.fontsize": 9,
+}
+# Fixed colours for the contenders that appear in every chapter; others take the cycle below.
+COLOURS = {
+    "eager": "#7f7f7f",
+    "torch.compile": "#1f77b4",
+    "torch.compile max-autotune": "#6a3d9a",
+    "cuBLAS": "#222222",
+    "ours": "#e6550d",
+}
+CYCLE = ["#e6550d", "#31a354", "#3182bd", "#fdae6b", "#9e9ac8", "#a1d99b", "#fd8d3c", "#6baed6", "#bcbddc", "#74c476"]
+REFERENCE = "#444444"
+
+
+# --------------------------------------------------------------------------- titles and data
+
+def _is_record(data) -> bool:
+    return isinstance(data, dict) and "entries" in data
+
+
+def _rows(data) -> list[dict]:
+    return data["entries"] if _is_record(data) else list(data)
+
+
+def provenance(recorded: dict | None = None) -> str:
+    """The title's second line: where and when the numbers were measured."""
+    if recorded is not None:
+        return f"recorded on {recorded['device']['name']}, {recorded['date'][:10]} · torch {recorded['torch']}"
+    import torch
+
+    from utils.env import device_name
+
+    today = datetime.now(timezone.utc).date().isoformat()
+    return f"{device_name() or 'cpu (no GPU)'} · torch {torch.__version__} · {today}"
+
+
+def _figure(what: str, recorded: dict | None, **kw) -> Figure:
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(**kw)
+    fig.suptitle(f"{what}\n{provenance(recorded)}")
+    return fig
+
+
+def _finish(fig: Figure, save: str | Path | None) -> Figure:
+    with matplotlib.rc_context(STYLE):
+        fig.tight_layout()
+        if save is not None:
+            Path(save).parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(save, bbox_inches="tight")
+    return fig
+
+
+def _colour(name: str, i: int) -> str:
+    return COLOURS.get(name, CYCLE[i % len(CYCLE)])
+
+
+def _name(row: dict) -> str:
+    return row["contender"]
+
+
+def _series(row: dict) -> str:
+    """A bar's legend label: the contender, marked when TF32 was allowed."""
+    return _name(row) + (" · TF32" if row.get("tf32") else "")
+
+
+# --------------------------------------------------------------------------- plots
+
+def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "problem", *,
+                 recorded: dict | None = None, save: str | Path | None = None) -> Figure:
+    """Speedup over `baseline` (TF32 off, same group) of every contender, grouped by problem.
+    Accepts compare() rows or a "baselines" record; a line marks 1x."""
+    rows = _rows(rows_or_record)
+    recorded = recorded or (rows_or_record if _is_record(rows_or_record) else None)
+    groups = list(dict.fromkeys(r.get(group_by) for r in rows))
+    series = list(dict.fromkeys(_series(r) for r in rows))
+    fig = _figure(f"Speedup over {baseline}", recorded)
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        width = 0.8 / len(series)
+        for j, s in enumerate(series):
+            xs, ys = [], []
+            for g_i, g in enumerate(groups):
+                in_group = [r for r in rows if r.get(group_by) == g]
+                base = _baseline_row(in_group, baseline)
+                row = next((r for r in in_group if _series(r) == s), None)
+                if row is not None:
+                    xs.append(g_i - 0.4 + width * (j + 0.5))
+                    ys.append(base["median_ms"] / row["median_ms"])
+            bars = ax.bar(xs, ys, width, label=s, color=_colour(s.removesuffix(" · TF32"), j),
+                          hatch="//" if s.endswith("TF32") else None, edgecolor="white")
+            ax.bar_label(bars, fmt="%.2fx", fontsize=8, padding=2)
+        ax.axhline(1.0, color=REFERENCE, lw=1, ls="--")
+        ax.set_xticks(range(len(groups)), [_group_label(group_by, g) for g in groups])
+        ax.set_ylabel(f"speedup over {baseline} (x)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _finish(fig, save)
+
+
+def _baseline_row(rows: list[dict], baseline: str) -> dict:
+    candidates = [r for r in rows if _name(r) == baseline]
+    if not candidates:
+        raise ValueError(f"no {baseline!r} row to compare against among {sorted({_name(r) for r in rows})}")
+    return min(candidates, key=lambda r: bool(r.get("tf32")))  # TF32 off, when both are there
+
+
+def _group_label(group_by: str, value) -> str:
+    if value is None:
+        return ""
+    return f"problem {value}" if group_by == "problem" else str(value)
+
+
+def op_breakdown(profile_record, *, top: int = 6, recorded: dict | None = None,
+                 save: str | Path | None = None) -> Figure:
+    """Where eager PyTorch spends its CUDA time: one horizontal stacked bar per problem, the
+    `top` ops (by total share over all problems) coloured, the rest as "other"."""
+    rows = _rows(profile_record)
+    recorded = recorded or (profile_record if _is_record(profile_record) else None)
+    problems = list(dict.fromkeys(r["problem"] for r in rows))
+    totals: dict[str, float] = {}
+    for r in rows:
+        totals[r["op"]] = totals.get(r["op"], 0.0) + r["pct"]
+    shown = sorted(totals, key=totals.get, reverse=True)[:top]
+    fig = _figure("Share of eager CUDA time per op", recorded)
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        left = [0.0] * len(problems)
+        for j, op in enumerate([*shown, "other"]):
+            if op == "other":  # the ops not shown, and whatever the profile left unlisted
+                widths = [max(0.0, 100.0 - l) for l in left]
+            else:
+                widths = [sum(r["pct"] for r in rows if r["problem"] == p and r["op"] == op) for p in problems]
+            bars = ax.barh(range(len(problems)), widths, left=left, label=op,
+                           color="#cccccc" if op == "other" else CYCLE[j % len(CYCLE)], edgecolor="white")
+            ax.bar_label(bars, labels=[f"{w:.0f}%" if w >= 5 else "" for w in widths], label_type="center", fontsize=8)
+            left = [a + b for a, b in zip(left, widths)]
+        ax.set_yticks(range(len(problems)), [f"problem {p}" for p in problems])
+        ax.invert_yaxis()
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("% of eager CUDA time")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return _finish(fig, save)
+
+
+def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
+           save: str | Path | None = None) -> Figure:
+    """TFLOP/s of each rung of the GEMM ladder, in order, each labelled with its % of `reference`."""
+    recorded = recorded or (rows if _is_record(rows) else None)
+    rows = _rows(rows)
+    ref = next((r for r in rows if _name(r) == reference), None)
+    if ref is None:
+        raise ValueError(f"no {reference!r} row in the ladder: {[_name(r) for r in rows]}")
+    fig = _figure(f"GEMM ladder: TFLOP/s and % of {reference}", recorded)
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        names = [_name(r) for r in rows]
+        bars = ax.bar(range(len(rows)), [r["tflops"] for r in rows],
+                      color=[COLOURS.get(n, CYCLE[0]) for n in names], edgecolor="white")
+        ax.bar_label(bars, labels=[f"{100 * r['tflops'] / ref['tflops']:.0f}%" for r in rows], fontsize=8, padding=2)
+        ax.axhline(ref["tflops"], color=REFERENCE, lw=1, ls="--")
+        ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
+        ax.set_ylabel("TFLOP/s (bar labels: % of " + reference + ")")
+    return _finish(fig, save)
+
+
+def roofline(points: list[dict], ceilings, *, recorded: dict | None = None,
+             save: str | Path | None = None) -> Figure:
+    """Log-log roofline: the memory roof and the FP32 and TF32 compute roofs of `ceilings`
+    (a bench.Ceilings or a "ceilings" record), and each point {"label", "flops", "bytes", "ms"}
+    at its arithmetic intensity and achieved TFLOP/s. `recorded`: the record the points come from."""
+    from utils.bench import Ceilings
+
+    c = Ceilings.from_record(ceilings) if _is_record(ceilings) else ceilings
+    fig = _figure("Roofline", recorded)
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        intensity = [p["flops"] / p["bytes"] for p in points]
+        tflops = [p["flops"] / (p["ms"] * 1e-3) / 1e12 for p in points]
+        ridge_tf32 = c.tf32_tflops * 1e3 / c.copy_GBps  # FLOP/byte where the TF32 roof meets memory
+        lo = min([0.1, *intensity]) / 2
+        hi = max([ridge_tf32, *intensity]) * 4
+        x = np.geomspace(lo, hi, 200)
+        memory = c.copy_GBps * x / 1e3  # GB/s x FLOP/byte = GFLOP/s; /1e3 -> TFLOP/s
+        ax.plot(x, np.minimum(memory, c.tf32_tflops), color=REFERENCE, lw=1.5,
+                label=f"memory {c.copy_GBps:.0f} GB/s, TF32 {c.tf32_tflops:.0f} TFLOP/s")
+        ax.plot(x, np.minimum(memory, c.fp32_tflops), color=REFERENCE, lw=1.5, ls="--",
+                label=f"FP32 {c.fp32_tflops:.0f} TFLOP/s")
+        for i, (p, xi, yi) in enumerate(zip(points, intensity, tflops)):
+            ax.plot(xi, yi, "o", color=_colour(p["label"], i))
+            ax.annotate(p["label"], (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_ylim(min([c.fp32_tflops / 1e3, *tflops]) / 2, c.tf32_tflops * 2)
+        ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+        ax.set_ylabel("TFLOP/s")
+        ax.legend(loc="lower right", title=f"ceilings {c.source}", title_fontsize=8)
+    return _finish(fig, save)

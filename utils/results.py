@@ -1,0 +1,332 @@
+"""One schema for recorded measurements: results/<device-slug>/<kind>.json, and the README table.
+
+    path = record("baselines", entries, notes="notebook 01", results_dir=RESULTS_DIR)
+    rec = load("baselines")            # this GPU's record, or without a GPU the latest of any device
+    python -m utils.results --update-readme   # regenerate README.md's results table
+    python -m utils.results --check-readme    # exit 1 if the table is out of date (a test runs this)
+
+A record (schema 1) is one JSON object:
+
+    {"schema": 1,
+     "kind": "baselines",                       # [a-z0-9_]+, also the file name
+     "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3",
+                "cc": "9.0", "sm_count": 132, "memory_gb": 85.0, "l2_mb": 50.0},  # l2_mb may be null
+     "torch": "2.11.0+cu128", "cuda": "12.8",
+     "git_commit": "1a2b3c4" | "1a2b3c4-dirty" | "unknown",
+     "date": "2025-06-01T12:34:56+00:00",       # ISO-8601, UTC
+     "notes": "free text",
+     "entries": [{...}, ...]}
+
+Results are GPU recordings: `record` refuses to write one on a machine without a GPU.
+One file per kind and device; recording again replaces it (git keeps the history).
+
+Entry conventions of the kinds known so far (every listed key is required):
+
+    ceilings       exactly one entry {"copy_GBps", "fp32_tflops", "tf32_tflops"}
+                   (utils.bench.Ceilings.entry(); copy counts bytes read + written)
+    baselines      {"problem": 94, "contender": "eager" | "torch.compile" |
+                    "torch.compile max-autotune" | ..., "tf32": false, "median_ms", "p20_ms",
+                    "p80_ms", "tflops", "floor_ms", "pct_of_floor"}
+                   floor_ms is the floor that applies under that TF32 setting;
+                   pct_of_floor = 100 * floor_ms / median_ms (100 = runs at the floor).
+                   utils.bench.compare() rows carry these keys; add "problem".
+    eager_profile  {"problem": 94, "op": "aten::addmm", "cuda_ms", "pct"}
+                   pct: share of that problem's eager CUDA time.
+    ladder         {"contender": "gemm_01_naive" | ... | "cuBLAS", "median_ms", "tflops"}
+                   compare() rows, in ladder order.
+
+Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
+README, a render function (record -> Markdown). Kinds not in KINDS are still valid
+records; the README lists them without rendering them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from utils import REPO
+
+SCHEMA = 1
+README = REPO / "README.md"
+BEGIN = "<!-- results:begin -->"
+END = "<!-- results:end -->"
+DEVICE_KEYS = ("name", "slug", "cc", "sm_count", "memory_gb", "l2_mb")
+TOP_KEYS = ("schema", "kind", "device", "torch", "cuda", "git_commit", "date", "notes", "entries")
+_KIND_RE = re.compile(r"[a-z0-9_]+")
+
+
+# --------------------------------------------------------------------------- metadata
+
+def _device() -> dict:
+    from utils import env
+
+    props = env.gpu_properties()
+    if props is None:
+        return {"name": "cpu", "slug": "cpu", "cc": None, "sm_count": None, "memory_gb": None, "l2_mb": None}
+    return {
+        "name": props["name"],
+        "slug": env.device_slug(props["name"]),
+        "cc": props["cc"],
+        "sm_count": props["sms"],
+        "memory_gb": props["memory_gb"],
+        "l2_mb": props["l2_mb"],
+    }
+
+
+def git_commit(repo: Path = REPO) -> str:
+    """Short sha of HEAD, "-dirty" if code differs from it; "unknown" outside a git checkout."""
+    if shutil.which("git") is None:
+        return "unknown"
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:  # not a checkout, or no commit yet
+        return "unknown"
+    # results/ is left out: recording writes there, and would make every later record "dirty".
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", ".", ":(exclude)results"],
+                            capture_output=True, text=True, check=True)
+    return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
+
+
+def metadata() -> dict:
+    """Everything a record says about where and when it was measured (all but kind, notes, entries)."""
+    import torch
+
+    return {
+        "device": _device(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda or "none",
+        "git_commit": git_commit(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+# --------------------------------------------------------------------------- kinds
+
+@dataclass(frozen=True)
+class Kind:
+    title: str
+    entry_keys: tuple[str, ...]  # every entry has at least these
+    render: Callable[[dict], str] | None = None  # record -> Markdown for the README
+    one_entry: bool = False
+
+
+def _speedup(eager: dict | None, e: dict) -> str:
+    return "–" if eager is None else f"{eager['median_ms'] / e['median_ms']:.2f}x"
+
+
+def _render_ceilings(rec: dict) -> str:
+    e = rec["entries"][0]
+    return "\n".join([
+        "| copy bandwidth | FP32 SGEMM (cuBLAS) | TF32 GEMM (cuBLAS) |",
+        "|---:|---:|---:|",
+        f"| {e['copy_GBps']:.0f} GB/s | {e['fp32_tflops']:.1f} TFLOP/s | {e['tf32_tflops']:.1f} TFLOP/s |",
+    ])
+
+
+def _render_baselines(rec: dict) -> str:
+    from utils.problems import PROBLEMS
+
+    by_problem: dict[int, list[dict]] = {}
+    for e in rec["entries"]:
+        by_problem.setdefault(e["problem"], []).append(e)
+    parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's reference setting). "
+             "% of floor = floor time / median time: 100 % would run at the floor "
+             "(memory, or FP32 / TF32 math as the TF32 setting allows)."]
+    for pid, entries in by_problem.items():
+        eager = next((e for e in entries if e["contender"] == "eager" and not e["tf32"]), None)
+        order = list(dict.fromkeys(e["contender"] for e in entries))  # first-appearance order
+        entries = sorted(entries, key=lambda e: (order.index(e["contender"]), e["tf32"]))
+        name = PROBLEMS[pid].kernelbench_file.removesuffix(".py") if pid in PROBLEMS else f"problem {pid}"
+        parts.append("\n".join([
+            f"**{name}**",
+            "",
+            "| contender | TF32 | median ms | speedup vs eager | % of floor |",
+            "|---|---|---:|---:|---:|",
+            *(f"| {e['contender']} | {'on' if e['tf32'] else 'off'} | {e['median_ms']:.3f} | "
+              f"{_speedup(eager, e)} | {e['pct_of_floor']:.0f} % |"
+              for e in entries),
+        ]))
+    return "\n\n".join(parts)
+
+
+KINDS: dict[str, Kind] = {
+    "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), _render_ceilings, one_entry=True),
+    "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
+                                    "floor_ms", "pct_of_floor"), _render_baselines),
+    "eager_profile": Kind("Where eager spends its time", ("problem", "op", "cuda_ms", "pct")),
+    "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops")),
+}
+
+
+# --------------------------------------------------------------------------- validate, record, load
+
+def validate(rec: dict) -> dict:
+    """Check a record against schema 1 (and its kind's entry keys); return it, or raise ValueError."""
+    errors = []
+    if not isinstance(rec, dict):
+        raise ValueError(f"a record is a JSON object, got {type(rec).__name__}")
+    missing, extra = [k for k in TOP_KEYS if k not in rec], [k for k in rec if k not in TOP_KEYS]
+    if missing or extra:
+        raise ValueError(f"record keys: missing {missing}, unexpected {extra} (schema {SCHEMA} has {list(TOP_KEYS)})")
+    if rec["schema"] != SCHEMA:
+        errors.append(f"schema is {rec['schema']!r}, this code reads {SCHEMA}")
+    if not (isinstance(rec["kind"], str) and _KIND_RE.fullmatch(rec["kind"])):
+        errors.append(f"kind {rec['kind']!r} is not a [a-z0-9_]+ name")
+    dev = rec["device"]
+    if not isinstance(dev, dict) or sorted(dev) != sorted(DEVICE_KEYS):
+        errors.append(f"device must have exactly the keys {list(DEVICE_KEYS)}, got {dev!r}")
+    elif dev["slug"] == "cpu" or dev["cc"] is None:
+        errors.append(f"device {dev!r} is not a GPU: results are GPU recordings")
+    for key in ("torch", "cuda", "git_commit", "notes", "date"):
+        if not isinstance(rec[key], str):
+            errors.append(f"{key} must be a string, got {rec[key]!r}")
+    if isinstance(rec["date"], str):
+        try:
+            when = datetime.fromisoformat(rec["date"])
+        except ValueError:
+            when = None
+        if when is None or when.utcoffset() is None:
+            errors.append(f"date {rec['date']!r} is not ISO-8601 with a UTC offset")
+    entries = rec["entries"]
+    if not (isinstance(entries, list) and entries and all(isinstance(e, dict) for e in entries)):
+        errors.append("entries must be a non-empty list of objects")
+    elif rec["kind"] in KINDS:
+        spec = KINDS[rec["kind"]]
+        if spec.one_entry and len(entries) != 1:
+            errors.append(f"{rec['kind']} has exactly one entry, got {len(entries)}")
+        for i, e in enumerate(entries):
+            if lacking := [k for k in spec.entry_keys if k not in e]:
+                errors.append(f"entry {i} lacks {lacking} (a {rec['kind']} entry has {list(spec.entry_keys)})")
+    if errors:
+        raise ValueError(f"invalid {rec.get('kind')!r} record: " + "; ".join(errors))
+    return rec
+
+
+def root_dir(results_dir: str | Path | None = None) -> Path:
+    """The results root: the argument, else $WORKBOOK_RESULTS_DIR, else REPO/results."""
+    return Path(results_dir or os.environ.get("WORKBOOK_RESULTS_DIR") or REPO / "results")
+
+
+def record(kind: str, entries: list[dict], *, notes: str = "", results_dir: str | Path | None = None) -> Path:
+    """Write results/<device-slug>/<kind>.json with this machine's metadata; return its path."""
+    meta = metadata()
+    if meta["device"]["slug"] == "cpu":
+        raise RuntimeError(f"not recording {kind!r}: there is no GPU here, and results/ holds GPU recordings only "
+                           "(run this on a GPU, or read the recorded runs with utils.results.load)")
+    rec = validate({"schema": SCHEMA, **meta, "kind": kind, "notes": notes, "entries": list(entries)})
+    rec = {k: rec[k] for k in TOP_KEYS}  # a stable key order in the file
+    path = root_dir(results_dir) / rec["device"]["slug"] / f"{kind}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def read(path: str | Path) -> dict:
+    """A recorded file, validated."""
+    return validate(json.loads(Path(path).read_text()))
+
+
+def latest(kind: str, results_root: str | Path | None = None) -> tuple[dict | None, Path | None]:
+    """The most recently dated record of `kind` on any device, and its path; (None, None) if none."""
+    found = [(read(p), p) for p in root_dir(results_root).glob(f"*/{kind}.json")]
+    if not found:
+        return None, None
+    return max(found, key=lambda rp: datetime.fromisoformat(rp[0]["date"]))
+
+
+def load(kind: str, device: str | None = None, results_root: str | Path | None = None) -> dict | None:
+    """The record of `kind` for `device` (a slug). With device=None: this GPU's record, or,
+    on a machine without a GPU, the most recently dated record of that kind on any device.
+    None when there is no such record."""
+    if device is None:
+        from utils import env
+
+        device = env.device_slug()
+        if device == "cpu":
+            return latest(kind, results_root)[0]
+    path = root_dir(results_root) / device / f"{kind}.json"
+    return read(path) if path.exists() else None
+
+
+# --------------------------------------------------------------------------- README table
+
+def _stamp(rec: dict) -> str:
+    return (f"{rec['device']['name']}, torch {rec['torch']} (CUDA {rec['cuda']}), "
+            f"{rec['date'][:10]}, commit `{rec['git_commit']}`")
+
+
+def _render_device(records: list[dict]) -> str:
+    dev = records[0]["device"]
+    l2 = f", L2 {dev['l2_mb']:.0f} MB" if dev["l2_mb"] else ""  # older torch does not report it
+    parts = [f"### {dev['name']}",
+             f"compute capability {dev['cc']}, {dev['sm_count']} SMs, {dev['memory_gb']:.0f} GB{l2}"]
+    known = [r for kind in KINDS for r in records if r["kind"] == kind and KINDS[kind].render]
+    for rec in known:
+        parts.append(f"**{KINDS[rec['kind']].title}**, recorded on {_stamp(rec)}")
+        parts.append(KINDS[rec["kind"]].render(rec))
+    if rest := sorted(r["kind"] for r in records if r not in known):
+        parts.append("Also recorded (not shown here): " + ", ".join(f"`{k}`" for k in rest) + ".")
+    return "\n\n".join(parts)
+
+
+def render_readme_table(results_root: str | Path | None = None) -> str:
+    """Markdown for README.md, generated from results/*/*.json: one section per device."""
+    root = root_dir(results_root)
+    by_device: dict[str, list[dict]] = {}
+    for path in sorted(root.glob("*/*.json")):
+        by_device.setdefault(path.parent.name, []).append(read(path))
+    header = ("<!-- generated by `python -m utils.results --update-readme` from results/*/*.json: "
+              "do not edit by hand -->")
+    if not by_device:
+        return header + "\n\nNo GPU run recorded yet: on a GPU, `make run` and `make bench` record them under results/<device>/."
+    return "\n\n".join([header, *(_render_device(by_device[slug]) for slug in sorted(by_device))])
+
+
+def update_readme(readme: str | Path = README, check: bool = False, results_root: str | Path | None = None) -> bool:
+    """Regenerate the span between the results markers. True if it was already up to date;
+    with check=True nothing is written."""
+    readme = Path(readme)
+    text = readme.read_text()
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise ValueError(f"{readme} needs one {BEGIN} line followed by one {END} line around the results table")
+    head, rest = text.split(BEGIN)
+    _, tail = rest.split(END)
+    new = f"{head}{BEGIN}\n{render_readme_table(results_root)}\n{END}{tail}"
+    if new == text:
+        return True
+    if not check:
+        readme.write_text(new)
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m utils.results", description="README results table from results/")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--update-readme", action="store_true", help="rewrite the README's results table")
+    what.add_argument("--check-readme", action="store_true", help="exit 1 if the README's table is out of date")
+    what.add_argument("--show", action="store_true", help="print the table")
+    ap.add_argument("--readme", type=Path, default=README)
+    ap.add_argument("--results-dir", type=Path, default=None, help="results root (default results/)")
+    args = ap.parse_args(argv)
+    if args.show:
+        print(render_readme_table(args.results_dir))
+        return 0
+    current = update_readme(args.readme, check=args.check_readme, results_root=args.results_dir)
+    if args.check_readme and not current:
+        print(f"{args.readme}: the results table is out of date with results/; "
+              "run `python -m utils.results --update-readme` (never edit that span by hand)", file=sys.stderr)
+        return 1
+    print(f"{args.readme}: results table {'already up to date' if current else 'updated'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""`make run`: execute the notebooks in order, headless, with papermill.
+
+    python -m utils.run                      # every notebook
+    python -m utils.run --notebooks 00 01    # a selection, by number
+    python -m utils.run --timeout 1200 --reps 20
+
+Each notebook runs in its own papermill process (so a crashed kernel or a hung cell
+cannot take the others down) with the parameters DEVICE, SCALE, REPS and
+RESULTS_DIR, under a per-notebook timeout that kills the whole process group.
+
+On a GPU the executed notebooks land in results/<device>/notebooks/ and the
+notebooks record their measurements under results/<device>/. Without a GPU nothing is
+recorded: executed copies go to build/run-<mode>/, and the summary lists what each
+notebook skipped. Notebooks report a skip by printing a line made by `skip()`; this
+module writes that marker and reads it back, so the protocol lives in one place.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from utils import REPO
+
+NOTEBOOKS_DIR = REPO / "notebooks"
+SKIP_MARKER = "SKIPPED:"
+
+
+def skip(what: str, why: str) -> None:
+    """Say, in a notebook, that a step did not run here and why (the runner collects these)."""
+    print(f"{SKIP_MARKER} {what} ({why})")
+
+
+@dataclass
+class Outcome:
+    notebook: str
+    status: str  # "ok", "failed", "timeout"
+    seconds: float
+    output: Path
+    skipped: list[str] = field(default_factory=list)
+    error: str = ""
+
+
+def find_notebooks(selection: list[str] | None = None) -> list[Path]:
+    """Notebooks named NN_topic.ipynb, in order; `selection` holds numbers ("00") or names."""
+    found = sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    if not selection:
+        return found
+    chosen = [nb for nb in found if any(nb.stem == s or nb.stem.split("_")[0] == s.zfill(2) for s in selection)]
+    missing = [s for s in selection if not any(nb.stem == s or nb.stem.split("_")[0] == s.zfill(2) for nb in found)]
+    if missing:
+        raise SystemExit(f"no notebook matches {missing}; there are: {[nb.stem for nb in found]}")
+    return chosen
+
+
+def default_parameters(mode: str, reps: int | None, results_root: Path) -> dict:
+    on_gpu = mode == "gpu"
+    return {
+        "DEVICE": "cuda" if on_gpu else "cpu",
+        "SCALE": "full" if on_gpu else "small",
+        "REPS": reps if reps is not None else (50 if on_gpu else 3),
+        "RESULTS_DIR": str(results_root),
+    }
+
+
+def output_dir(mode: str, results_root: Path) -> Path:
+    if mode == "gpu":
+        from utils.env import device_slug
+
+        return results_root / device_slug() / "notebooks"
+    return REPO / "build" / f"run-{mode}"
+
+
+def run_one(nb: Path, out: Path, params: dict, timeout: float) -> Outcome:
+    """One notebook in its own process group, killed as a whole on timeout."""
+    cmd = [sys.executable, "-m", "papermill", str(nb), str(out), "--cwd", str(nb.parent), "--progress-bar"]
+    for key, value in params.items():
+        cmd += ["-p" if not isinstance(value, str) else "-r", key, str(value)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # papermill and the kernel it started
+        proc.wait()
+        return Outcome(nb.stem, "timeout", time.monotonic() - start, out, read_skips(out),
+                       f"killed after {timeout:.0f} s (per-notebook timeout)")
+    seconds = time.monotonic() - start
+    status = "ok" if rc == 0 else "failed"
+    return Outcome(nb.stem, status, seconds, out, read_skips(out), "" if rc == 0 else read_error(out))
+
+
+def _stream_text(out: Path) -> list[tuple[dict, str]]:
+    if not out.exists():
+        return []
+    nb = json.loads(out.read_text())
+    texts = []
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            text = o.get("text", "")
+            texts.append((o, "".join(text) if isinstance(text, list) else text))
+    return texts
+
+
+def read_skips(out: Path) -> list[str]:
+    return [line[len(SKIP_MARKER):].strip()
+            for _, text in _stream_text(out) for line in text.splitlines() if line.startswith(SKIP_MARKER)]
+
+
+def read_error(out: Path) -> str:
+    if not out.exists():
+        return "papermill wrote no output notebook (see the log above)"
+    nb = json.loads(out.read_text())
+    for cell in nb.get("cells", []):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                return f"{o.get('ename')}: {o.get('evalue')}"
+    return "papermill failed (see the log above)"
+
+
+def summary(outcomes: list[Outcome], mode: str) -> str:
+    lines = ["", f"== summary ({mode} mode)", f"{'notebook':<34} {'status':<8} {'time':>8}  skipped"]
+    for o in outcomes:
+        lines.append(f"{o.notebook:<34} {o.status:<8} {o.seconds:>7.1f}s  {len(o.skipped)}")
+    for o in outcomes:
+        if o.error:
+            lines.append(f"  {o.notebook}: {o.error}  -> {o.output}")
+    skipped = [(o.notebook, s) for o in outcomes for s in o.skipped]
+    if skipped:
+        lines.append("skipped on this machine:")
+        lines += [f"  {nb}: {s}" for nb, s in skipped]
+    if outcomes:
+        lines.append(f"executed notebooks: {outcomes[0].output.parent}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m utils.run", description=__doc__.splitlines()[0])
+    ap.add_argument("--notebooks", nargs="*", help="numbers or names (default: all, in order)")
+    ap.add_argument("--timeout", type=float, default=3600, help="seconds per notebook (default 3600)")
+    ap.add_argument("--reps", type=int, default=None, help="timed repetitions per measurement")
+    ap.add_argument("--results-dir", type=Path, default=REPO / "results", help="results root (default results/)")
+    args = ap.parse_args(argv)
+
+    from utils import build, env
+
+    mode = env.mode()
+    notebooks = find_notebooks(args.notebooks)
+    params = default_parameters(mode, args.reps, args.results_dir.resolve())
+    out_dir = output_dir(mode, args.results_dir.resolve())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    print(env.report())
+    if mode != "gpu":
+        print(f"No GPU here: nothing is measured or recorded; executed notebooks go to {out_dir}.")
+    for stale in build.clear_stale_locks():
+        print(f"removed a stale build lock: {stale}")
+
+    outcomes = []
+    for i, nb in enumerate(notebooks, 1):
+        print(f"\n[{i}/{len(notebooks)}] {nb.name}  parameters: {params}", flush=True)
+        outcome = run_one(nb, out_dir / nb.name, params, args.timeout)
+        print(f"[{i}/{len(notebooks)}] {nb.stem}: {outcome.status} in {outcome.seconds:.1f} s", flush=True)
+        outcomes.append(outcome)
+    print(summary(outcomes, mode))
+    return 0 if all(o.status == "ok" for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""`make sanitize`: the kernels' GPU tests under compute-sanitizer's four tools.
+
+    python -m utils.sanitize                  # memcheck, racecheck, initcheck, synccheck
+    python -m utils.sanitize --tools memcheck --log-dir /tmp/logs
+
+Runs `pytest -m "gpu and not large"` over the kernel tests once per tool, with
+PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that every tensor is its own cudaMalloc (with the
+caching allocator an out-of-bounds access lands inside a cached block and memcheck
+cannot see it). The tests at KernelBench's full sizes (`large`) are left out: under
+the sanitizer they would take hours. The harness and benchmark tests are left out
+too: they exercise PyTorch's own kernels, not ours.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from utils import REPO
+
+TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
+NOT_KERNEL_TESTS = ("tests/test_check.py", "tests/test_bench.py")
+
+
+def command(tool: str, sanitizer: str) -> list[str]:
+    pytest = [sys.executable, "-m", "pytest", "tests", "-q", "-m", "gpu and not large", "-p", "no:cacheprovider"]
+    pytest += [f"--ignore={p}" for p in NOT_KERNEL_TESTS]
+    extra = ["--leak-check", "full"] if tool == "memcheck" else []
+    return [sanitizer, "--tool", tool, *extra, "--error-exitcode", "99", "--target-processes", "all", *pytest]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m utils.sanitize", description=__doc__.splitlines()[0])
+    ap.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
+    ap.add_argument("--log-dir", type=Path, default=REPO / "build" / "sanitize")
+    args = ap.parse_args(argv)
+
+    from utils import env
+
+    if env.mode() != "gpu":
+        print("compute-sanitizer needs a GPU; nothing to do on this machine.")
+        return 0
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    if not Path(sanitizer).exists():
+        print("compute-sanitizer not found: it ships with the CUDA toolkit (bin/compute-sanitizer).")
+        return 1
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    environ = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    results = []
+    for tool in args.tools:
+        log = args.log_dir / f"{tool}.log"
+        print(f"== {tool} (log: {log})", flush=True)
+        start = time.monotonic()
+        with log.open("w") as fh:
+            rc = subprocess.call(command(tool, sanitizer), cwd=REPO, env=environ, stdout=fh, stderr=subprocess.STDOUT)
+        tail = log.read_text().strip().splitlines()[-3:]
+        results.append((tool, rc, time.monotonic() - start, tail))
+        print("\n".join(tail), flush=True)
+    print("\n== compute-sanitizer summary")
+    for tool, rc, seconds, tail in results:
+        verdict = {0: "clean", 99: "ERRORS (see log)"}.get(rc, f"pytest exit {rc}")
+        print(f"{tool:<10} {verdict:<18} {seconds:6.1f}s  {tail[-1] if tail else ''}")
+    return 0 if all(rc == 0 for _, rc, _, _ in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

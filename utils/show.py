@@ -1,0 +1,161 @@
+"""Show kernel source in a notebook, straight from kernels/: kernel text is never pasted into
+notebooks, so what the reader sees is always what gets compiled.
+
+    show_kernel("vector_add")                        # the whole file
+    show_kernel("vector_add", "vector_add_kernel")   # one function: kernel, device function or launcher
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from utils import build
+
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+_NOT_FUNCTIONS = {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "alignof", "static_assert"}
+
+
+class KernelText(str):
+    """The text show_kernel displayed, with where it came from.
+
+    A str, so it can be searched or printed. It tells IPython it is already displayed, so a
+    `show_kernel(...)` on the last line of a cell does not print the code a second time.
+    """
+
+    path: Path
+    first_line: int
+    last_line: int
+
+    def _ipython_display_(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _Listing:
+    """A header line over highlighted code in a notebook; plain text anywhere else."""
+
+    header: str
+    code: object  # IPython.display.Code
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        return {"text/plain": repr(self), "text/html": f"<p><code>{self.header}</code></p>{self.code._repr_html_()}"}
+
+    def __repr__(self) -> str:
+        return f"{self.header}\n{self.code.data}"
+
+
+@dataclass(frozen=True)
+class Span:
+    first_line: int  # 1-based, inclusive, with the comment directly above the definition
+    last_line: int
+
+
+def show_kernel(name: str, symbol: str | None = None, *, kernels_dir: Path | None = None) -> KernelText:
+    """Display kernels/<name>.cu, or just the function `symbol` in it, syntax-highlighted, under
+    a line naming the file and line range. Returns the text shown."""
+    from IPython.display import Code, display
+
+    path = build.kernel_path(name, kernels_dir)
+    source = path.read_text()
+    lines = source.splitlines()
+    span = find_definition(source, symbol) if symbol else Span(1, len(lines))
+    text = KernelText("\n".join(lines[span.first_line - 1: span.last_line]))
+    text.path, text.first_line, text.last_line = path, span.first_line, span.last_line
+    what = f" ({symbol})" if symbol else ""
+    header = f"{build.display_path(path)}, lines {span.first_line}-{span.last_line}{what}"
+    display(_Listing(header, Code(str(text), language="cuda")))
+    return text
+
+
+def find_definition(source: str, symbol: str) -> Span:
+    """Where the function `symbol` is defined: from the comment directly above it (and any
+    template/qualifier lines) to its closing brace."""
+    definitions = function_definitions(source)
+    if symbol not in definitions:
+        raise KeyError(f"no function {symbol!r} is defined here; the functions are: {', '.join(definitions) or 'none'}")
+    return definitions[symbol]
+
+
+def function_definitions(source: str) -> dict[str, Span]:
+    """Every function defined in a C++/CUDA source, in order: `name(...)` followed by `{`.
+    Function bodies are skipped, so calls and `if (...) {` inside them do not count."""
+    code = _blank_comments_and_strings(source)
+    found: dict[str, Span] = {}
+    pos = 0
+    while match := _CALL.search(code, pos):
+        pos = match.end()
+        close = _matching(code, match.end() - 1, "(", ")")
+        body = _body_start(code, close + 1) if close is not None else None
+        if match.group(1) in _NOT_FUNCTIONS or body is None:
+            continue
+        end = _matching(code, body, "{", "}")
+        if end is None:
+            break
+        found.setdefault(match.group(1), Span(_first_line(source, code, match.start()), code.count("\n", 0, end) + 1))
+        pos = end + 1
+    return found
+
+
+def _blank_comments_and_strings(source: str) -> str:
+    """The source with comments, string and char literals replaced by spaces (newlines kept),
+    so braces and parentheses in them do not count."""
+    out = list(source)
+    i, n = 0, len(source)
+    while i < n:
+        two = source[i:i + 2]
+        if two == "//":
+            end = source.find("\n", i)
+            end = n if end < 0 else end
+        elif two == "/*":
+            end = source.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+        elif source[i] in "\"'":
+            end = i + 1
+            while end < n and source[end] != source[i] and source[end] != "\n":
+                end += 2 if source[end] == "\\" else 1
+            end = min(end + 1, n)
+        else:
+            i += 1
+            continue
+        for k in range(i, end):
+            if out[k] != "\n":
+                out[k] = " "
+        i = end
+    return "".join(out)
+
+
+def _matching(code: str, open_at: int, opening: str, closing: str) -> int | None:
+    depth = 0
+    for i in range(open_at, len(code)):
+        if code[i] == opening:
+            depth += 1
+        elif code[i] == closing:
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def _body_start(code: str, after: int) -> int | None:
+    """The `{` that opens a function body right after a parameter list (past qualifiers such as
+    const or noexcept), or None when the parentheses were a call or a declaration."""
+    match = re.compile(r"(?:\s|\b(?:const|noexcept|override|final|mutable)\b)*\{").match(code, after)
+    return match.end() - 1 if match else None
+
+
+def _first_line(source: str, code: str, name_at: int) -> int:
+    """The definition's first line: back from the name's line over the lines that belong to its
+    head (return type, template, __launch_bounds__), then over the comment lines directly above."""
+    src_lines, code_lines = source.splitlines(), code.splitlines()
+    line = code.count("\n", 0, name_at)  # 0-based
+    while line > 0 and _continues_head(code_lines[line - 1]):
+        line -= 1
+    while line > 0 and src_lines[line - 1].strip() and not code_lines[line - 1].strip():
+        line -= 1  # a comment-only line: blank once comments are blanked
+    return line + 1
+
+
+def _continues_head(code_line: str) -> bool:
+    stripped = code_line.strip()
+    return bool(stripped) and not stripped.startswith("#") and stripped[-1] not in ";{}"
