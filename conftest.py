@@ -10,8 +10,9 @@ summary lists it, so an unchecked cell is never mistaken for a checked one.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+import nbformat
 
 MARK = "# NBVAL_CHECK_OUTPUT"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -22,9 +23,9 @@ def recorded_outputs(notebook: str) -> dict[str, list]:
     """cell source -> outputs, over every recorded executed copy of `notebook` (newest last wins)."""
     found: dict[str, list] = {}
     for copy in sorted(RESULTS.glob(f"*/notebooks/{notebook}"), key=lambda p: p.stat().st_mtime):
-        for cell in json.loads(copy.read_text())["cells"]:
-            if cell["cell_type"] == "code" and MARK in "".join(cell["source"]):
-                found["".join(cell["source"])] = cell["outputs"]
+        for cell in nbformat.read(copy, as_version=4).cells:  # NotebookNodes, as nbval expects
+            if cell.cell_type == "code" and MARK in cell.source:
+                found[cell.source] = cell.outputs
     return found
 
 

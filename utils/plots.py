@@ -112,7 +112,7 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
     recorded = recorded or (rows_or_record if _is_record(rows_or_record) else None)
     groups = list(dict.fromkeys(r.get(group_by) for r in rows))
     series = list(dict.fromkeys(_series(r) for r in rows))
-    fig = _figure(f"Speedup over {baseline}", recorded)
+    fig = _figure(f"Speedup over {baseline} (TF32 off)", recorded)
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
         width = 0.8 / len(series)
@@ -127,10 +127,12 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
                     ys.append(base["median_ms"] / row["median_ms"])
             bars = ax.bar(xs, ys, width, label=s, color=_colour(s.removesuffix(" · TF32"), j),
                           hatch="//" if s.endswith("TF32") else None, edgecolor="white")
-            ax.bar_label(bars, fmt="%.2fx", fontsize=8, padding=2)
+            # Vertical labels: side by side, horizontal ones overlap once there are 6 bars a group.
+            ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2, rotation=90)
         ax.axhline(1.0, color=REFERENCE, lw=1, ls="--")
         ax.set_xticks(range(len(groups)), [_group_label(group_by, g) for g in groups])
-        ax.set_ylabel(f"speedup over {baseline} (x)")
+        ax.set_ylabel(f"speedup over {baseline} with TF32 off (x)")
+        ax.margins(y=0.15)  # room for the labels above the tallest bar
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return _finish(fig, save)
 

@@ -83,7 +83,12 @@ def _device() -> dict:
 
 
 def git_commit(repo: Path = REPO) -> str:
-    """Short sha of HEAD, "-dirty" if code differs from it; "unknown" outside a git checkout."""
+    """Short sha of HEAD, "-dirty" if code differs from it; "unknown" outside a git checkout.
+
+    $WORKBOOK_GIT_COMMIT wins: a GPU runner that gets a copy of the tree without .git says
+    there which commit the copy is of."""
+    if os.environ.get("WORKBOOK_GIT_COMMIT"):
+        return os.environ["WORKBOOK_GIT_COMMIT"]
     if shutil.which("git") is None:
         return "unknown"
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)

@@ -29,8 +29,11 @@ NOT_KERNEL_TESTS = ("tests/test_check.py", "tests/test_bench.py")
 def command(tool: str, sanitizer: str) -> list[str]:
     pytest = [sys.executable, "-m", "pytest", "tests", "-q", "-m", "gpu and not large", "-p", "no:cacheprovider"]
     pytest += [f"--ignore={p}" for p in NOT_KERNEL_TESTS]
-    extra = ["--leak-check", "full"] if tool == "memcheck" else []
-    return [sanitizer, "--tool", tool, *extra, "--error-exitcode", "99", "--target-processes", "all", *pytest]
+    # No --leak-check: Python does not free every object at exit, so tensors still referenced
+    # then (test fixtures, module globals) are reported as leaked cudaMallocs. Seen on the H200:
+    # 13 such reports, every one allocated by at::empty_like, none by a kernel. The kernels here
+    # allocate nothing themselves; what memcheck must find are bad accesses, and it still does.
+    return [sanitizer, "--tool", tool, "--error-exitcode", "99", "--target-processes", "all", *pytest]
 
 
 def main(argv: list[str] | None = None) -> int:

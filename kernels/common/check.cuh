@@ -18,6 +18,8 @@
 //   needs from it comes from the c10 headers below.
 #pragma once
 
+#include <string>
+
 #include <torch/types.h>
 #include <c10/cuda/CUDAException.h>  // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
 #include <c10/cuda/CUDAGuard.h>      // c10::cuda::CUDAGuard: run on the inputs' GPU
@@ -44,8 +46,21 @@
     CHECK_CONTIGUOUS(x);          \
   } while (0)
 
+// The shape as text, e.g. "[37, 129]". Built by hand rather than by streaming sizes() into the
+// message: with torch 2.11's headers, nvcc 13.0 and g++ 13 (the H100/H200 machines here),
+// streaming an IntArrayRef into TORCH_CHECK's message crashed the process (SIGSEGV) instead of
+// raising, while streaming devices, dtypes and strings worked.
+inline std::string shape_string(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    s += std::to_string(t.size(d));
+    if (d + 1 < t.dim()) s += ", ";
+  }
+  return s + "]";
+}
+
 #define CHECK_SAME_SHAPE(a, b) \
-  TORCH_CHECK((a).sizes() == (b).sizes(), #a " and " #b " must have the same shape, got ", (a).sizes(), " and ", (b).sizes())
+  TORCH_CHECK((a).sizes() == (b).sizes(), #a " and " #b " must have the same shape, got ", shape_string(a), " and ", shape_string(b))
 
 #define CHECK_SAME_DEVICE(a, b) \
   TORCH_CHECK((a).device() == (b).device(), #a " and " #b " must be on the same device, got ", (a).device(), " and ", (b).device())
