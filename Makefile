@@ -23,7 +23,7 @@ STAMP    := $(VENV)/.installed
 # Set up the venv only when PY is the venv's interpreter.
 SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
 
-.PHONY: setup run test lab test-gpu sanitize bench clean
+.PHONY: setup run test lab test-gpu sanitize bench ladder clean
 
 setup: $(SETUP)
 
@@ -50,6 +50,9 @@ sanitize: $(SETUP)
 
 bench: $(SETUP)
 	$(PY) -m utils.bench --ceilings
+
+ladder: $(SETUP)
+	$(PY) -m utils.ladder
 
 lab: $(SETUP)
 	$(VENV)/bin/jupyter lab notebooks

@@ -225,3 +225,11 @@ def test_update_readme_needs_the_markers(tmp_path):
 def test_repo_readme_table_is_current():
     """README.md's results span is generated: never edit it by hand."""
     assert results.main(["--check-readme"]) == 0, "run `python -m utils.results --update-readme`"
+
+
+def test_ladder_renders_pct_of_cublas():
+    rec = {"entries": [{"contender": "gemm_01_naive", "median_ms": 10.0, "tflops": 1.0, "shape": [1024, 8192, 8192]},
+                       {"contender": "cuBLAS", "median_ms": 2.5, "tflops": 4.0, "shape": [1024, 8192, 8192]}]}
+    text = results._render_ladder(rec)
+    assert "M x N x K = 1024 x 8192 x 8192" in text
+    assert "| gemm_01_naive | 10.000 | 1.00 | 25.0 % |" in text and "| cuBLAS | 2.500 | 4.00 | 100.0 % |" in text

@@ -162,12 +162,23 @@ def _render_baselines(rec: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _render_ladder(rec: dict) -> str:
+    shape = rec["entries"][0].get("shape")
+    lines = [f"M x N x K = {' x '.join(map(str, shape))}, fp32, TF32 off." if shape else "",
+             "", "| rung | median ms | TFLOP/s | % of cuBLAS |", "|---|---:|---:|---:|"]
+    cublas = next((e for e in rec["entries"] if e["contender"] == "cuBLAS"), None)
+    for e in rec["entries"]:
+        pct = f"{100 * cublas['median_ms'] / e['median_ms']:.1f} %" if cublas else "–"
+        lines.append(f"| {e['contender']} | {e['median_ms']:.3f} | {e['tflops']:.2f} | {pct} |")
+    return "\n".join(lines).lstrip("\n")
+
+
 KINDS: dict[str, Kind] = {
     "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), _render_ceilings, one_entry=True),
     "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
                                     "floor_ms", "pct_of_floor"), _render_baselines),
     "eager_profile": Kind("Where eager spends its time", ("problem", "op", "cuda_ms", "pct")),
-    "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops")),
+    "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops"), _render_ladder),
 }
 
 

@@ -2,6 +2,7 @@
 
     python -m utils.sanitize                  # memcheck, racecheck, initcheck, synccheck
     python -m utils.sanitize --tools memcheck --log-dir /tmp/logs
+    python -m utils.sanitize -k gemm            # only the tests whose names match
 
 Runs `pytest -m "gpu and not large"` over the kernel tests once per tool, with
 PYTORCH_NO_CUDA_MEMORY_CACHING=1 so that every tensor is its own cudaMalloc (with the
@@ -26,9 +27,11 @@ TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 NOT_KERNEL_TESTS = ("tests/test_check.py", "tests/test_bench.py")
 
 
-def command(tool: str, sanitizer: str) -> list[str]:
+def command(tool: str, sanitizer: str, select: str | None = None) -> list[str]:
     pytest = [sys.executable, "-m", "pytest", "tests", "-q", "-m", "gpu and not large", "-p", "no:cacheprovider"]
     pytest += [f"--ignore={p}" for p in NOT_KERNEL_TESTS]
+    if select:
+        pytest += ["-k", select]
     # No --leak-check: Python does not free every object at exit, so tensors still referenced
     # then (test fixtures, module globals) are reported as leaked cudaMallocs. Seen on the H200:
     # 13 such reports, every one allocated by at::empty_like, none by a kernel. The kernels here
@@ -40,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m utils.sanitize", description=__doc__.splitlines()[0])
     ap.add_argument("--tools", nargs="*", default=list(TOOLS), choices=TOOLS)
     ap.add_argument("--log-dir", type=Path, default=REPO / "build" / "sanitize")
+    ap.add_argument("-k", dest="select", help="pytest -k expression: sanitize only the matching tests")
     args = ap.parse_args(argv)
 
     from utils import env
@@ -59,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {tool} (log: {log})", flush=True)
         start = time.monotonic()
         with log.open("w") as fh:
-            rc = subprocess.call(command(tool, sanitizer), cwd=REPO, env=environ, stdout=fh, stderr=subprocess.STDOUT)
+            rc = subprocess.call(command(tool, sanitizer, args.select), cwd=REPO, env=environ, stdout=fh, stderr=subprocess.STDOUT)
         tail = log.read_text().strip().splitlines()[-3:]
         results.append((tool, rc, time.monotonic() - start, tail))
         print("\n".join(tail), flush=True)

@@ -1,0 +1,141 @@
+// gemm_02_coalesced.cu: out = x @ w.T in float32, x (M, K) and w (N, K) row-major as nn.Linear
+// stores them, out (M, N). Rung 2 of the SGEMM ladder (notebooks/02_naive_gemm.ipynb): rung 1's
+// loads made coalesced, still without shared memory.
+//
+// The idea: both operands are K-contiguous, so a warp reads memory in 128-byte lines only if its
+// 32 lanes walk along k, not along n as in rung 1. So the 32 lanes split K: lane l takes
+// k = l, l + 32, l + 64, ..., accumulates its partial dot products in registers, and at the end
+// the warp adds the 32 partial sums with five register shuffles (warp_sum, common/reduce.cuh).
+//
+// Thread -> data: a warp computes 4 outputs of one row, out[m][n0 .. n0+3]; a block's 8 warps
+// take 8 consecutive rows m0 .. m0+7 and the same 4 columns; blocks are numbered row-major over
+// (group of 8 rows, group of 4 columns). At each step a warp reads
+//   x[m][k0 + lane]          32 consecutive floats: 128 bytes = 4 sectors, every byte used;
+//   w[n0 + j][k0 + lane]     the same for each of the 4 rows j of w.
+// 5 load instructions of 4 sectors each, every byte used, where rung 1 spent 32 sectors on one.
+//
+// Arithmetic intensity: a warp's step is 5 x 128 = 640 bytes for 4 outputs x 32 k x 2 = 256 FLOP,
+// 0.4 FLOP/byte. One output per warp would need an x and a w line per 64 FLOP (0.25 FLOP/byte);
+// sharing the x line among 4 outputs gives 0.4, and no number of columns per warp gets past
+// 0.5, because each w element a warp loads serves that warp's one row only. The only other reuse
+// is across warps: the 8 warps of a block read the same 4 rows of w at about the same time, so
+// when the L1 still holds those lines only the first warp's w loads go to L2. That makes
+// 8 x-lines + 4 w-lines per 8 x 256 FLOP, 1.3 FLOP/byte at the L2. Either way every FMA still
+// needs a load of its own from the L1, 5 loads per 4 FMAs, where shared memory and registers
+// (rungs 3 and 4) will serve each loaded value to 32 and more FMAs.
+//
+// Edges: K not a multiple of 32 needs nothing special: lane l stops at its last k < K, the
+// missing terms are zero, and a load by fewer than 32 lanes is still coalesced. M: a warp whose
+// row is past M returns at once (all 32 lanes together, so warp_sum's full mask stays true for
+// the warps that remain). N not a multiple of 4: in the last group of columns, indices past
+// N - 1 are clamped to N - 1, so those warps recompute a valid column instead of reading past
+// the end of w, and store only the columns n < N.
+//
+// PREDICTION (written before measuring): about 10x rung 1, around 10% of cuBLAS SGEMM (5-20%).
+// The L1 can deliver about one 128-byte line per cycle, so 5 loads per 4 FMA instructions cap
+// the SM at 1/5 of its FMA rate even if every load hits; L1 misses on w (when the block's warps
+// drift apart) push the L2 towards 0.4 FLOP/byte and the result towards the low end. Unlike
+// rung 1, M = 1 (a matrix-vector product) fills the GPU: N / 4 warps, all coalesced.
+
+#include <algorithm>
+#include <limits>
+
+#include "common/check.cuh"
+#include "common/reduce.cuh"
+
+// 8 warps per block, as in rung 1's 256 threads. Each warp: 1 row of x, 4 rows of w.
+// 4 columns per warp share each x load 4 ways; with the loop unrolled 4 times, each trip
+// through it issues 20 independent loads, enough to keep memory busy while earlier ones arrive.
+constexpr int kWarpSize = 32;
+constexpr int kWarpsPerBlock = 8;
+constexpr int kColsPerWarp = 4;
+constexpr int kThreads = kWarpsPerBlock * kWarpSize;
+
+__global__ void __launch_bounds__(kThreads)
+    gemm_coalesced_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+                          int M, int N, int K, int col_groups) {
+  const int lane = threadIdx.x % kWarpSize;
+  // One-dimensional grid: gridDim.y is limited to 65535, which would cap M or N. Column groups
+  // vary fastest, so the blocks resident at the same time share their 8 rows of x in L1/L2.
+  const int m = (blockIdx.x / col_groups) * kWarpsPerBlock + threadIdx.x / kWarpSize;
+  const int n0 = (blockIdx.x % col_groups) * kColsPerWarp;
+  if (m >= M) {
+    return;
+  }
+
+  // Lane l starts at k = l of its rows, and every step moves all 5 pointers 32 floats along.
+  // Pointers that advance, rather than row * K + k recomputed at every load, keep the loop at
+  // 5 loads, 4 FMAs and a few integer adds per step.
+  const float* xp = x + static_cast<int64_t>(m) * K + lane;
+  const float* wp[kColsPerWarp];
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    wp[j] = w + static_cast<int64_t>(min(n0 + j, N - 1)) * K + lane;
+  }
+
+  float acc[kColsPerWarp] = {};
+#pragma unroll 4
+  for (int k = lane; k < K; k += kWarpSize) {
+    const float xv = *xp;
+    xp += kWarpSize;
+#pragma unroll
+    for (int j = 0; j < kColsPerWarp; ++j) {
+      acc[j] += xv * *wp[j];
+      wp[j] += kWarpSize;
+    }
+  }
+
+  // Every lane gets all 4 totals; lane j keeps total j (a chain of selects: indexing acc with
+  // the lane number would move acc to local memory), and lanes 0..3 store 4 consecutive floats.
+  float mine = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kColsPerWarp; ++j) {
+    const float total = warp_sum(acc[j]);
+    if (lane == j) {
+      mine = total;
+    }
+  }
+  if (lane < kColsPerWarp && n0 + lane < N) {
+    out[static_cast<int64_t>(m) * N + n0 + lane] = mine;
+  }
+}
+
+// @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 2, coalesced (a warp splits K, shuffle reduction)
+torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
+  CHECK_FLOAT_CUDA_INPUT(x);
+  CHECK_FLOAT_CUDA_INPUT(w);
+  TORCH_CHECK(x.dim() == 2, "x must be 2-D (M, K), got shape ", shape_string(x));
+  TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got shape ", shape_string(w));
+  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K for x @ w.T, got x ",
+              shape_string(x), " and w ", shape_string(w));
+  CHECK_SAME_DEVICE(x, w);
+
+  const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
+  // The kernel counts rows, columns and k in int (k steps by 32 and must not overflow); offsets
+  // are int64_t.
+  TORCH_CHECK(std::max({M, N, K}) <= std::numeric_limits<int>::max() - kWarpSize,
+              "gemm: M, N and K must each be below 2^31 - ", kWarpSize, ", got x ", shape_string(x), " and w ",
+              shape_string(w));
+
+  const c10::cuda::CUDAGuard guard(x.device());
+  if (M == 0 || N == 0) {
+    return torch::empty({M, N}, x.options());  // nothing to compute; a launch with 0 blocks is an error
+  }
+  if (K == 0) {
+    return torch::zeros({M, N}, x.options());  // an empty sum is 0
+  }
+  torch::Tensor out = torch::empty({M, N}, x.options());
+
+  const int64_t col_groups = (N + kColsPerWarp - 1) / kColsPerWarp;
+  const int64_t row_groups = (M + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  const int64_t blocks = row_groups * col_groups;
+  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "gemm: out ", M, " x ", N,
+              " needs more blocks than one grid dimension holds (2^31 - 1)");
+
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  gemm_coalesced_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+      x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), static_cast<int>(M), static_cast<int>(N),
+      static_cast<int>(K), static_cast<int>(col_groups));
+  LAUNCH_CHECK();
+  return out;
+}

@@ -1,0 +1,74 @@
+"""The GEMM ladder: every rung compiles, computes x @ w.T exactly (fp32) on shapes that are
+multiples of nothing, writes every element, and refuses bad input."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+from utils import build, check, ladder
+
+RUNGS = ladder.rungs()
+# M x N x K: odd everywhere, one row, a square that is no power of two, the problems' shape.
+SHAPES = [(37, 129, 65), (1, 8192, 8192), (1000, 1000, 1000),
+          pytest.param((1024, 8192, 8192), marks=pytest.mark.large)]
+
+
+def test_the_ladder_is_numbered_in_order():
+    assert RUNGS, "no kernels/gemm_NN_*.cu"
+    assert [int(name.split("_")[1]) for name in RUNGS] == list(range(1, len(RUNGS) + 1))
+
+
+@pytest.mark.parametrize("name", RUNGS)
+def test_each_rung_exports_the_same_launcher(name):
+    (export,) = build.exported_functions(build.kernel_source(name))
+    assert export.name == "gemm"
+    assert export.prototype == "torch::Tensor gemm(torch::Tensor x, torch::Tensor w)"
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", RUNGS)
+def test_each_rung_compiles(name):
+    assert callable(ladder.load(name))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", RUNGS)
+def test_rung_matches_float64_linear(name, shape):
+    x, w = ladder.operands(*shape, seed=sum(shape))
+    ok, detail = ladder.verify(ladder.load(name), x, w)
+    assert ok, f"{name} at {shape}: {detail}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", RUNGS)
+def test_rung_through_the_harness(name):
+    gemm = ladder.load(name)
+
+    def operands(g):  # 37 x 129 x 65: no tile divides any dimension
+        return [torch.rand(37, 65, generator=g), torch.rand(129, 65, generator=g) * 2 - 1]
+
+    report = check.check_fn(gemm, F.linear, operands, name=name)
+    report.raise_if_failed()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", RUNGS)
+def test_rung_degenerate_shapes(name, cuda):
+    gemm = ladder.load(name)
+    assert gemm(torch.rand(0, 8, device=cuda), torch.rand(5, 8, device=cuda)).shape == (0, 5)
+    assert gemm(torch.rand(3, 8, device=cuda), torch.rand(0, 8, device=cuda)).shape == (3, 0)
+    assert torch.equal(gemm(torch.rand(3, 0, device=cuda), torch.rand(5, 0, device=cuda)), torch.zeros(3, 5, device=cuda))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", RUNGS)
+def test_rung_rejects_bad_input(name, cuda):
+    gemm = ladder.load(name)
+    x, w = torch.rand(4, 8, device=cuda), torch.rand(5, 8, device=cuda)
+    for bad, message in [((x, torch.rand(5, 7, device=cuda)), r"\[4, 8\].*\[5, 7\]"),
+                         ((x.double(), w), "float32"),
+                         ((x.cpu(), w), "CUDA"),
+                         ((torch.rand(8, 4, device=cuda).t(), w), "contiguous"),
+                         ((x[0], w), "2-D|2D|dim")]:
+        with pytest.raises(RuntimeError, match=message):
+            gemm(*bad)
