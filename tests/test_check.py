@@ -333,3 +333,35 @@ def test_tf32_allowed_selects_tf32_tier_and_keeps_the_reference_ieee():
     assert report.tier == "tf32"
     assert report.ok, str(report)
     assert "reported, not judged" in report["precision"].detail
+
+
+def _refuses_strided(x, w):
+    if not (x.is_contiguous() and w.is_contiguous()):
+        raise RuntimeError("x must be contiguous (call .contiguous())")
+    return F.linear(x, w)
+
+
+def _two_matrices(g):
+    return [torch.rand(37, 65, generator=g), torch.rand(129, 65, generator=g)]
+
+
+def test_a_raw_kernel_may_refuse_strided_inputs_loudly_but_a_model_may_not():
+    strict = check_fn(_refuses_strided, F.linear, _two_matrices, device="cpu")
+    assert strict.failed == ["noncontiguous_input"]
+    lenient = check_fn(_refuses_strided, F.linear, _two_matrices, device="cpu", contiguous_only=True)
+    assert lenient.ok and "refuses" in lenient["noncontiguous_input"].detail
+
+
+def test_contiguous_only_still_fails_silent_garbage_and_other_errors():
+    def reads_storage_as_contiguous(x, w):  # strided views indexed as if dense: wrong, silently
+        dense = lambda t: torch.as_strided(t, t.shape, (t.shape[1], 1), t.storage_offset())  # noqa: E731
+        return F.linear(dense(x), dense(w))
+
+    def raises_something_else(x, w):
+        if not x.is_contiguous():
+            raise RuntimeError("out of memory")
+        return F.linear(x, w)
+
+    for fn in (reads_storage_as_contiguous, raises_something_else):
+        report = check_fn(fn, F.linear, _two_matrices, device="cpu", contiguous_only=True)
+        assert "noncontiguous_input" in report.failed, fn.__name__

@@ -47,7 +47,8 @@ def test_rung_through_the_harness(name):
     def operands(g):  # 37 x 129 x 65: no tile divides any dimension
         return [torch.rand(37, 65, generator=g), torch.rand(129, 65, generator=g) * 2 - 1]
 
-    report = check.check_fn(gemm, F.linear, operands, name=name)
+    # A raw kernel: its launcher refuses strided inputs with a clear error (solutions call .contiguous()).
+    report = check.check_fn(gemm, F.linear, operands, name=name, contiguous_only=True)
     report.raise_if_failed()
 
 

@@ -251,6 +251,7 @@ class _Case:
     tier: str
     scratch_bytes: tuple[int, ...] = ()  # intermediates' sizes, poisoned like the output's
     watch: _Watch = field(default_factory=_Watch)
+    contiguous_only: bool = False  # may refuse strided inputs (loudly) instead of computing on them
 
     @property
     def tolerance(self) -> Tier:
@@ -451,13 +452,22 @@ def _check_noncontiguous_input(case: _Case) -> Verdict:
     if all(t.dim() < 2 for t in x):
         return "skip", "no input has two or more dims to lay out another way"
     ref = case.reference(x)
-    problems = []
+    problems, refused = [], []
     for label, layout in LAYOUTS:
-        r = _compare(case.call([layout(t) for t in x], label), ref, case.tolerance)
+        try:
+            out = case.call([layout(t) for t in x], label)
+        except RuntimeError as error:  # a verdict, not a fallback: only a loud, named refusal passes
+            if case.contiguous_only and "contiguous" in str(error):
+                refused.append(label)
+                continue
+            raise
+        r = _compare(out, ref, case.tolerance)
         if not r.ok:
             problems.append(f"{label}: {r.summary}")
     if problems:
         return "fail", "with non-contiguous inputs (indexed as if contiguous?): " + "; ".join(problems)
+    if refused:
+        return "pass", f"refuses {' and '.join(refused)} views with an error that says so (contiguous_only)"
     return "pass", f"{' and '.join(label for label, _ in LAYOUTS)} views give the contiguous result"
 
 
@@ -702,12 +712,15 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
 
 def check_fn(fn: Callable, ref_fn: Callable, inputs_factory: Callable[[torch.Generator], Tensor | Sequence[Tensor]],
              *, tier: str = "strict", trials: int = 5, seed: int = 0, device: str | torch.device | None = None,
-             allow_torch_ops: Sequence[str] = (), name: str | None = None) -> CheckReport:
+             allow_torch_ops: Sequence[str] = (), name: str | None = None, contiguous_only: bool = False) -> CheckReport:
     """Check a single function (e.g. a fused activation's binding) against a PyTorch reference.
 
     inputs_factory(generator) returns the inputs, one tensor or a list, drawn from that seeded
     CPU generator; the harness moves them to `device`. ref_fn must also accept float64 inputs
     (for the precision check). Runs the checks of check_model that need no model (FN_CHECKS).
+    contiguous_only: fn is a raw kernel whose launcher refuses strided inputs; then a RuntimeError
+    naming contiguity passes noncontiguous_input (a silent wrong answer still fails). A drop-in
+    ModelNew never gets this: check_model requires strided inputs to work.
     """
     allowed = _validated(trials, allow_torch_ops)
     device, tier = _device(device), _resolve_tier(tier)
@@ -718,7 +731,7 @@ def check_fn(fn: Callable, ref_fn: Callable, inputs_factory: Callable[[torch.Gen
 
     watch = _Watch()
     case = _Case(new=fn, ref=ref_fn, make_ref64=lambda: ref_fn, factory=factory, seed=seed, device=device,
-                 tier=tier, watch=watch)
+                 tier=tier, watch=watch, contiguous_only=contiguous_only)
     results = _case_checks(case, trials, allowed) | _watch_checks(watch)
     subject = f"{name or getattr(fn, '__name__', repr(fn))} vs {getattr(ref_fn, '__name__', repr(ref_fn))}"
     return CheckReport(subject, tier, str(device), [results[n] for n in FN_CHECKS])
