@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
-
 MARK = "# NBVAL_CHECK_OUTPUT"
 RESULTS = Path(__file__).resolve().parent / "results"
 _unchecked: list[str] = []
@@ -21,6 +19,8 @@ _unchecked: list[str] = []
 
 def recorded_outputs(notebook: str) -> dict[str, list]:
     """cell source -> outputs, over every recorded executed copy of `notebook` (newest last wins)."""
+    import nbformat  # here, not at the top: `pytest tests` needs no notebook packages
+
     found: dict[str, list] = {}
     for copy in sorted(RESULTS.glob(f"*/notebooks/{notebook}"), key=lambda p: p.stat().st_mtime):
         for cell in nbformat.read(copy, as_version=4).cells:  # NotebookNodes, as nbval expects
