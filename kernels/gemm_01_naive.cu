@@ -49,10 +49,7 @@
 // - const and __restrict__ on the pointers, as in every kernel of the workbook, so that the
 //   rungs of the ladder differ only in their mapping of threads to data.
 
-#include <algorithm>
-#include <limits>
-
-#include "common/check.cuh"
+#include "common/gemm_launch.cuh"
 
 // 256 threads (8 warps, each covering 32 consecutive columns): the workbook's usual block size,
 // since the seed's kernel left it open. Rung 2 keeps 256 so the comparison is about the mapping.
@@ -75,30 +72,14 @@ __global__ void gemm_naive_kernel(const float* __restrict__ x, const float* __re
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 1, naive (seed 004: a thread per output, a block per row)
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  TORCH_CHECK(x.dim() == 2, "x must be 2-D (M, K), got shape ", shape_string(x));
-  TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got shape ", shape_string(w));
-  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K for x @ w.T, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  CHECK_SAME_DEVICE(x, w);
-
+  torch::Tensor out = gemm_new_output(x, w);  // checks x and w (common/gemm_launch.cuh)
   const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
-  // The kernel counts rows, columns and k in int; offsets are int64_t.
-  TORCH_CHECK(std::max({M, N, K}) <= std::numeric_limits<int>::max() - kThreads,
-              "gemm: M, N and K must each be below 2^31 - ", kThreads, ", got x ", shape_string(x), " and w ",
-              shape_string(w));
-
+  if (out.numel() == 0 || K == 0) {
+    return out;  // nothing to compute (a launch with 0 blocks is an error), or all zeros
+  }
   const c10::cuda::CUDAGuard guard(x.device());
-  if (M == 0 || N == 0) {
-    return torch::empty({M, N}, x.options());  // nothing to compute; a launch with 0 blocks is an error
-  }
-  if (K == 0) {
-    return torch::zeros({M, N}, x.options());  // an empty sum is 0
-  }
-  torch::Tensor out = torch::empty({M, N}, x.options());
-
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  // One block per row: M <= GEMM_MAX_DIM fits gridDim.x.
   gemm_naive_kernel<<<static_cast<unsigned int>(M), kThreads, 0, stream>>>(
       x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), static_cast<int>(N), static_cast<int>(K));
   LAUNCH_CHECK();

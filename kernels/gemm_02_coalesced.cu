@@ -37,10 +37,7 @@
 // drift apart) push the L2 towards 0.4 FLOP/byte and the result towards the low end. Unlike
 // rung 1, M = 1 (a matrix-vector product) fills the GPU: N / 4 warps, all coalesced.
 
-#include <algorithm>
-#include <limits>
-
-#include "common/check.cuh"
+#include "common/gemm_launch.cuh"
 #include "common/reduce.cuh"
 
 // 8 warps per block, as in rung 1's 256 threads. Each warp: 1 row of x, 4 rows of w.
@@ -102,40 +99,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 2, coalesced (a warp splits K, shuffle reduction)
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  TORCH_CHECK(x.dim() == 2, "x must be 2-D (M, K), got shape ", shape_string(x));
-  TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got shape ", shape_string(w));
-  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K for x @ w.T, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  CHECK_SAME_DEVICE(x, w);
-
+  torch::Tensor out = gemm_new_output(x, w);  // checks x and w (common/gemm_launch.cuh)
   const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
-  // The kernel counts rows, columns and k in int (k steps by 32 and must not overflow); offsets
-  // are int64_t.
-  TORCH_CHECK(std::max({M, N, K}) <= std::numeric_limits<int>::max() - kWarpSize,
-              "gemm: M, N and K must each be below 2^31 - ", kWarpSize, ", got x ", shape_string(x), " and w ",
-              shape_string(w));
-
+  if (out.numel() == 0 || K == 0) {
+    return out;  // nothing to compute (a launch with 0 blocks is an error), or all zeros
+  }
   const c10::cuda::CUDAGuard guard(x.device());
-  if (M == 0 || N == 0) {
-    return torch::empty({M, N}, x.options());  // nothing to compute; a launch with 0 blocks is an error
-  }
-  if (K == 0) {
-    return torch::zeros({M, N}, x.options());  // an empty sum is 0
-  }
-  torch::Tensor out = torch::empty({M, N}, x.options());
-
-  const int64_t col_groups = (N + kColsPerWarp - 1) / kColsPerWarp;
-  const int64_t row_groups = (M + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  const int64_t blocks = row_groups * col_groups;
-  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "gemm: out ", M, " x ", N,
-              " needs more blocks than one grid dimension holds (2^31 - 1)");
-
+  const int col_groups = static_cast<int>((N + kColsPerWarp - 1) / kColsPerWarp);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  gemm_coalesced_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+  gemm_coalesced_kernel<<<gemm_grid(M, N, kWarpsPerBlock, kColsPerWarp), kThreads, 0, stream>>>(
       x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), static_cast<int>(M), static_cast<int>(N),
-      static_cast<int>(K), static_cast<int>(col_groups));
+      static_cast<int>(K), col_groups);
   LAUNCH_CHECK();
   return out;
 }

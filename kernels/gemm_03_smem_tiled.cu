@@ -37,10 +37,7 @@
 // about 1/5 of peak at best, minus the two barriers per chunk. The next rung (register blocking)
 // lets each thread compute several outputs from every value it reads from shared memory.
 
-#include <algorithm>
-#include <limits>
-
-#include "common/check.cuh"
+#include "common/gemm_launch.cuh"
 
 // A 32 x 32 tile of out per block, one output per thread: 1024 threads, the most a block may
 // have; 32 x 32 + 32 x 33 floats = 8320 bytes of shared memory. The chunk of K is 32 as well,
@@ -90,40 +87,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 3, shared-memory tiles (32 x 32, padded)
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  TORCH_CHECK(x.dim() == 2, "x must be 2-D (M, K), got shape ", shape_string(x));
-  TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got shape ", shape_string(w));
-  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K for x @ w.T, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  CHECK_SAME_DEVICE(x, w);
-
+  torch::Tensor out = gemm_new_output(x, w);  // checks x and w (common/gemm_launch.cuh)
   const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
-  // The kernel counts rows, columns and k in int (tiles step by 32 and must not overflow);
-  // offsets are int64_t.
-  TORCH_CHECK(std::max({M, N, K}) <= std::numeric_limits<int>::max() - kTile,
-              "gemm: M, N and K must each be below 2^31 - ", kTile, ", got x ", shape_string(x), " and w ",
-              shape_string(w));
-
+  if (out.numel() == 0 || K == 0) {
+    return out;  // nothing to compute (a launch with 0 blocks is an error), or all zeros
+  }
   const c10::cuda::CUDAGuard guard(x.device());
-  if (M == 0 || N == 0) {
-    return torch::empty({M, N}, x.options());  // nothing to compute; a launch with 0 blocks is an error
-  }
-  if (K == 0) {
-    return torch::zeros({M, N}, x.options());  // an empty sum is 0
-  }
-  torch::Tensor out = torch::empty({M, N}, x.options());
-
-  const int64_t col_tiles = (N + kTile - 1) / kTile;
-  const int64_t row_tiles = (M + kTile - 1) / kTile;
-  const int64_t blocks = row_tiles * col_tiles;
-  TORCH_CHECK(blocks <= std::numeric_limits<int>::max(), "gemm: out ", M, " x ", N,
-              " needs more blocks than one grid dimension holds (2^31 - 1)");
-
+  const int col_tiles = static_cast<int>((N + kTile - 1) / kTile);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  gemm_smem_tiled_kernel<<<static_cast<unsigned int>(blocks), kThreads, 0, stream>>>(
+  gemm_smem_tiled_kernel<<<gemm_grid(M, N, kTile, kTile), kThreads, 0, stream>>>(
       x.data_ptr<float>(), w.data_ptr<float>(), out.data_ptr<float>(), static_cast<int>(M), static_cast<int>(N),
-      static_cast<int>(K), static_cast<int>(col_tiles));
+      static_cast<int>(K), col_tiles);
   LAUNCH_CHECK();
   return out;
 }

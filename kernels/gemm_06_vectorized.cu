@@ -180,10 +180,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
   }
 }
 
-// float4 accesses need 16-byte-aligned addresses. A fresh tensor is aligned; a view that starts
-// inside another tensor (x[1:] of a flat buffer, say) need not be.
-static bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
-
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 6, 16-byte vector accesses (128 x 128 tile, BK = 16)
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
   torch::Tensor out = gemm_new_output(x, w);

@@ -73,3 +73,25 @@ def test_rung_rejects_bad_input(name, cuda):
                          ((x[0], w), "2-D|2D|dim")]:
         with pytest.raises(RuntimeError, match=message):
             gemm(*bad)
+
+
+def test_rung_7_defaults_are_the_best_recorded_tuning():
+    """The BK and STAGES that common/gemm_pipelined.cuh defaults to won the latest recorded sweep
+    (python -m utils.ladder --tune) on an H100, or on whichever GPU recorded one."""
+    from utils import results
+
+    records = [r for r in (results.load("ladder_tuning", device=d) for d in ("nvidia-h100", None)) if r]
+    if not records:
+        pytest.skip("no recorded ladder_tuning yet: run `python -m utils.ladder --tune` on a GPU")
+    tuned = [e for e in records[0]["entries"] if e.get("bk") is not None]
+    best = min(tuned, key=lambda e: e["median_ms"])
+    assert (best["bk"], best["stages"]) == ladder.defaults(), (
+        f"the sweep's best is BK={best['bk']}, STAGES={best['stages']}; the header defaults to {ladder.defaults()}")
+    assert [e["default"] for e in tuned].count(True) == 1
+
+
+def test_tune_grid_fits_shared_memory():
+    grid = ladder.tune_grid()
+    assert ladder.defaults() in grid
+    assert all(ladder.stage_bytes(bk) * st <= ladder.SMEM_PER_SM for bk, st in grid)
+    assert (64, 4) not in grid  # 270 KB: more than a block may have

@@ -70,3 +70,18 @@ def test_in_a_notebook_the_code_is_highlighted_and_shown_once(kernels_dir, shell
     assert capsys.readouterr().out.count("torch::Tensor twice(") == 1  # the returned text is not echoed again
     bundle, _ = shell.display_formatter.format(show._Listing("header", Code("int x;", language="cuda")))
     assert "text/html" in bundle and "<code>header</code>" in bundle["text/html"]
+
+
+def test_show_a_shared_header(kernels_dir):
+    (kernels_dir / "common").mkdir()
+    (kernels_dir / "common" / "twice.cuh").write_text(SOURCE)
+    text = show.show_kernel("common/twice.cuh", "twice_kernel", kernels_dir=kernels_dir)
+    assert text.path == (kernels_dir / "common" / "twice.cuh").resolve() and (text.first_line, text.last_line) == (3, 9)
+
+
+def test_a_missing_or_outside_header_is_refused(kernels_dir):
+    (kernels_dir / "common").mkdir()
+    (kernels_dir / "common" / "twice.cuh").write_text(SOURCE)
+    for name in ["common/thrice.cuh", "../twice.cuh"]:
+        with pytest.raises(FileNotFoundError, match=r"headers there: common/twice.cuh"):
+            show.show_kernel(name, kernels_dir=kernels_dir)

@@ -2,6 +2,7 @@
 
     python -m utils.ladder                             # the problems' shape, 1024 x 8192 x 8192
     python -m utils.ladder --shape 1000 1000 1000 --reps 20 --no-record
+    python -m utils.ladder --tune                      # rung 7 over slice depth x pipeline stages
 
 A rung is a file kernels/gemm_NN_<idea>.cu exporting `gemm(x, w) = x @ w.T` for x (M, K) and
 w (N, K), nn.Linear's layout. The runner loads every rung, checks it against
@@ -9,12 +10,19 @@ torch.nn.functional.linear in float64 (every element, strict tier) on inputs lik
 problems' (x = torch.rand, w as nn.Linear initialises it), refuses to time a rung that is
 wrong, then times every rung and cuBLAS SGEMM (TF32 off) in one run and records kind
 "ladder" under results/<device>/ with TFLOP/s and % of cuBLAS per rung.
+
+--tune rebuilds rung 7 (kernels/common/gemm_pipelined.cuh) for every slice depth BK and number
+of pipeline stages in TUNE_GRID whose shared memory fits an SM, builds them in parallel, verifies
+each, and times them with cuBLAS in one run (kind "ladder_tuning"). Its best pair is what the
+header's defaults should be; the test suite checks that they are.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 import torch
@@ -83,6 +91,75 @@ def measure(shape=SHAPE, *, reps: int = 20, names: list[str] | None = None, ceil
     return rows
 
 
+TUNED = "gemm_07_pipelined"
+TUNE_GRID = [(bk, stages) for bk in (8, 16, 32, 64) for stages in (2, 3, 4)]
+SMEM_PER_SM = 227 * 1024  # the most shared memory one block may have on sm_90
+ODD_SHAPES = [(37, 129, 65), (1000, 1000, 1000)]
+
+
+def stage_bytes(bk: int) -> int:
+    """Shared memory of one stage of rung 7: a BK x (128 + 4) float tile of x and one of w."""
+    return 2 * bk * (128 + 4) * 4
+
+
+def tune_flags(bk: int, stages: int) -> list[str]:
+    return [f"-DGEMM07_BK={bk}", f"-DGEMM07_STAGES={stages}"]
+
+
+def tune_grid() -> list[tuple[int, int]]:
+    """(BK, STAGES) pairs whose shared memory fits one block on an SM."""
+    return [(bk, st) for bk, st in TUNE_GRID if stage_bytes(bk) * st <= SMEM_PER_SM]
+
+
+def _build(flags: list[str]) -> list[str]:
+    build.load_kernel(TUNED, extra_cuda_cflags=flags)
+    return flags
+
+
+def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = None, workers: int | None = None,
+         progress: bool = True) -> list[dict]:
+    """Rung 7 at every (BK, STAGES) of `grid`: built in parallel, each verified on odd shapes and at
+    `shape`, then all timed with cuBLAS in one run. Rows in grid order, cuBLAS last."""
+    grid = grid or tune_grid()
+    workers = workers or max(1, min(len(grid), (os.cpu_count() or 2) - 1))
+    if progress:
+        print(f"building {len(grid)} variants of {TUNED} with {workers} parallel compilers...", flush=True)
+    with ProcessPoolExecutor(workers) as pool:
+        for flags in pool.map(_build, [tune_flags(*v) for v in grid]):
+            if progress:
+                print(f"  built {' '.join(flags)}", flush=True)
+    fns = {(bk, st): build.load_kernel(TUNED, extra_cuda_cflags=tune_flags(bk, st)).gemm for bk, st in grid}
+    for s in [*ODD_SHAPES, tuple(shape)]:
+        x, w = operands(*s, seed=sum(s))
+        for (bk, st), fn in fns.items():
+            ok, detail = verify(fn, x, w)
+            if not ok:
+                raise AssertionError(f"{TUNED} with BK={bk}, STAGES={st} is wrong at {s} ({detail}); not timing it")
+    M, N, K = shape
+    x, w = operands(M, N, K)
+    label = {v: f"{TUNED} BK={v[0]} STAGES={v[1]}" for v in grid}
+    with precision.ieee_fp32():
+        contenders = {label[v]: (lambda fn=fn: fn(x, w)) for v, fn in fns.items()}
+        contenders[REFERENCE] = lambda: torch.nn.functional.linear(x, w)
+        rows = bench.compare(contenders, cost=bench.gemm_cost(M, N, K), baseline=REFERENCE, reps=reps,
+                             progress=progress)
+    default = defaults()
+    for row in rows:
+        v = next((v for v in grid if label[v] == row["contender"]), None)
+        row.update(kernel=TUNED, shape=[M, N, K], bk=v and v[0], stages=v and v[1], default=v == default,
+                   pct_of_cublas=100 * row.pop("speedup"))
+    return rows
+
+
+def defaults(header: str = "common/gemm_pipelined.cuh") -> tuple[int, int]:
+    """Rung 7's default (BK, STAGES), read from the #defines in its header."""
+    import re
+
+    text = (REPO / "kernels" / header).read_text()
+    value = {name: int(re.search(rf"#define {name} (\d+)", text).group(1)) for name in ("GEMM07_BK", "GEMM07_STAGES")}
+    return value["GEMM07_BK"], value["GEMM07_STAGES"]
+
+
 def format_ladder(rows: list[dict]) -> str:
     lines = [f"{'rung':<24} {'median ms':>10} {'TFLOP/s':>8} {'% of cuBLAS':>12}"]
     lines += [f"{r['contender']:<24} {r['median_ms']:10.3f} {r['tflops']:8.2f} {r['pct_of_cublas']:11.1f}%" for r in rows]
@@ -95,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--rungs", nargs="*", help="a selection (default: every kernels/gemm_NN_*.cu)")
     ap.add_argument("--no-record", action="store_true", help="print only; record nothing under results/")
+    ap.add_argument("--tune", action="store_true", help="time rung 7 over slice depth x pipeline stages instead")
     args = ap.parse_args(argv)
 
     from utils import env, results
@@ -104,10 +182,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     recorded = results.load("ceilings")  # this GPU's measured ceilings, for the floors; else the datasheet's
     ceilings = bench.Ceilings.from_record(recorded) if recorded else None
-    rows = measure(tuple(args.shape), reps=args.reps, names=args.rungs, ceilings=ceilings)
+    if args.tune:
+        rows = tune(tuple(args.shape), reps=args.reps)
+        kind, notes = "ladder_tuning", f"python -m utils.ladder --tune, shape {list(args.shape)}"
+    else:
+        rows = measure(tuple(args.shape), reps=args.reps, names=args.rungs, ceilings=ceilings)
+        kind, notes = "ladder", f"python -m utils.ladder, shape {list(args.shape)}"
     print(format_ladder(rows))
     if not args.no_record:
-        print("recorded", results.record("ladder", rows, notes=f"python -m utils.ladder, shape {list(args.shape)}"))
+        print("recorded", results.record(kind, rows, notes=notes))
     return 0
 
 

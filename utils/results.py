@@ -173,12 +173,27 @@ def _render_ladder(rec: dict) -> str:
     return "\n".join(lines).lstrip("\n")
 
 
+def _render_ladder_tuning(rec: dict) -> str:
+    shape = rec["entries"][0].get("shape")
+    lines = [f"Rung 7 (`{rec['entries'][0].get('kernel', 'gemm_07_pipelined')}`) over slice depth BK and pipeline stages"
+             + (f" at {' x '.join(map(str, shape))}" if shape else "") + ", % of cuBLAS SGEMM in the same run.",
+             "", "| BK | stages | median ms | TFLOP/s | % of cuBLAS |", "|---:|---:|---:|---:|---:|"]
+    for e in rec["entries"]:
+        if e.get("bk") is not None:
+            mark = " (default)" if e.get("default") else ""
+            lines.append(f"| {e['bk']} | {e['stages']}{mark} | {e['median_ms']:.3f} | {e['tflops']:.2f} | "
+                         f"{e['pct_of_cublas']:.1f} % |")
+    return "\n".join(lines)
+
+
 KINDS: dict[str, Kind] = {
     "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), _render_ceilings, one_entry=True),
     "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
                                     "floor_ms", "pct_of_floor"), _render_baselines),
     "eager_profile": Kind("Where eager spends its time", ("problem", "op", "cuda_ms", "pct")),
     "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops"), _render_ladder),
+    "ladder_tuning": Kind("GEMM rung 7 tuning", ("contender", "bk", "stages", "median_ms", "tflops", "pct_of_cublas"),
+                          _render_ladder_tuning),
 }
 
 

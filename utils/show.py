@@ -3,6 +3,7 @@ notebooks, so what the reader sees is always what gets compiled.
 
     show_kernel("vector_add")                        # the whole file
     show_kernel("vector_add", "vector_add_kernel")   # one function: kernel, device function or launcher
+    show_kernel("common/gemm_pipelined.cuh", "gemm_pipelined_kernel")   # a shared header's function
 """
 from __future__ import annotations
 
@@ -51,12 +52,26 @@ class Span:
     last_line: int
 
 
+def source_path(name: str, kernels_dir: Path | None = None) -> Path:
+    """kernels/<name>.cu for a kernel name; kernels/<name> for a header such as
+    "common/gemm_pipelined.cuh" (the code several kernel files share)."""
+    if not name.endswith(".cuh"):
+        return build.kernel_path(name, kernels_dir)
+    root = Path(kernels_dir or build.KERNELS_DIR).resolve()
+    path = (root / name).resolve()
+    if root not in path.parents or not path.is_file():
+        known = ", ".join(sorted(str(p.relative_to(root)) for p in root.rglob("*.cuh"))) or "none"
+        raise FileNotFoundError(f"no header {name!r} under {root} (headers there: {known})")
+    return path
+
+
 def show_kernel(name: str, symbol: str | None = None, *, kernels_dir: Path | None = None) -> KernelText:
-    """Display kernels/<name>.cu, or just the function `symbol` in it, syntax-highlighted, under
-    a line naming the file and line range. Returns the text shown."""
+    """Display kernels/<name>.cu (or the header kernels/<name> when name ends in .cuh), or just the
+    function `symbol` in it, syntax-highlighted, under a line naming the file and line range.
+    Returns the text shown."""
     from IPython.display import Code, display
 
-    path = build.kernel_path(name, kernels_dir)
+    path = source_path(name, kernels_dir)
     source = path.read_text()
     lines = source.splitlines()
     span = find_definition(source, symbol) if symbol else Span(1, len(lines))

@@ -6,16 +6,14 @@
 // along K one slice of BK columns at a time: it copies the x rows and the w rows of its tile,
 // BK values each, into shared memory, synchronises, and multiplies from there.
 //
-// Here lives, once:
-//   load_tile_kmajor   the global -> shared copy of one such slice, stored TRANSPOSED (k-major);
-//   gemm_new_output    the launcher's input checks and the output allocation;
-//   gemm_grid          the grid: one block per output tile, numbered M tile first.
+// Here lives, once, load_tile_kmajor: the global -> shared copy of one such slice, stored
+// TRANSPOSED (k-major). What every rung's launcher shares is in common/gemm_launch.cuh.
 
 #pragma once
 
 #include <cstdint>
 
-#include "common/check.cuh"
+#include "common/gemm_launch.cuh"
 
 // Shared tiles are float tile[BK][ROWS + GEMM_SMEM_PAD]: k-major, the transpose of how x and w
 // sit in global memory. The compute loop wants, at one k, a run of consecutive rows (a thread's
@@ -58,35 +56,4 @@ __device__ __forceinline__ void load_tile_kmajor(float (&tile)[BK][ROWS + GEMM_S
       tile[kk][rr] = (row < rows && k < K) ? src[static_cast<int64_t>(row) * K + k] : 0.0f;
     }
   }
-}
-
-// Tile arithmetic in the kernels is 32-bit (k0 + BK, M + BM - 1, ...): keeping every dimension
-// this far below 2^31 means none of it can overflow. Products such as row * K are 64-bit.
-constexpr int64_t GEMM_MAX_DIM = INT32_MAX - 1024;
-
-// Checks x (M, K) and w (N, K) and returns the (M, N) output on their device: zeros when K == 0
-// (every element is an empty sum), uninitialised otherwise (the kernel writes every element).
-inline torch::Tensor gemm_new_output(const torch::Tensor& x, const torch::Tensor& w) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and w must be 2-D, x (M, K) and w (N, K), got x ", shape_string(x),
-              " and w ", shape_string(w));
-  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K, got x ", shape_string(x),
-              " and w ", shape_string(w));
-  CHECK_SAME_DEVICE(x, w);
-  TORCH_CHECK(x.size(0) <= GEMM_MAX_DIM && w.size(0) <= GEMM_MAX_DIM && x.size(1) <= GEMM_MAX_DIM,
-              "M, N and K must each be at most ", GEMM_MAX_DIM, ", got x ", shape_string(x), " and w ", shape_string(w));
-  const auto options = x.options();
-  return x.size(1) == 0 ? torch::zeros({x.size(0), w.size(0)}, options) : torch::empty({x.size(0), w.size(0)}, options);
-}
-
-// One block per BM x BN output tile, in a 1-D grid: gridDim.x goes to 2^31 - 1 while gridDim.y
-// stops at 65535, so any M and N fit. Block b takes M tile b % tiles_m of N tile b / tiles_m:
-// consecutive blocks, which run at the same time, share one tile of w (the larger operand at the
-// problems' shape: 8192 x 8192) and read it from L2 rather than each from DRAM.
-inline dim3 gemm_grid(int64_t M, int64_t N, int BM, int BN) {
-  const int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-  TORCH_CHECK(tiles <= INT32_MAX, "the output has ", tiles, " tiles of ", BM, " x ", BN, ", more than a grid holds (",
-              INT32_MAX, ")");
-  return dim3(static_cast<unsigned int>(tiles));
 }
