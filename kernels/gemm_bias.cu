@@ -54,7 +54,7 @@ static void check_bias(const torch::Tensor& bias, const char* name, const torch:
   TORCH_CHECK(bias.is_cuda(), name, " must be a CUDA tensor, got one on ", bias.device(), " (move it with .cuda())");
   TORCH_CHECK(bias.scalar_type() == at::kFloat, name, " must be float32, got ", bias.scalar_type(), " (call .float())");
   TORCH_CHECK(bias.is_contiguous(), name, " must be contiguous (call .contiguous())");
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), name, " must have shape [N] = [", w.size(0),
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), name, " must have shape [N] = [", num(w.size(0)),
               "] (one value per output column, w is ", shape_string(w), "), got ", shape_string(bias));
   TORCH_CHECK(bias.device() == x.device(), name, " must be on x's device ", x.device(), ", got ", bias.device());
 }

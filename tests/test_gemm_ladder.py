@@ -80,7 +80,9 @@ def test_rung_7_defaults_are_the_best_recorded_tuning():
     (python -m utils.ladder --tune) on an H100, or on whichever GPU recorded one."""
     from utils import results
 
-    records = [r for r in (results.load("ladder_tuning", device=d) for d in ("nvidia-h100", None)) if r]
+    records = [results.read(p) for p in results.root_dir().glob("*/ladder_tuning.json")]
+    records = [r for r in records if "h100" in r["device"]["slug"]] or records  # an H100's, if there is one
+    records.sort(key=lambda r: r["date"], reverse=True)  # the newest first
     if not records:
         pytest.skip("no recorded ladder_tuning yet: run `python -m utils.ladder --tune` on a GPU")
     tuned = [e for e in records[0]["entries"] if e.get("bk") is not None]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -124,7 +125,8 @@ def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = No
     workers = workers or max(1, min(len(grid), (os.cpu_count() or 2) - 1))
     if progress:
         print(f"building {len(grid)} variants of {TUNED} with {workers} parallel compilers...", flush=True)
-    with ProcessPoolExecutor(workers) as pool:
+    # spawn, not fork: a forked child of a process that has initialised CUDA cannot use CUDA.
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         for flags in pool.map(_build, [tune_flags(*v) for v in grid]):
             if progress:
                 print(f"  built {' '.join(flags)}", flush=True)

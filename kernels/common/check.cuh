@@ -18,7 +18,9 @@
 //   needs from it comes from the c10 headers below.
 #pragma once
 
+#include <cstdio>
 #include <string>
+#include <type_traits>
 
 #include <torch/types.h>
 #include <c10/cuda/CUDAException.h>  // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
@@ -46,14 +48,33 @@
     CHECK_CONTIGUOUS(x);          \
   } while (0)
 
-// The shape as text, e.g. "[37, 129]". Built by hand rather than by streaming sizes() into the
-// message: with torch 2.11's headers, nvcc 13.0 and g++ 13 (the H100/H200 machines here),
-// streaming an IntArrayRef into TORCH_CHECK's message crashed the process (SIGSEGV) instead of
-// raising, while streaming devices, dtypes and strings worked.
+// Numbers in messages. On the GPU machines here (torch 2.11's wheels, nvcc 13.0, g++ 13), streaming
+// any number into TORCH_CHECK's message -- an int, a double, a tensor's sizes() -- crashes the
+// process with SIGSEGV instead of raising: the message is built with std::ostringstream, and
+// number formatting goes through the C++ locale's num_put, which is where the crash is (strings,
+// devices and dtypes, which are written as text, raise fine: results/nvidia-h100-80gb-hbm3/logs/
+// stream_diag.log has the experiment). So every number in a message goes through one of these,
+// which format it with the C library instead; tests/test_kernel_messages.py checks that no kernel
+// streams a bare number.
+
+// A number as text: integers exactly, floating point as printf's %g (1e-05, 0.01, 8192).
+template <class T>
+inline std::string num(T value) {
+  static_assert(std::is_arithmetic_v<T>, "num() formats numbers");
+  if constexpr (std::is_integral_v<T>) {
+    return std::to_string(value);
+  } else {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", static_cast<double>(value));
+    return text;
+  }
+}
+
+// A shape as text, e.g. "[37, 129]".
 inline std::string shape_string(const at::Tensor& t) {
   std::string s = "[";
   for (int64_t d = 0; d < t.dim(); ++d) {
-    s += std::to_string(t.size(d));
+    s += num(t.size(d));
     if (d + 1 < t.dim()) s += ", ";
   }
   return s + "]";

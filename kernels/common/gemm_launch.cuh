@@ -33,7 +33,7 @@ inline void check_gemm_inputs(const torch::Tensor& x, const torch::Tensor& w) {
               " and w ", shape_string(w));
   CHECK_SAME_DEVICE(x, w);
   TORCH_CHECK(x.size(0) <= GEMM_MAX_DIM && w.size(0) <= GEMM_MAX_DIM && x.size(1) <= GEMM_MAX_DIM,
-              "M, N and K must each be at most ", GEMM_MAX_DIM, ", got x ", shape_string(x), " and w ", shape_string(w));
+              "M, N and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ", shape_string(w));
 }
 
 // check_gemm_inputs, then the (M, N) output on their device: zeros when K == 0 (every element is
@@ -53,8 +53,8 @@ inline torch::Tensor gemm_new_output(const torch::Tensor& x, const torch::Tensor
 // number of tiles, so they size their grid with this too.
 inline dim3 gemm_grid(int64_t M, int64_t N, int BM, int BN) {
   const int64_t tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-  TORCH_CHECK(tiles <= INT32_MAX, "the output has ", tiles, " tiles of ", BM, " x ", BN, ", more than a grid holds (",
-              INT32_MAX, ")");
+  TORCH_CHECK(tiles <= INT32_MAX, "the output has ", num(tiles), " tiles of ", num(BM), " x ", num(BN),
+              ", more than a grid holds (", num(INT32_MAX), ")");
   return dim3(static_cast<unsigned int>(tiles));
 }
 
