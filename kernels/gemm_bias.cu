@@ -6,16 +6,23 @@
 //
 // x (M, K), w (N, K) and the biases (N,) as nn.Linear and problem 94 store them; out (M, N).
 //
-// The idea: seeds 000 and 001 add the bias in a second kernel (or in the GEMM's inner loop, once
-// per k). Neither is needed. The GEMM's epilogue already holds every finished dot product in a
-// register just before storing it, so adding bias[n] there costs one load (of N floats shared by
-// all M rows: it stays in L1/L2) and one add per output, against K = 8192 FMAs per output. A
-// separate pass instead reads and writes the whole (M, N) output once more: 2 x 4 x M x N bytes,
-// 64 MB at 1024 x 8192, about 20 us at 3.3 TB/s, for every bias added that way.
+// The idea: the seeds weigh fusing the bias into the GEMM and back away from it. Seed 001 keeps
+// cuBLAS and adds the biases in a second kernel, since fusing them "would require a custom GEMM
+// implementation, which is not practical"; seed 000 plans a fused GEMM + bias kernel, then leaves
+// the Linear to PyTorch because cuBLAS is faster than its GEMM (and along the way believes
+// nn.Linear's bias starts at zero: it starts uniform in +-1/sqrt(in_features), like the weight).
+// With a GEMM of our own (rung 7) the fusion is nearly free: the epilogue already holds every
+// finished dot product in a register just before storing it, so adding bias[n] there costs one
+// load (of N floats shared by all M rows: it stays in L1/L2) and one add per output, against
+// K = 8192 FMAs per output. A separate pass instead reads and writes the whole (M, N) output once
+// more: 2 x 4 x M x N bytes, 64 MB at 1024 x 8192, about 20 us at 3.3 TB/s, for every bias added
+// that way.
 //
 // Both functions run rung 7's kernel (common/gemm_pipelined.cuh, the fastest rung of the ladder)
 // unchanged, with a different epilogue: the main loop, its tiles and its pipeline are identical,
-// so any difference in time between gemm_07_pipelined's `gemm` and these is the epilogue's.
+// so a difference in time between gemm_07_pipelined's `gemm` and these comes from the epilogue or
+// from the compiler scheduling each instantiation a little differently (notebook 04 separates the
+// two: a second bias that is faster than one is not the bias).
 //
 // The two biases of problem 94 stay two parameters: they are `gemm.bias` and `self.bias` in the
 // model's state dict, and a drop-in replacement must load that state dict unchanged. Summing them

@@ -96,3 +96,35 @@ def test_roofline_uses_the_ceilings_source():
     fig = plots.roofline(POINTS, CEILINGS, recorded=CEILINGS)
     legend = fig.axes[0].get_legend().get_title().get_text()
     assert legend == "ceilings measured on NVIDIA H100 80GB HBM3 2025-06-01"
+
+
+def test_warp_access_draws_one_panel_per_pattern(tmp_path):
+    panels = [{"title": "one column", "row_labels": [f"w[{n}]" for n in range(4)], "cols": 16,
+               "used": {(n, 0) for n in range(4)}, "fetched": {(n, k) for n in range(4) for k in range(8)}},
+              {"title": "one row", "row_labels": ["x[0]"], "cols": 16,
+               "used": {(0, k) for k in range(8)}, "fetched": {(0, k) for k in range(8)}}]
+    png = tmp_path / "access.png"
+    fig = plots.warp_access(panels, save=png)
+    drawn = [ax for ax in fig.axes if ax.get_title(loc="left")]
+    assert [ax.get_title(loc="left") for ax in drawn] == ["one column", "one row"]
+    image = drawn[0].get_images()[0].get_array()
+    assert image[0, 0] == 2 and image[0, 1] == 1 and image[0, 8] == 0  # used, fetched, untouched
+    assert "not a measurement" in title(fig)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_figures_display_as_png_in_any_ipython_kernel():
+    """Headless runs (papermill, MPLBACKEND=Agg) have no inline backend: utils.plots registers the
+    PNG formatter itself, or executed notebooks would hold "<Figure size ...>" text, not plots."""
+    import importlib
+
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        importlib.reload(plots)  # imported inside IPython, as in a notebook
+        bundle, _ = shell.display_formatter.format(plots.ladder([{"contender": "a", "tflops": 1.0, "median_ms": 2.0},
+                                                                 {"contender": "cuBLAS", "tflops": 2.0, "median_ms": 1.0}]))
+        assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        InteractiveShell.clear_instance()

@@ -54,7 +54,7 @@ def test_show_the_whole_file(kernels_dir):
 
 
 def test_unknown_symbol_lists_the_functions(kernels_dir):
-    with pytest.raises(KeyError, match="the functions are: twice_kernel, twice"):
+    with pytest.raises(KeyError, match="the functions are: twice_kernel, twice; the structs: none"):
         show.show_kernel("twice", "thrice", kernels_dir=kernels_dir)
 
 
@@ -85,3 +85,19 @@ def test_a_missing_or_outside_header_is_refused(kernels_dir):
     for name in ["common/thrice.cuh", "../twice.cuh"]:
         with pytest.raises(FileNotFoundError, match=r"headers there: common/twice.cuh"):
             show.show_kernel(name, kernels_dir=kernels_dir)
+
+
+def test_show_a_struct_with_its_comment():
+    source = textwrap.dedent("""\
+        #include "common/check.cuh"
+
+        // Adds a bias: { in a comment.
+        struct BiasEpilogue {
+          const float* bias;
+          __device__ float operator()(float acc, int, int n) const { return acc + bias[n]; }
+        };
+
+        struct Declared;
+        """)
+    assert show.struct_definitions(source) == {"BiasEpilogue": show.Span(3, 7)}
+    assert show.find_definition(source, "BiasEpilogue") == show.Span(3, 7)

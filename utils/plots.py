@@ -51,6 +51,27 @@ CYCLE = ["#e6550d", "#31a354", "#3182bd", "#fdae6b", "#9e9ac8", "#a1d99b", "#fd8
 REFERENCE = "#444444"
 
 
+def _show_figures_in_notebooks() -> None:
+    """Make display(fig) draw the image in any IPython kernel, whatever matplotlib's backend.
+
+    A Figure built without pyplot is shown by the formatter that the inline backend registers;
+    a headless run (papermill with MPLBACKEND=Agg, say) has none, and the executed notebook would
+    record only "<Figure size 880x495 with 1 Axes>". Registering a PNG formatter here, once, when
+    the module is imported inside IPython, fixes that for every notebook."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import print_figure
+    except ImportError:  # plain Python: nothing displays figures
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["image/png"].for_type(
+            Figure, lambda fig: print_figure(fig, "png", bbox_inches="tight"))
+
+
+_show_figures_in_notebooks()
+
+
 # --------------------------------------------------------------------------- titles and data
 
 def _is_record(data) -> bool:
@@ -200,6 +221,41 @@ def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
         ax.axhline(ref["tflops"], color=REFERENCE, lw=1, ls="--")
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
         ax.set_ylabel("TFLOP/s (bar labels: % of " + reference + ")")
+    return _finish(fig, save)
+
+
+def warp_access(panels: list[dict], *, sector_floats: int = 8, save: str | Path | None = None) -> Figure:
+    """A diagram, not a measurement: which floats of row-major fp32 matrices one warp reads in one
+    load step. One panel per access pattern, {"title", "row_labels": [...], "cols": n, "used": {(row, col)},
+    "fetched": {(row, col)}}: used cells dark, fetched-but-unused ones (the rest of each 32-byte
+    sector the hardware moves) light, sector boundaries as vertical lines."""
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colours = ["#f0f0f0", "#fdd0a2", CYCLE[0]]
+    with matplotlib.rc_context(STYLE):
+        heights = [1.0 + 0.17 * len(p["row_labels"]) for p in panels]
+        fig = Figure(figsize=(8.0, 0.8 + sum(heights)))
+        axes = fig.subplots(len(panels), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+        for ax, p in zip(axes, panels):
+            grid = np.zeros((len(p["row_labels"]), p["cols"]))
+            for cells, value in ((p["fetched"], 1), (p["used"], 2)):
+                for r, c in cells:
+                    grid[r, c] = max(grid[r, c], value)
+            ax.imshow(grid, cmap=ListedColormap(colours), vmin=0, vmax=2, aspect="auto", interpolation="nearest")
+            for x in range(0, p["cols"] + 1, sector_floats):
+                ax.axvline(x - 0.5, color=REFERENCE, lw=0.6)
+            for r in range(1, len(p["row_labels"])):
+                ax.axhline(r - 0.5, color="white", lw=0.5)
+            ax.grid(False)
+            ax.set_yticks(range(len(p["row_labels"])), p["row_labels"], fontsize=7)
+            ax.set_xlabel(p.get("xlabel", "k: floats along the row (lines: 32-byte sectors)"), fontsize=8)
+            ax.set_title(p["title"], fontsize=9, loc="left")
+        # Below the figure's bottom edge: out of the axes' way, and inside a tight bounding box.
+        fig.legend(handles=[Patch(color=colours[2], label="read by a lane"),
+                            Patch(color=colours[1], label="moved with its sector, not used")],
+                   loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2)
+    fig.suptitle("One warp, one load step (a diagram of addresses, not a measurement)", x=0.02, ha="left")
     return _finish(fig, save)
 
 

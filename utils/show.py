@@ -84,12 +84,32 @@ def show_kernel(name: str, symbol: str | None = None, *, kernels_dir: Path | Non
 
 
 def find_definition(source: str, symbol: str) -> Span:
-    """Where the function `symbol` is defined: from the comment directly above it (and any
-    template/qualifier lines) to its closing brace."""
-    definitions = function_definitions(source)
+    """Where the function or struct `symbol` is defined: from the comment directly above it (and
+    any template/qualifier lines) to its closing brace (and the `;` after a struct's)."""
+    definitions = {**function_definitions(source), **struct_definitions(source)}
     if symbol not in definitions:
-        raise KeyError(f"no function {symbol!r} is defined here; the functions are: {', '.join(definitions) or 'none'}")
+        raise KeyError(f"no function or struct {symbol!r} is defined here; the functions are: "
+                       f"{', '.join(function_definitions(source)) or 'none'}; the structs: "
+                       f"{', '.join(struct_definitions(source)) or 'none'}")
     return definitions[symbol]
+
+
+_STRUCT = re.compile(r"\b(?:struct|class)\s+([A-Za-z_]\w*)\s*(?::[^{};()]*)?\{")
+
+
+def struct_definitions(source: str) -> dict[str, Span]:
+    """Every struct or class defined at the top level (or in a namespace) of a C++/CUDA source,
+    such as an epilogue functor: `struct Name {...};`. Declarations without a body do not count."""
+    code = _blank_comments_and_strings(source)
+    found: dict[str, Span] = {}
+    pos = 0
+    while match := _STRUCT.search(code, pos):
+        end = _matching(code, match.end() - 1, "{", "}")
+        if end is None:
+            break
+        found.setdefault(match.group(1), Span(_first_line(source, code, match.start()), code.count("\n", 0, end) + 1))
+        pos = end + 1
+    return found
 
 
 def function_definitions(source: str) -> dict[str, Span]:

@@ -18,6 +18,7 @@
 //   needs from it comes from the c10 headers below.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -87,3 +88,8 @@ inline std::string shape_string(const at::Tensor& t) {
   TORCH_CHECK((a).device() == (b).device(), #a " and " #b " must be on the same device, got ", (a).device(), " and ", (b).device())
 
 #define LAUNCH_CHECK() C10_CUDA_KERNEL_LAUNCH_CHECK()
+
+// float4 (16-byte) accesses need 16-byte-aligned addresses. A fresh tensor is aligned; a view that
+// starts inside another tensor (x[1:] of a flat buffer, say) need not be. Launchers test each
+// pointer with this and pick the vector or the scalar path.
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }

@@ -9,8 +9,7 @@
 //   GEMM_MAX_DIM      the largest M, N or K any kernel here accepts;
 //   check_gemm_inputs the input checks;
 //   gemm_new_output   the input checks and the (M, N) output;
-//   gemm_grid         a 1-D grid of one block per output tile;
-//   aligned16         whether a pointer allows 16-byte (float4) accesses.
+//   gemm_grid         a 1-D grid of one block per output tile.
 
 #pragma once
 
@@ -57,7 +56,3 @@ inline dim3 gemm_grid(int64_t M, int64_t N, int BM, int BN) {
               ", more than a grid holds (", num(INT32_MAX), ")");
   return dim3(static_cast<unsigned int>(tiles));
 }
-
-// float4 accesses need 16-byte-aligned addresses. A fresh tensor is aligned; a view that starts
-// inside another tensor (x[1:] of a flat buffer, say) need not be.
-inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
