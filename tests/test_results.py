@@ -233,3 +233,68 @@ def test_ladder_renders_pct_of_cublas():
     text = results._render_ladder(rec)
     assert "M x N x K = 1024 x 8192 x 8192" in text
     assert "| gemm_01_naive | 10.000 | 1.00 | 25.0 % |" in text and "| cuBLAS | 2.500 | 4.00 | 100.0 % |" in text
+
+
+def bias_entry(contender, gemm, biases, passes, ms, spread=0.0) -> dict:
+    return {"contender": contender, "gemm": gemm, "biases": biases, "separate_passes": passes, "median_ms": ms,
+            "p20_ms": ms - spread / 2, "p80_ms": ms + spread / 2, "shape": [1024, 8192, 8192]}
+
+
+BIAS_FUSION = [bias_entry("gemm (rung 7, no bias)", "rung 7", 0, 0, 3.0, spread=0.006),
+               bias_entry("linear_bias (epilogue)", "rung 7", 1, 0, 3.003),
+               bias_entry("gemm, then + bias", "rung 7", 1, 1, 3.021),
+               bias_entry("cuBLAS F.linear(x, w)", "cuBLAS", 0, 0, 2.5),
+               bias_entry("cuBLAS F.linear(x, w, bias)", "cuBLAS", 1, 0, 2.505),
+               bias_entry("one (M, N) copy", "none", 0, 0, 0.02),
+               bias_entry("gemm (rung 7, no bias), timed again last", "rung 7", 0, 0, 3.0015)]
+
+
+def test_bias_fusion_is_validated_and_rendered_against_its_own_gemm(tmp_path, on_h100):
+    path = results.record("bias_fusion", BIAS_FUSION, notes="notebooks/04", results_dir=tmp_path)
+    assert results.read(path)["entries"] == BIAS_FUSION
+    with pytest.raises(ValueError, match=r"entry 0 lacks \['separate_passes'\]"):
+        results.validate(make_record("bias_fusion", [{k: v for k, v in BIAS_FUSION[0].items() if k != "separate_passes"}]))
+    text = results._render_bias_fusion(make_record("bias_fusion", BIAS_FUSION))
+    assert "M x N x K = 1024 x 8192 x 8192, fp32, TF32 off, one run." in text
+    for golden in ["| gemm (rung 7, no bias) | rung 7 | 0 | 0 | 3.000 | (spread 0.20 %) |",
+                   "| linear_bias (epilogue) | rung 7 | 1 | 0 | 3.003 | +3.0 us (+0.10 %) |",
+                   "| gemm, then + bias | rung 7 | 1 | 1 | 3.021 | +21.0 us (+0.70 %) |",
+                   "| cuBLAS F.linear(x, w, bias) | cuBLAS | 1 | 0 | 2.505 | +5.0 us (+0.20 %) |",  # vs cuBLAS, not rung 7
+                   "| one (M, N) copy | none | 0 | 0 | 0.020 | (a separate pass's floor) |",
+                   "| gemm (rung 7, no bias), timed again last | rung 7 | 0 | 0 | 3.002 | +1.5 us (+0.05 %) |"]:
+        assert golden in text, golden
+    root = tmp_path / "readme"
+    write(root, make_record("bias_fusion", BIAS_FUSION))
+    assert "**Bias fusion (notebook 04)**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)
+
+
+def mb_entry(problem, contender, role, ms, nbytes, copy_GBps, replaces=None) -> dict:
+    GBps = nbytes / (ms * 1e-3) / 1e9
+    entry = {"problem": problem, "contender": contender, "role": role, "median_ms": ms, "p20_ms": ms, "p80_ms": ms,
+             "bytes": nbytes, "GBps": GBps, "pct_of_copy": 100 * GBps / copy_GBps, "shape": [1024, 8192]}
+    return entry | ({"replaces": replaces} if replaces else {})
+
+
+MEMORY_BOUND = [mb_entry(94, "copy (1024 x 8192)", "copy", 0.025, 67_108_864, 67_108_864 / 0.025e-3 / 1e9),
+                mb_entry(94, "eager chain", "eager", 0.250, 67_108_864, 2684.35),
+                mb_entry(94, "F.group_norm", "torch", 0.200, 67_108_864, 2684.35),
+                mb_entry(94, "fused kernel", "ours", 0.0305, 67_108_864, 2684.35,
+                         replaces=["eager chain", "F.group_norm", "not in this run"])]
+
+
+@pytest.mark.parametrize("kind", ["fused_activations", "groupnorm_fusion", "broadcast_min"])
+def test_memory_bound_kinds_are_validated_and_rendered(tmp_path, on_h100, kind):
+    path = results.record(kind, MEMORY_BOUND, notes="notebooks/05-07", results_dir=tmp_path)
+    assert results.read(path)["entries"] == MEMORY_BOUND
+    with pytest.raises(ValueError, match=r"entry 0 lacks \['pct_of_copy'\]"):
+        results.validate(make_record(kind, [{k: v for k, v in MEMORY_BOUND[0].items() if k != "pct_of_copy"}]))
+    text = results.KINDS[kind].render(make_record(kind, MEMORY_BOUND))
+    for golden in ["**Problem 94**, shape 1024 x 8192",
+                   "| copy (1024 x 8192) | copy | 25.0 | 2684 | 100 % | – |",
+                   "| eager chain | eager | 250.0 | 268 | 10 % | – |",
+                   # speedups against the rows it names, read from the same run; a name not in the run is left out
+                   "| fused kernel | ours | 30.5 | 2200 | 82 % | 8.20x eager chain; 6.56x F.group_norm |"]:
+        assert golden in text, golden
+    root = tmp_path / "readme"
+    write(root, make_record(kind, MEMORY_BOUND))
+    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)

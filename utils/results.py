@@ -34,6 +34,20 @@ Entry conventions of the kinds known so far (every listed key is required):
                    pct: share of that problem's eager CUDA time.
     ladder         {"contender": "gemm_01_naive" | ... | "cuBLAS", "median_ms", "tflops"}
                    compare() rows, in ladder order.
+    bias_fusion    {"contender", "gemm": "rung 7" | "cuBLAS" | "none", "biases": 0 | 1 | 2,
+                    "separate_passes", "median_ms", "p20_ms", "p80_ms", "shape": [M, N, K]}
+                   notebook 04: compare() rows of one run, TF32 off. "gemm" is the GEMM
+                   underneath ("none": the (M, N) copy that is a separate pass's floor);
+                   "separate_passes": elementwise kernels the contender launches after it.
+    fused_activations, groupnorm_fusion, broadcast_min
+                   notebooks 05, 06, 07: the memory-bound kernels, compare() rows of one run,
+                   {"problem": 94, "contender", "role": "ours" | "eager" | "torch" | "copy",
+                    "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy", "shape"}
+                   and optionally "replaces": [contender, ...] (the rows of the same problem it
+                   is compared with: the eager chain, F.group_norm). bytes: the least the
+                   contender's work must move (each input read once, each output written once);
+                   GBps = bytes / median; pct_of_copy = 100 * GBps / the GBps of the problem's
+                   "copy" row, a copy of a tensor of the same size timed in the same run.
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
 README, a render function (record -> Markdown). Kinds not in KINDS are still valid
@@ -186,6 +200,55 @@ def _render_ladder_tuning(rec: dict) -> str:
     return "\n".join(lines)
 
 
+def _render_bias_fusion(rec: dict) -> str:
+    entries = rec["entries"]
+    shape = entries[0]["shape"]
+    # Each contender against the same GEMM without a bias, measured in the same run: the first such row
+    # of each GEMM is its control (a later one, timed again at the end, shows how far the run drifted).
+    base: dict[str, dict] = {}
+    for e in entries:
+        if e["biases"] == 0 and e["gemm"] != "none":
+            base.setdefault(e["gemm"], e)
+    lines = [f"M x N x K = {' x '.join(map(str, shape))}, fp32, TF32 off, one run. Extra: the median over "
+             "the same GEMM's median without a bias (p20-p80 spread of that GEMM in brackets).",
+             "", "| contender | GEMM | biases | passes after the GEMM | median ms | extra over the GEMM alone |",
+             "|---|---|---:|---:|---:|---:|"]
+    for e in entries:
+        ref = base.get(e["gemm"])
+        if ref is None:
+            extra = "(a separate pass's floor)"
+        elif e is ref:
+            extra = f"(spread {100 * (ref['p80_ms'] - ref['p20_ms']) / ref['median_ms']:.2f} %)"
+        else:
+            d = e["median_ms"] - ref["median_ms"]
+            extra = f"{1e3 * d:+.1f} us ({100 * d / ref['median_ms']:+.2f} %)"
+        lines.append(f"| {e['contender']} | {e['gemm']} | {e['biases']} | {e['separate_passes']} | "
+                     f"{e['median_ms']:.3f} | {extra} |")
+    return "\n".join(lines)
+
+
+def _render_memory_bound(rec: dict) -> str:
+    by_problem: dict[int, list[dict]] = {}
+    for e in rec["entries"]:
+        by_problem.setdefault(e["problem"], []).append(e)
+    parts = ["One run. GB/s: the least bytes the work must move (inputs read once, outputs written once) over the "
+             "median time; % of copy: that over the GB/s of a copy of a tensor of the same size, timed in the same run."]
+    for pid, entries in by_problem.items():
+        named = {e["contender"]: e for e in entries}
+        lines = [f"**Problem {pid}**, shape {' x '.join(map(str, entries[0]['shape']))}", "",
+                 "| contender | role | median us | GB/s | % of copy | faster than |", "|---|---|---:|---:|---:|---|"]
+        for e in entries:
+            against = [f"{named[r]['median_ms'] / e['median_ms']:.2f}x {r}" for r in e.get("replaces", ()) if r in named]
+            lines.append(f"| {e['contender']} | {e['role']} | {1e3 * e['median_ms']:.1f} | {e['GBps']:.0f} | "
+                         f"{e['pct_of_copy']:.0f} % | {'; '.join(against) or '–'} |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+_MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
+                      "shape")
+
+
 KINDS: dict[str, Kind] = {
     "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), _render_ceilings, one_entry=True),
     "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
@@ -194,6 +257,12 @@ KINDS: dict[str, Kind] = {
     "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops"), _render_ladder),
     "ladder_tuning": Kind("GEMM rung 7 tuning", ("contender", "bk", "stages", "median_ms", "tflops", "pct_of_cublas"),
                           _render_ladder_tuning),
+    "bias_fusion": Kind("Bias fusion (notebook 04)", ("contender", "gemm", "biases", "separate_passes", "median_ms",
+                                                      "p20_ms", "p80_ms", "shape"), _render_bias_fusion),
+    "fused_activations": Kind("Fused activations (notebook 05)", _MEMORY_BOUND_KEYS, _render_memory_bound),
+    "groupnorm_fusion": Kind("GroupNorm, alone and fused (notebook 06)", _MEMORY_BOUND_KEYS, _render_memory_bound),
+    "broadcast_min": Kind("GroupNorm + row min + broadcast, problem 75 (notebook 07)", _MEMORY_BOUND_KEYS,
+                          _render_memory_bound),
 }
 
 

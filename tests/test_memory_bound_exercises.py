@@ -1,0 +1,217 @@
+"""The exercises of notebooks 05-07 (kernels/exercises/bias_gelu.cu, group_norm_stats.cu,
+broadcast_write.cu) and their checkers.
+
+- The checkers' verdict logic is the notebooks' own cell, run here without a GPU: it names what
+  an output computes and says PASS or "Not yet" when it should.
+- compile: every exercise compiles as committed and exports what its notebook calls.
+- gpu: each committed starting point fails its checker the way its notebook says (the GELU left
+  out; the sum of squares cancelling on data around 50; the (N, C) layout), and a solved copy
+  (the TODO done, built under build/exercise_solutions/) passes. The inputs repeat the notebooks'
+  checker cells.
+"""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from utils import REPO, build, check
+
+EXERCISES = build.KERNELS_DIR / "exercises"
+SOLVED_DIR = build.build_root_dir().parent / "exercise_solutions"  # a fixed path, so solved builds are cached
+EPS = 1e-5
+
+# name: (notebook, export, the TODO as committed, what a solution puts there)
+EXERCISE = {
+    "bias_gelu": ("05_fused_activations.ipynb", "bias_gelu",
+                  "  return v;  // TODO: GELU, as F.gelu computes it\n",
+                  "  return 0.5f * v * (1.0f + erff(v * 0.70710678118654752440f));\n"),
+    "group_norm_stats": ("06_groupnorm_reduction.ipynb", "group_norm",
+                         None,  # a span: from the TODO line to the return (see solved())
+                         "  Welford w = {0.0f, 0.0f, 0.0f};\n"
+                         "  for (int e = threadIdx.x; e < D; e += blockDim.x) w = welford_merge(w, Welford{1.0f, seg[e], 0.0f});\n"
+                         "  w = block_welford(w, wscratch);\n"
+                         "  return {w.mean, rsqrtf(w.m2 / w.n + eps)};\n"),
+    "broadcast_write": ("07_broadcasting_pitfall.ipynb", "min_bias_broadcast",
+                        "    const int64_t n = i / C;  // TODO: which (c, n) does flat index i of a (1, C, N, 1) tensor hold?\n"
+                        "    const int64_t c = i % C;  // TODO\n",
+                        "    const int64_t c = i / N;\n    const int64_t n = i % N;\n"),
+}
+WELFORD_SPAN = ("  // TODO: Welford instead of sum and sum of squares.\n", "  return {mean, rsqrtf(var + eps)};\n")
+
+
+def notebook_cell(notebook: str, function: str) -> dict:
+    """Run, on its own, the code cell of notebooks/<notebook> that defines `function`; its namespace."""
+    nb = json.loads((REPO / "notebooks" / notebook).read_text())
+    for cell in nb["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and f"def {function}(" in source:
+            namespace: dict = {}
+            exec(compile(source, f"{notebook}: the cell defining {function}", "exec"), namespace)
+            return namespace
+    raise AssertionError(f"no code cell of {notebook} defines {function}()")
+
+
+def report(*checks: tuple[str, str]) -> check.CheckReport:
+    return check.CheckReport("exercise vs reference", "strict", "cuda:0", [check.CheckResult(n, s) for n, s in checks])
+
+
+FAILED = report(("trials", "fail"), ("stream", "pass"))
+PASSED = report(("trials", "pass"), ("stream", "pass"))
+
+
+def starting_point(name: str):
+    return build.load_kernel(name, kernels_dir=EXERCISES)
+
+
+def solved(name: str):
+    """The exercise with its TODO done, compiled from build/exercise_solutions/<name>.cu."""
+    source = (EXERCISES / f"{name}.cu").read_text()
+    _, _, todo, solution = EXERCISE[name]
+    if todo is None:
+        first, last = WELFORD_SPAN
+        assert first in source and last in source, f"{name}'s TODO span changed: update WELFORD_SPAN"
+        start, end = source.index(first), source.index(last) + len(last)
+        text = source[:start] + solution + source[end:]
+    else:
+        assert todo in source, f"the starting point of {name} no longer has its TODO as this test knows it"
+        text = source.replace(todo, solution)
+    SOLVED_DIR.mkdir(parents=True, exist_ok=True)
+    path = SOLVED_DIR / f"{name}.cu"
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return build.load_kernel(name, kernels_dir=SOLVED_DIR)
+
+
+# --- the checkers' inputs, as the notebooks' checker cells make them ----------------------
+
+def x_and_bias(rows=37, cols=115, scale=2.0):  # notebook 05
+    return lambda g: [torch.randn(rows, cols, generator=g) * scale, 0.5 * torch.randn(cols, generator=g)]
+
+
+def gn_inputs(N=37, C=1024, offset=50.0, scale=1.0):  # notebook 06 (G = 16, D = 64)
+    def factory(g):
+        sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
+        return [torch.randn(N, C, generator=g) * scale + offset, (torch.rand(C, generator=g) + 0.5) * sign,
+                0.5 * torch.randn(C, generator=g)]
+    return factory
+
+
+def rowmin_and_bias(N=37, C=115):  # notebook 07
+    return lambda g: [torch.randn(N, 1, generator=g), torch.randn(1, C, 1, 1, generator=g)]
+
+
+# --- the verdicts, without a GPU ----------------------------------------------------------
+
+def test_gelu_checker_names_what_the_kernel_computes():
+    cell = notebook_cell("05_fused_activations.ipynb", "gelu_verdict")
+    diagnose, verdict = cell["gelu_diagnosis"], cell["gelu_verdict"]
+    x, b = x_and_bias()(torch.Generator().manual_seed(0))
+    assert diagnose(F.gelu(x + b), x, b) == cell["GELU_GOAL"]
+    assert diagnose(x + b, x, b) == "x + bias, without the GELU"
+    assert diagnose(F.gelu(x) + b, x, b).startswith("gelu(x) + bias")
+    assert "tanh approximation" in diagnose(F.gelu(x + b, approximate="tanh"), x, b)
+    assert diagnose(torch.zeros_like(x), x, b) is None
+    assert verdict(PASSED, cell["GELU_GOAL"]).startswith("PASS")
+    text = verdict(FAILED, "x + bias, without the GELU")
+    assert text.startswith("Not yet: trials failed.") and "without the GELU" in text
+    assert "matches none of" in verdict(FAILED, None)
+
+
+def test_welford_checker_says_why():
+    cell = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")
+    verdict = cell["welford_verdict"]
+    assert verdict(PASSED, 1e-6, 3e-5, 3e-5).startswith("PASS")
+    text = verdict(FAILED, 1e-6, 5e-3, 3e-5)
+    assert text.startswith("Not yet: trials failed.") and "cancels: use Welford" in text
+    assert "wrong even on centred data" in verdict(FAILED, 0.5, 0.5, 3e-5)
+
+
+def test_welford_checker_data_defeat_the_sum_of_squares_in_float32():
+    """The premise of notebook 06's checker, emulated on the CPU: on its data (randn + 50, D = 64), float32
+    E[x^2] - E[x]^2 misses the strict tolerance by far, the two-pass (Welford) form does not."""
+    offset = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")["WELFORD_OFFSET"]
+    x, gamma, beta = gn_inputs(offset=offset)(torch.Generator().manual_seed(0))
+    ref = F.group_norm(x, 16, gamma, beta, EPS)
+    v = x.view(37, 16, 64)
+    mean = v.sum(-1, keepdim=True) / 64
+    sumsq = torch.clamp((v * v).sum(-1, keepdim=True) / 64 - mean * mean, min=0)
+    two_pass = ((v - v.mean(-1, keepdim=True)) ** 2).mean(-1, keepdim=True)
+    out = lambda var, m: ((v - m) * torch.rsqrt(var + EPS)).view(37, 1024) * gamma + beta
+    assert (out(sumsq, mean) - ref).abs().max() > 1e-3
+    assert (out(two_pass, v.mean(-1, keepdim=True)) - ref).abs().max() < 1e-4
+
+
+def test_layout_checker_names_the_layout():
+    cell = notebook_cell("07_broadcasting_pitfall.ipynb", "layout_verdict")
+    diagnose, verdict, goal = cell["layout_diagnosis"], cell["layout_verdict"], cell["LAYOUT_GOAL"]
+    m, b = rowmin_and_bias()(torch.Generator().manual_seed(0))
+    assert diagnose(m + b, m, b) == goal
+    wrong = (m.view(-1, 1) + b.view(1, -1)).reshape(1, 115, 37, 1)
+    assert diagnose(wrong, m, b).startswith("the (N, C) layout")
+    assert diagnose(torch.zeros(1, 115, 37, 1), m, b) is None
+    assert verdict(PASSED, goal).startswith("PASS")
+    assert "c * N + n" in verdict(FAILED, diagnose(wrong, m, b))
+
+
+# --- they compile -------------------------------------------------------------------------
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", sorted(EXERCISE))
+def test_each_exercise_compiles_as_committed(name):
+    _, export, _, _ = EXERCISE[name]
+    assert [e.name for e in build.exported_functions(build.kernel_source(name, EXERCISES))] == [export]
+    assert callable(getattr(starting_point(name), export))
+
+
+# --- on a GPU: the starting points fail the intended way, the solutions pass --------------
+
+def gelu_run(module):
+    cell = notebook_cell("05_fused_activations.ipynb", "gelu_verdict")
+    rep = check.check_fn(module.bias_gelu, lambda x, b: F.gelu(x + b), x_and_bias(), name="exercise",
+                         contiguous_only=True)
+    x, b = [t.cuda() for t in x_and_bias()(torch.Generator().manual_seed(0))]
+    return rep, cell["gelu_verdict"](rep, cell["gelu_diagnosis"](module.bias_gelu(x, b), x, b))
+
+
+def welford_run(module):
+    cell = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")
+    run = lambda x, g_, b_: module.group_norm(x, 16, g_, b_, EPS)
+    rep = check.check_fn(run, lambda x, g_, b_: F.group_norm(x, 16, g_, b_, EPS), gn_inputs(), name="exercise",
+                         contiguous_only=True)
+    errors = []
+    for offset in (0.0, cell["WELFORD_OFFSET"]):
+        x, g_, b_ = (t.cuda() for t in gn_inputs(offset=offset)(torch.Generator().manual_seed(0)))
+        exact = F.group_norm(x.double(), 16, g_.double(), b_.double(), EPS)
+        errors.append((run(x, g_, b_).double() - exact).abs().max().item())
+    err_torch = (F.group_norm(x, 16, g_, b_, EPS).double() - exact).abs().max().item()
+    return rep, cell["welford_verdict"](rep, errors[0], errors[1], err_torch)
+
+
+def layout_run(module):
+    cell = notebook_cell("07_broadcasting_pitfall.ipynb", "layout_verdict")
+    rep = check.check_fn(module.min_bias_broadcast, torch.add, rowmin_and_bias(), name="exercise", contiguous_only=True)
+    m, b = [t.cuda() for t in rowmin_and_bias()(torch.Generator().manual_seed(0))]
+    return rep, cell["layout_verdict"](rep, cell["layout_diagnosis"](module.min_bias_broadcast(m, b), m, b))
+
+
+RUNS = {"bias_gelu": (gelu_run, "without the GELU"), "group_norm_stats": (welford_run, "cancels: use Welford"),
+        "broadcast_write": (layout_run, "the (N, C) layout")}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(EXERCISE))
+def test_starting_point_fails_the_intended_way(name):
+    run, why = RUNS[name]
+    rep, text = run(starting_point(name))
+    assert not rep.ok and "trials" in rep.failed, str(rep)
+    assert text.startswith("Not yet") and why in text, text
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(EXERCISE))
+def test_solution_passes(name):
+    run, _ = RUNS[name]
+    rep, text = run(solved(name))
+    assert rep.ok, str(rep)
+    assert text.startswith("PASS"), text
