@@ -1,0 +1,174 @@
+"""The GEMM exercises of notebooks 02 and 03 (kernels/exercises/gemm_*.cu) and their checkers.
+
+- The checkers' verdict logic is the notebooks' own cell, run here without a GPU: it says PASS
+  and "Not yet" when it should.
+- compile: every exercise kernel compiles as committed; what a checker reads without a GPU
+  (the padding exercise's row length, the tile-shape knobs) is what the notebooks say; a tile
+  shape the kernel cannot run stops at compile time with its reason.
+- gpu: each starting point fails its checker the way its notebook says, and a solved copy (the
+  starting point with its TODO done, built under build/exercise_solutions/) passes. The inputs
+  repeat the notebooks' checker cells (operands_n515, operands_odd).
+"""
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from utils import REPO, build, check, ladder
+
+EXERCISES = build.KERNELS_DIR / "exercises"
+SOLVED_DIR = build.build_root_dir().parent / "exercise_solutions"  # a fixed path, so solved builds are cached
+KERNELS = ["gemm_seed004", "gemm_warp_per_output", "gemm_tile_shape", "gemm_smem_pad"]
+
+# The TODO of each starting point, and what a solution puts there.
+SOLUTIONS = {
+    "gemm_seed004": ("  const int n = threadIdx.x;\n  if (n < N) {",
+                     "  for (int n = threadIdx.x; n < N; n += blockDim.x) {"),
+    "gemm_warp_per_output": ("  // TODO: add the 32 partial sums of the warp (five __shfl_xor_sync, or warp_sum).\n",
+                             "  for (int offset = 16; offset > 0; offset /= 2) {\n"
+                             "    partial += __shfl_xor_sync(0xffffffffu, partial, offset);\n  }\n"),
+    "gemm_smem_pad": ("constexpr int kWsRowFloats = kTile;", "constexpr int kWsRowFloats = kTile + 1;"),
+}
+
+
+def notebook_cell(notebook: str, function: str) -> dict:
+    """Run, on its own, the code cell of notebooks/<notebook> that defines `function`; its namespace."""
+    nb = json.loads((REPO / "notebooks" / notebook).read_text())
+    for cell in nb["cells"]:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and f"def {function}(" in source:
+            namespace: dict = {}
+            exec(compile(source, f"{notebook}: the cell defining {function}", "exec"), namespace)
+            return namespace
+    raise AssertionError(f"no code cell of {notebook} defines {function}()")
+
+
+def report(*checks: tuple[str, str]) -> check.CheckReport:
+    return check.CheckReport("gemm vs linear", "strict", "cuda:0", [check.CheckResult(n, s) for n, s in checks])
+
+
+def operands_n515(generator):  # notebook 02, exercise 1
+    return [torch.rand(37, 65, generator=generator), torch.rand(515, 65, generator=generator) * 2 - 1]
+
+
+def operands_odd(generator):  # notebook 02, exercise 2; notebook 03, exercise 2
+    return [torch.rand(37, 65, generator=generator), torch.rand(129, 65, generator=generator) * 2 - 1]
+
+
+def harness(fn, operands) -> check.CheckReport:
+    return check.check_fn(fn, F.linear, operands, name="exercise", contiguous_only=True)
+
+
+def starting_point(name: str):
+    return build.load_kernel(name, kernels_dir=EXERCISES)
+
+
+def solved(name: str):
+    """The exercise with its TODO done, compiled from build/exercise_solutions/<name>.cu."""
+    source = (EXERCISES / f"{name}.cu").read_text()
+    todo, solution = SOLUTIONS[name]
+    assert todo in source, f"the starting point of {name} no longer has its TODO as this test knows it: update SOLUTIONS"
+    SOLVED_DIR.mkdir(parents=True, exist_ok=True)
+    path = SOLVED_DIR / f"{name}.cu"
+    text = source.replace(todo, solution)
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+    return build.load_kernel(name, kernels_dir=SOLVED_DIR)
+
+
+# --- the verdicts, without a GPU ----------------------------------------------------------
+
+@pytest.mark.parametrize("notebook", ["02_naive_gemm.ipynb", "03_tiled_gemm.ipynb"])
+def test_the_verdict_says_pass_or_not_yet_with_hints(notebook):
+    verdict = notebook_cell(notebook, "exercise_verdict")["exercise_verdict"]
+    assert verdict(report(("trials", "pass"), ("stream", "skip")), {}, "PASS: done.") == "PASS: done."
+    text = verdict(report(("trials", "fail"), ("poisoned_output", "fail"), ("stream", "pass")),
+                   {"poisoned_output": "columns never written", "stream": "not shown: it passed"})
+    assert text.startswith("Not yet: trials, poisoned_output failed.")
+    assert "poisoned_output: columns never written" in text and "not shown" not in text
+
+
+def test_the_padding_verdict_counts_bank_conflicts():
+    cell = notebook_cell("03_tiled_gemm.ipynb", "padding_verdict")
+    degree, verdict = cell["conflict_degree"], cell["padding_verdict"]
+    assert [degree([tx * row for tx in range(32)]) for row in range(32, 41)] == [32, 1, 2, 1, 4, 1, 2, 1, 8]
+    assert degree([7] * 32) == 1  # one word for every lane: a broadcast
+    assert verdict(32).startswith("Not yet") and "32-way" in verdict(32)
+    assert verdict(34).startswith("Not yet") and "2-way" in verdict(34)
+    assert verdict(33).startswith("PASS") and "skipped" in verdict(33)
+    assert verdict(33, report(("trials", "pass"))).startswith("PASS")
+    assert verdict(33, report(("trials", "fail"))).startswith("Not yet: trials failed")
+
+
+# --- they compile, and say without a GPU what the notebooks say ----------------------------
+
+@pytest.mark.compile
+@pytest.mark.parametrize("name", KERNELS)
+def test_each_exercise_compiles_as_committed(name):
+    (export, *_) = build.exported_functions(build.kernel_source(name, EXERCISES))
+    assert export.prototype == "torch::Tensor gemm(torch::Tensor x, torch::Tensor w)"
+    assert callable(starting_point(name).gemm)
+
+
+@pytest.mark.compile
+def test_host_functions_answer_without_a_gpu():
+    cell = notebook_cell("03_tiled_gemm.ipynb", "padding_verdict")
+    row = starting_point("gemm_smem_pad").ws_row_floats()
+    assert row == 32 and cell["padding_verdict"](row).startswith("Not yet")
+    assert list(starting_point("gemm_tile_shape").tile_shape()) == [128, 128, 8, 8, 8, 256, 2]  # rung 5's shape
+
+
+@pytest.mark.compile
+def test_a_tile_shape_the_kernel_cannot_run_stops_at_compile_time():
+    with pytest.raises(build.KernelCompileError, match="48 KB"):
+        build.load_kernel("gemm_tile_shape", kernels_dir=EXERCISES, extra_cuda_cflags=["-DTILE_BK=64"])
+
+
+# --- on a GPU: the starting points fail as intended, the solutions pass --------------------
+
+@pytest.mark.gpu
+def test_seed004_leaves_columns_unwritten_until_each_thread_loops():
+    verdict = notebook_cell("02_naive_gemm.ipynb", "exercise_verdict")["exercise_verdict"]
+    start = harness(starting_point("gemm_seed004").gemm, operands_n515)
+    assert "poisoned_output" in start.failed, str(start)
+    assert verdict(start, {}).startswith("Not yet")
+    done = harness(solved("gemm_seed004").gemm, operands_n515)
+    assert done.ok, str(done)
+    assert verdict(done, {}, "PASS").startswith("PASS")
+
+
+@pytest.mark.gpu
+def test_warp_per_output_is_wrong_until_the_warp_adds_its_partial_sums():
+    start_kernel = starting_point("gemm_warp_per_output").gemm
+    start = harness(start_kernel, operands_odd)
+    assert "trials" in start.failed, str(start)
+    x, w = ladder.operands(37, 129, 65, seed=3)
+    lane0 = F.linear(x[:, ::32].double(), w[:, ::32].double())  # the terms k = 0, 32, 64: lane 0's, as the notebook says
+    assert torch.allclose(start_kernel(x, w).double(), lane0, atol=1e-5, rtol=1e-5)
+    done = harness(solved("gemm_warp_per_output").gemm, operands_odd)
+    assert done.ok, str(done)
+
+
+@pytest.mark.gpu
+def test_smem_pad_is_right_but_conflicted_until_padded():
+    verdict = notebook_cell("03_tiled_gemm.ipynb", "padding_verdict")["padding_verdict"]
+    start = starting_point("gemm_smem_pad")
+    first = harness(start.gemm, operands_odd)
+    assert first.ok, str(first)  # right, only slow: the checker must still say Not yet
+    assert verdict(start.ws_row_floats(), first).startswith("Not yet")
+    done = solved("gemm_smem_pad")
+    second = harness(done.gemm, operands_odd)
+    assert done.ws_row_floats() == 33 and second.ok, str(second)
+    assert verdict(done.ws_row_floats(), second).startswith("PASS")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("flags", [[], ["-DTILE_BK=16"], ["-DTILE_BK=32"], ["-DTILE_BM=64", "-DTILE_BN=64"]],
+                         ids=["rung5", "bk16", "bk32", "tile64"])
+def test_every_tile_shape_of_notebook_03_computes_the_gemm(flags):
+    gemm = build.load_kernel("gemm_tile_shape", kernels_dir=EXERCISES, extra_cuda_cflags=flags).gemm
+    for shape in [(37, 129, 65), (1000, 1000, 1000)]:
+        x, w = ladder.operands(*shape, seed=sum(shape))
+        ok, detail = ladder.verify(gemm, x, w)
+        assert ok, f"{flags} at {shape}: {detail}"
