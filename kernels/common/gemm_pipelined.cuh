@@ -11,6 +11,7 @@
 // An epilogue is a small struct with `__device__ float operator()(float acc, int m, int n) const`:
 // what to store at out[m][n] given the finished dot product. It runs once per output, after the
 // K loop, in registers, so whatever it adds costs one pass over the registers, not one over memory.
+// It is called only for outputs inside the matrix, 0 <= m < M and 0 <= n < N.
 
 #pragma once
 
@@ -174,7 +175,9 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
   cp_async_wait<0>();  // no copy may still be writing to shared memory when the block exits
 
   // acc[i][j] is out[m0 + tm + (i / 4) * HALF_M + i % 4][n0 + tn + (j / 4) * HALF_N + j % 4].
-  // Outputs past M or N (edge tiles) were computed from zero-filled rows: they are not stored.
+  // Outputs past M or N (edge tiles) were computed from zero-filled rows: they are not stored, and
+  // the epilogue is not even evaluated for them, since it may read per-column data (a bias of N
+  // floats) that has no element n >= N. compute-sanitizer's memcheck caught exactly that read.
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int m = m0 + tm + (i / 4) * HALF_M + i % 4;
@@ -185,20 +188,17 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
 #pragma unroll
     for (int jb = 0; jb < 8; jb += 4) {
       const int n = n0 + tn + (jb / 4) * HALF_N;
-      float v[4];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        v[c] = epilogue(acc[i][jb + c], m, n + c);
-      }
       if (vec_stores) {
         if (n < N) {  // N % 4 == 0: the 4 columns are all inside or all outside
-          *reinterpret_cast<float4*>(row + n) = make_float4(v[0], v[1], v[2], v[3]);
+          *reinterpret_cast<float4*>(row + n) =
+              make_float4(epilogue(acc[i][jb], m, n), epilogue(acc[i][jb + 1], m, n + 1),
+                          epilogue(acc[i][jb + 2], m, n + 2), epilogue(acc[i][jb + 3], m, n + 3));
         }
       } else {
 #pragma unroll
         for (int c = 0; c < 4; ++c) {
           if (n + c < N) {
-            row[n + c] = v[c];
+            row[n + c] = epilogue(acc[i][jb + c], m, n + c);
           }
         }
       }
