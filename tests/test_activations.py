@@ -5,7 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import build, check
+from utils import check
+
+from kernel_tests import kernel_file_tests, poisoned
 
 KERNEL = "activations"
 EXPORTS = {"bias_hardtanh_mish", "swish_bias", "leaky_relu_x2", "mish"}
@@ -34,19 +36,7 @@ def ref_62(x):
     return y + y
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    return build.load_kernel(KERNEL)
-
-
-def test_exports():
-    assert {e.name for e in build.exported_functions(build.kernel_source(KERNEL))} == EXPORTS
-
-
-@pytest.mark.compile
-def test_compiles():
-    module = build.load_kernel(KERNEL)
-    assert all(callable(getattr(module, name)) for name in EXPORTS)
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
 
 
 def x_and_bias(rows, cols, scale=2.0):
@@ -154,14 +144,6 @@ def test_rejects_bad_input(kernels, cuda):
         for bad, message in [(x.double(), "float32"), (x.cpu(), "CUDA"), (x.t(), "contiguous")]:
             with pytest.raises(RuntimeError, match=message):
                 fn(bad)
-
-
-def poisoned(fn, *args):
-    """fn(*args) after NaN was left in the memory its output will get: an element never written
-    stays NaN. (The caching allocator hands a freed block of the same size back first.)"""
-    n = fn(*args).numel()
-    torch.full((n,), float("nan"), device="cuda")  # freed at once: NaN in the cached block
-    return fn(*args)
 
 
 @pytest.mark.gpu

@@ -7,14 +7,15 @@
   x @ w.T + bias, without the ReLU), and a solved copy (the TODO done, built under
   build/exercise_solutions/) passes. The inputs repeat the notebook's checker cell (odd_operands).
 """
-import json
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import REPO, build, check
+from utils import build, check
+
+from kernel_tests import fake_report, notebook_cell
 
 EXERCISES = build.KERNELS_DIR / "exercises"
 NAME = "gemm_epilogue_relu"
@@ -24,26 +25,13 @@ TODO = "    return v;  // TODO: the ReLU\n"
 SOLUTION = "    return fmaxf(v, 0.0f);\n"
 
 
-def notebook_cell(function: str) -> dict:
-    """Run, on its own, the code cell of notebook 04 that defines `function`; its namespace."""
-    nb = json.loads((REPO / "notebooks" / NOTEBOOK).read_text())
-    for cell in nb["cells"]:
-        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        if cell["cell_type"] == "code" and f"def {function}(" in source:
-            namespace: dict = {}
-            exec(compile(source, f"{NOTEBOOK}: the cell defining {function}", "exec"), namespace)
-            return namespace
-    raise AssertionError(f"no code cell of {NOTEBOOK} defines {function}()")
-
-
 def odd_operands(generator, M=37, N=129, K=65):  # notebook 04's checker inputs
     return [torch.rand(M, K, generator=generator), (torch.rand(N, K, generator=generator) * 2 - 1) / math.sqrt(K),
             (torch.rand(N, generator=generator) * 2 - 1) / math.sqrt(K), torch.randn(N, generator=generator)]
 
 
 def report(*checks: tuple[str, str]) -> check.CheckReport:
-    return check.CheckReport("linear_relu vs relu(linear)", "strict", "cuda:0",
-                             [check.CheckResult(n, s) for n, s in checks])
+    return fake_report("linear_relu vs relu(linear)", *checks)
 
 
 def harness(fn) -> check.CheckReport:
@@ -66,7 +54,7 @@ def solved():
 # --- the checker, without a GPU -----------------------------------------------------------
 
 def test_the_diagnosis_names_each_expression():
-    cell = notebook_cell("relu_diagnosis")
+    cell = notebook_cell(NOTEBOOK, "relu_diagnosis")
     diagnose, candidates = cell["relu_diagnosis"], cell["RELU_CANDIDATES"]
     x, w, b, _ = odd_operands(torch.Generator().manual_seed(0))
     lin = (x.double() @ w.double().T)
@@ -78,7 +66,7 @@ def test_the_diagnosis_names_each_expression():
 
 
 def test_the_verdict_says_pass_or_not_yet_with_what_the_kernel_computes():
-    cell = notebook_cell("relu_verdict")
+    cell = notebook_cell(NOTEBOOK, "relu_verdict")
     verdict, goal = cell["relu_verdict"], cell["RELU_GOAL"]
     assert verdict(report(("trials", "pass"), ("stream", "skip")), goal).startswith("PASS")
     text = verdict(report(("trials", "fail"), ("precision", "fail")), "x @ w.T + bias, without the ReLU")
@@ -104,7 +92,7 @@ def test_compiles_as_committed():
 
 @pytest.mark.gpu
 def test_the_starting_point_forgets_the_relu_and_the_solution_passes(cuda):
-    cell = notebook_cell("relu_verdict")
+    cell = notebook_cell(NOTEBOOK, "relu_verdict")
     verdict, diagnose, goal = cell["relu_verdict"], cell["relu_diagnosis"], cell["RELU_GOAL"]
     x, w, b = [t.to(cuda) for t in odd_operands(torch.Generator().manual_seed(0))[:3]]
 

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import build, check, precision
+from utils import check, precision
+
+from kernel_tests import kernel_file_tests, poisoned
 from utils.problems import get_problem
 
 KERNEL = "groupnorm"
@@ -65,19 +67,7 @@ def variants(kernels, G):
     }
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    return build.load_kernel(KERNEL)
-
-
-def test_exports():
-    assert {e.name for e in build.exported_functions(build.kernel_source(KERNEL))} == EXPORTS
-
-
-@pytest.mark.compile
-def test_compiles():
-    module = build.load_kernel(KERNEL)
-    assert all(callable(getattr(module, name)) for name in EXPORTS)
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
 
 
 @pytest.mark.gpu
@@ -228,14 +218,6 @@ def test_rejects_bad_input(kernels, cuda):
             kernels.bias_hardtanh_mish_group_norm(x, b, -1.0, 1.0, 3, gamma, beta, EPS)
         with pytest.raises(RuntimeError, match=message):
             kernels.swish_bias_group_norm(x, b, 3, gamma, beta, EPS)
-
-
-def poisoned(fn, *args):
-    """fn(*args) after NaN was left in the memory its output will get: an element never written
-    stays NaN. (The caching allocator hands a freed block of the same size back first.)"""
-    n = fn(*args).numel()
-    torch.full((n,), float("nan"), device="cuda")  # freed at once: NaN in the cached block
-    return fn(*args)
 
 
 @pytest.mark.gpu

@@ -6,7 +6,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import build, check, precision
+from utils import check, precision
+
+from kernel_tests import kernel_file_tests, poisoned
 from utils.problems import get_problem
 
 KERNEL = "min_bias_broadcast"
@@ -40,19 +42,7 @@ def ref_tail(G):
     return lambda x, gamma, beta, bias: ref_row_min(G)(x, gamma, beta) + bias
 
 
-@pytest.fixture(scope="module")
-def kernels():
-    return build.load_kernel(KERNEL)
-
-
-def test_exports():
-    assert {e.name for e in build.exported_functions(build.kernel_source(KERNEL))} == EXPORTS
-
-
-@pytest.mark.compile
-def test_compiles():
-    module = build.load_kernel(KERNEL)
-    assert all(callable(getattr(module, name)) for name in EXPORTS)
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
 
 
 def test_the_broadcast_is_not_an_error():
@@ -186,14 +176,6 @@ def test_rejects_bad_input(kernels, cuda):
             kernels.min_bias_broadcast(*args)
     with pytest.raises(RuntimeError, match=r"\[1, C, 1, 1\]"):
         kernels.group_norm_min_bias(x, 3, gamma, beta, EPS, bias.view(12))
-
-
-def poisoned(fn, *args):
-    """fn(*args) after NaN was left in the memory its output will get: an element never written
-    stays NaN. (The caching allocator hands a freed block of the same size back first.)"""
-    n = fn(*args).numel()
-    torch.full((n,), float("nan"), device="cuda")  # freed at once: NaN in the cached block
-    return fn(*args)
 
 
 @pytest.mark.gpu
