@@ -22,6 +22,7 @@ import argparse
 import math
 import multiprocessing
 import os
+import re
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
@@ -155,8 +156,6 @@ def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = No
 
 def defaults(header: str = "common/gemm_pipelined.cuh") -> tuple[int, int]:
     """Rung 7's default (BK, STAGES), read from the #defines in its header."""
-    import re
-
     text = (REPO / "kernels" / header).read_text()
     value = {name: int(re.search(rf"#define {name} (\d+)", text).group(1)) for name in ("GEMM07_BK", "GEMM07_STAGES")}
     return value["GEMM07_BK"], value["GEMM07_STAGES"]
