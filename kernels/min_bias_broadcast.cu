@@ -63,8 +63,13 @@
 
 // ---- GroupNorm + row minimum ---------------------------------------------------------------
 
-template <int L, class Stats>
-__global__ void __launch_bounds__(kTeamThreads)
+#ifndef ROWMIN_THREADS
+#define ROWMIN_THREADS 128
+#endif
+constexpr int kRowMinThreads = ROWMIN_THREADS;
+
+template <int L, int V, class Stats>
+__global__ void __launch_bounds__(kRowMinThreads)
     group_norm_row_min_team_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                    const float* __restrict__ beta, float* __restrict__ rowmin, int64_t N, int64_t G,
                                    int D, float eps) {
@@ -81,19 +86,11 @@ __global__ void __launch_bounds__(kTeamThreads)
     // loads first; the loop condition depends on the warp alone, so its lanes shuffle together.
     for (int64_t g0 = static_cast<int64_t>(warp) * kTeams * kTeamUnroll; g0 < G;
          g0 += static_cast<int64_t>(warps) * kTeams * kTeamUnroll) {
-      TeamSlot slot[kTeamUnroll];
-      float4 raw[kTeamUnroll];
-#pragma unroll
-      for (int u = 0; u < kTeamUnroll; ++u) {
+      team_trip<L, V, Stats>(x, gamma, beta, eps, Identity{}, sink, [&](int u) {
+        // Group g of row n: segment n * G + g, its first channel g * D, no remainder to take.
         const int64_t g = g0 + u * kTeams + team;
-        // Group g of row n: its channel is g * D + 4l directly, no remainder to take.
-        slot[u] = {(n * G + g) * D + 4 * l, g * D + 4 * l, g < G && 4 * l < D};
-        raw[u] = team_load(x, slot[u]);
-      }
-#pragma unroll
-      for (int u = 0; u < kTeamUnroll; ++u) {
-        team_group_norm<L, Stats>(raw[u], slot[u], gamma, beta, eps, Identity{}, sink);
-      }
+        return team_slot<L, V>(n * G + g, g * D, g < G, l, D);
+      });
     }
     const float m = block_min(sink.m, scratch);
     if (threadIdx.x == 0) rowmin[n] = m;
@@ -136,17 +133,12 @@ static torch::Tensor row_min_of_group_norm(const torch::Tensor& x, int64_t G, co
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   using Stats = WelfordStats;
   if (team_path_ok(D, {xp, gp, bp})) {
-    auto launch = [&](auto kernel) {
-      const unsigned int grid = resident_grid(kernel, kTeamThreads, 0, N, device);
-      kernel<<<grid, kTeamThreads, 0, stream>>>(xp, gp, bp, mp, N, G, static_cast<int>(D), e);
+    with_team_lanes(D, [&](auto lanes) {
+      auto kernel = group_norm_row_min_team_kernel<decltype(lanes)::value, GROUPNORM_TEAM_VECS, Stats>;
+      const unsigned int grid = resident_grid(kernel, kRowMinThreads, 0, N, device);
+      kernel<<<grid, kRowMinThreads, 0, stream>>>(xp, gp, bp, mp, N, G, static_cast<int>(D), e);
       LAUNCH_CHECK();
-    };
-    switch (team_lanes(D)) {
-      case 4: launch(group_norm_row_min_team_kernel<4, Stats>); break;
-      case 8: launch(group_norm_row_min_team_kernel<8, Stats>); break;
-      case 16: launch(group_norm_row_min_team_kernel<16, Stats>); break;
-      default: launch(group_norm_row_min_team_kernel<32, Stats>); break;
-    }
+    });
   } else {
     const int threads = block_path_threads(D);
     auto kernel = group_norm_row_min_block_kernel<Stats>;

@@ -46,6 +46,7 @@
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
+#include <type_traits>
 
 #include "common/activations.cuh"
 #include "common/check.cuh"
@@ -139,55 +140,132 @@ __device__ __forceinline__ float normalise(float v, MeanRstd s, float gamma, flo
 
 constexpr int kTeamThreads = 256;
 
-// Each team normalises kTeamUnroll segments per trip through its loop, issuing all their loads
-// before it uses any: a thread then has 2 x 16 bytes in flight rather than 16, and the loads of
-// one segment overlap the shuffles and the arithmetic of the other. (At ~40 registers per thread
-// an SM holds 1536 threads; one 16-byte load each is about what an H100 needs in flight to
-// stream at full bandwidth, with nothing to spare for the time spent computing.)
-constexpr int kTeamUnroll = 2;
+// The team's shape: V = GROUPNORM_TEAM_VECS float4s per lane (1, 2 or 4). Everything a segment
+// costs besides its loads, stores and per-value arithmetic (the shuffles and merges of its
+// statistics, their finish, the broadcast) is paid per lane, so holding more of the segment per
+// lane divides that cost: at D = 16, one lane holding all 16 floats needs no shuffle at all,
+// where four lanes of one float4 each need 9 shuffles and two Welford merges per lane. That
+// matters in the kernels that are bound by instruction issue rather than memory (see
+// min_bias_broadcast.cu). (Compile with -DGROUPNORM_TEAM_VECS=1 or 2 to compare.)
+#ifndef GROUPNORM_TEAM_VECS
+#define GROUPNORM_TEAM_VECS 2
+#endif
+static_assert(GROUPNORM_TEAM_VECS == 1 || GROUPNORM_TEAM_VECS == 2 || GROUPNORM_TEAM_VECS == 4,
+              "GROUPNORM_TEAM_VECS is 1, 2 or 4");
 
-// Where this lane's float4 of segment q is, and whether it holds data: lane l of a team of L
-// holds floats 4l .. 4l+3 of the segment, when 4l < D and the segment exists (q_ok).
+// Each thread works on kTeamUnroll segments per trip through its loop, issuing all their loads
+// before it uses any: the loads of one segment overlap the arithmetic of the other, and a thread
+// has kTeamUnroll * V float4s in flight. (-DGROUPNORM_TEAM_UNROLL=1 to compare.)
+#ifndef GROUPNORM_TEAM_UNROLL
+#define GROUPNORM_TEAM_UNROLL 2
+#endif
+constexpr int kTeamUnroll = GROUPNORM_TEAM_UNROLL;
+
+// Where a lane's float4s of one segment are, and how many hold data. Lane l of a team of L holds
+// the segment's float4s l, l + L, l + 2L, ... (its k-th at off + 4 * L * k): for each k the team
+// reads L consecutive float4s, so a load uses whole 32-byte sectors when L >= 2. The float4s that
+// exist (index < D / 4) are a prefix k < count of the lane's V.
 struct TeamSlot {
-  int64_t off;  // index of its first float in x (and y)
+  int64_t off;  // index of the lane's first float in x (and y)
   int64_t c;    // the channel of that float
-  bool valid;
+  int count;    // float4s k = 0 .. count-1 hold data; 0 when the segment does not exist
 };
 
-__device__ __forceinline__ TeamSlot team_slot(int64_t q, bool q_ok, int l, int64_t G, int D) {
-  return {q * D + 4 * l, index_mod(q, G) * D + 4 * l, q_ok && 4 * l < D};
+// Lane l's slot in segment q, whose first float is channel c0 (q_ok: whether q exists).
+template <int L, int V>
+__device__ __forceinline__ TeamSlot team_slot(int64_t q, int64_t c0, bool q_ok, int l, int D) {
+  const int mine = (D / 4 - l + L - 1) / L;  // float4s of the segment at l, l + L, ...
+  return {q * D + 4 * l, c0 + 4 * l, q_ok ? max(0, min(V, mine)) : 0};
 }
 
-__device__ __forceinline__ float4 team_load(const float* __restrict__ x, const TeamSlot& s) {
-  return s.valid ? load4(x + s.off) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-}
-
-// The rest of the work on one segment, once its float4 `raw` has arrived: pre, the statistics
-// over the team (log2(L) shuffles), the normalisation, and sink.put4 for lanes with data. All
-// 32 lanes of the warp call together, valid or not: the shuffles need every lane; a lane without
-// data contributes an empty summary.
-template <int L, class Stats, class Pre, class Sink>
-__device__ __forceinline__ void team_group_norm(float4 raw, const TeamSlot& slot, const float* __restrict__ gamma,
-                                                const float* __restrict__ beta, float eps, const Pre& pre,
-                                                Sink& sink) {
-  float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  if (slot.valid) {
-    const float4 t = apply4(pre, raw, slot.c);
-    v[0] = t.x, v[1] = t.y, v[2] = t.z, v[3] = t.w;
+template <int L, int V>
+__device__ __forceinline__ void team_load(const float* __restrict__ x, const TeamSlot& s, float4 (&raw)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    raw[k] = k < s.count ? load4(x + s.off + 4 * L * k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  const MeanRstd s = Stats::finish(Stats::template team<L>(Stats::of(v, slot.valid ? 4 : 0)), eps);
-  if (slot.valid) {
-    const float4 g = load4(gamma + slot.c);
-    const float4 b = load4(beta + slot.c);
-    sink.put4(slot.off, make_float4(normalise(v[0], s, g.x, b.x), normalise(v[1], s, g.y, b.y),
-                                    normalise(v[2], s, g.z, b.z), normalise(v[3], s, g.w, b.w)));
+}
+
+// What a lane needs per channel for its float4s of one segment: gamma, beta, and the pre-op's
+// bias (left unloaded when the op has none).
+template <int V>
+struct TeamParams {
+  float4 gamma[V], beta[V], bias[V];
+};
+
+// Issued together with the loads of x (GROUPNORM_PREFETCH, the default), the loads of the
+// parameters wait out the same latency instead of adding an L2 round trip after x arrives: each
+// trip of a warp then waits for memory once, not twice. (-DGROUPNORM_PREFETCH=0 to compare.)
+#ifndef GROUPNORM_PREFETCH
+#define GROUPNORM_PREFETCH 1
+#endif
+
+template <int L, int V, class Pre>
+__device__ __forceinline__ void team_load_params(const float* __restrict__ gamma, const float* __restrict__ beta,
+                                                 const Pre& pre, const TeamSlot& s, TeamParams<V>& p) {
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    if (k < s.count) {
+      const int64_t c = s.c + 4 * L * k;
+      p.gamma[k] = load4(gamma + c);
+      p.beta[k] = load4(beta + c);
+      if constexpr (Pre::kHasBias) p.bias[k] = load4(pre.bias + c);
+    }
+  }
+}
+
+// The rest of the work on one segment, once its float4s `raw` (and parameters p) have arrived:
+// pre, the statistics over the team (log2(L) shuffles, none for L = 1), the normalisation, and
+// sink.put4 for each float4 with data. All 32 lanes of the warp call together, with data or not:
+// the shuffles need every lane; a lane without data contributes an empty summary.
+template <int L, int V, class Stats, class Pre, class Sink>
+__device__ __forceinline__ void team_group_norm(const float4 (&raw)[V], const TeamParams<V>& p, const TeamSlot& slot,
+                                                float eps, const Pre& pre, Sink& sink) {
+  float v[4 * V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    const float4 t = k < slot.count ? apply4_biased(pre, raw[k], p.bias[k]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    v[4 * k] = t.x, v[4 * k + 1] = t.y, v[4 * k + 2] = t.z, v[4 * k + 3] = t.w;
+  }
+  const MeanRstd s = Stats::finish(Stats::template team<L>(Stats::of(v, 4 * slot.count)), eps);
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    if (k < slot.count) {
+      const float4 g = p.gamma[k];
+      const float4 b = p.beta[k];
+      sink.put4(slot.off + 4 * L * k,
+                make_float4(normalise(v[4 * k], s, g.x, b.x), normalise(v[4 * k + 1], s, g.y, b.y),
+                            normalise(v[4 * k + 2], s, g.z, b.z), normalise(v[4 * k + 3], s, g.w, b.w)));
+    }
+  }
+}
+
+// One trip of a team kernel over kTeamUnroll segments: every load first (x and, with
+// GROUPNORM_PREFETCH, the parameters), then the work. slot_of(u) gives the slot of run u.
+template <int L, int V, class Stats, class Pre, class Sink, class SlotOf>
+__device__ __forceinline__ void team_trip(const float* __restrict__ x, const float* __restrict__ gamma,
+                                          const float* __restrict__ beta, float eps, const Pre& pre, Sink& sink,
+                                          SlotOf slot_of) {
+  TeamSlot slot[kTeamUnroll];
+  float4 raw[kTeamUnroll][V];
+  TeamParams<V> params[kTeamUnroll];
+#pragma unroll
+  for (int u = 0; u < kTeamUnroll; ++u) {
+    slot[u] = slot_of(u);
+    team_load<L>(x, slot[u], raw[u]);
+    if (GROUPNORM_PREFETCH) team_load_params<L>(gamma, beta, pre, slot[u], params[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kTeamUnroll; ++u) {
+    if (!GROUPNORM_PREFETCH) team_load_params<L>(gamma, beta, pre, slot[u], params[u]);
+    team_group_norm<L, V, Stats>(raw[u], params[u], slot[u], eps, pre, sink);
   }
 }
 
 // GroupNorm over all N * G segments. Per trip, warp w takes kTeamUnroll runs of 32 / L
 // consecutive segments, one segment per team per run, then strides by the whole grid's warps.
 // The loop condition depends on the warp alone, so a warp's 32 lanes always shuffle together.
-template <int L, class Stats, class Pre, class Post>
+template <int L, int V, class Stats, class Pre, class Post>
 __global__ void __launch_bounds__(kTeamThreads)
     group_norm_team_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                            const float* __restrict__ beta, float* __restrict__ y, int64_t segments, int64_t G,
@@ -200,18 +278,10 @@ __global__ void __launch_bounds__(kTeamThreads)
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   StoreSink<Post> sink{y, post};
   for (int64_t q0 = warp * kTeams * kTeamUnroll; q0 < segments; q0 += warps * kTeams * kTeamUnroll) {
-    TeamSlot slot[kTeamUnroll];
-    float4 raw[kTeamUnroll];
-#pragma unroll
-    for (int u = 0; u < kTeamUnroll; ++u) {  // every load first ...
+    team_trip<L, V, Stats>(x, gamma, beta, eps, pre, sink, [&](int u) {
       const int64_t q = q0 + u * kTeams + team;
-      slot[u] = team_slot(q, q < segments, l, G, D);
-      raw[u] = team_load(x, slot[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kTeamUnroll; ++u) {  // ... then the work
-      team_group_norm<L, Stats>(raw[u], slot[u], gamma, beta, eps, pre, sink);
-    }
+      return team_slot<L, V>(q, index_mod(q, G) * D, q < segments, l, D);
+    });
   }
 }
 
@@ -286,21 +356,42 @@ inline int block_path_threads(int64_t D) {
   return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (per_thread + 31) / 32 * 32)));
 }
 
-// The team size for D floats per group: D / 4 float4s rounded up to a power of two, at least 4.
-inline int team_lanes(int64_t D) {
-  int L = 4;
-  while (L < D / 4) L *= 2;
-  return L;
+// The team's shape for D floats per group: V = GROUPNORM_TEAM_VECS float4s per lane, and L lanes,
+// the fewest that hold the group's D / 4 float4s: a power of two, at most 32. (A group of fewer
+// than V float4s leaves some of a lane's V empty: a few registers, no memory traffic.)
+struct TeamShape {
+  int lanes, vecs;
+};
+
+inline TeamShape team_shape(int64_t D) {
+  int L = 1;
+  while (static_cast<int64_t>(L) * GROUPNORM_TEAM_VECS * 4 < D) L *= 2;
+  return {L, GROUPNORM_TEAM_VECS};
 }
 
-// Whether the team path applies: whole float4s per group, at most one per lane of a warp, and
-// every pointer it reads or writes with float4 accesses 16-byte aligned.
+// Whether the team path applies: whole float4s per group, no more than a warp holds (32 lanes of
+// GROUPNORM_TEAM_VECS float4s: 512 floats at the default), and every pointer it reads or writes
+// with float4 accesses 16-byte aligned.
 inline bool team_path_ok(int64_t D, std::initializer_list<const void*> pointers) {
-  if (D % 4 != 0 || D > 128) return false;
+  if (D <= 0 || D % 4 != 0 || D > 32 * 4 * GROUPNORM_TEAM_VECS) return false;
   for (const void* p : pointers) {
     if (p != nullptr && !aligned16(p)) return false;
   }
   return true;
+}
+
+// Calls launch(std::integral_constant<int, L>{}) for the team size L of D: the launcher turns it
+// into the kernel instantiation for L lanes, so each team size is compiled once per kernel.
+template <class Launch>
+void with_team_lanes(int64_t D, Launch&& launch) {
+  switch (team_shape(D).lanes) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 8: return launch(std::integral_constant<int, 8>{});
+    case 16: return launch(std::integral_constant<int, 16>{});
+    default: return launch(std::integral_constant<int, 32>{});
+  }
 }
 
 // The launcher's checks for GroupNorm of x (N, C) with `num_groups` groups and affine gamma,
@@ -354,19 +445,15 @@ void launch_group_norm(const torch::Tensor& x, const torch::Tensor& gamma, const
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
 
   if (team_path_ok(D, {xp, gp, bp, yp, pre.bias})) {
-    auto launch = [&](auto kernel, int L) {
-      const int64_t segments_per_block = kTeamThreads / L;
+    with_team_lanes(D, [&](auto lanes) {
+      constexpr int L = decltype(lanes)::value;
+      auto kernel = group_norm_team_kernel<L, GROUPNORM_TEAM_VECS, Stats, Pre, Post>;
+      const int64_t segments_per_block = kTeamThreads / L * kTeamUnroll;  // per trip
       const unsigned int grid = resident_grid(kernel, kTeamThreads, 0,
                                               (segments + segments_per_block - 1) / segments_per_block, device);
       kernel<<<grid, kTeamThreads, 0, stream>>>(xp, gp, bp, yp, segments, G, static_cast<int>(D), e, pre, post);
       LAUNCH_CHECK();
-    };
-    switch (team_lanes(D)) {
-      case 4: launch(group_norm_team_kernel<4, Stats, Pre, Post>, 4); break;
-      case 8: launch(group_norm_team_kernel<8, Stats, Pre, Post>, 8); break;
-      case 16: launch(group_norm_team_kernel<16, Stats, Pre, Post>, 16); break;
-      default: launch(group_norm_team_kernel<32, Stats, Pre, Post>, 32); break;
-    }
+    });
   } else {
     const int threads = block_path_threads(D);
     auto kernel = group_norm_block_kernel<Stats, Pre, Post>;

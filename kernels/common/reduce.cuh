@@ -56,8 +56,17 @@ __device__ __forceinline__ float team_sum(float v) {
 }
 
 // min that propagates NaN, as torch.min does (fminf would drop it: fminf(NaN, 1) == 1, so a row
-// with a NaN would get a finite minimum where PyTorch returns NaN).
-__device__ __forceinline__ float nan_min(float a, float b) { return (a < b || a != a) ? a : b; }
+// with a NaN would get a finite minimum where PyTorch returns NaN). Since sm_80 the hardware has
+// it as one instruction, PTX min.NaN; written in C++ it takes a compare, a NaN test and a select.
+__device__ __forceinline__ float nan_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float m;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+#else
+  return (a < b || a != a) ? a : b;  // b when b is NaN (a < NaN is false)
+#endif
+}
 
 // The NaN-propagating minimum over the 32 lanes of the warp, returned to every lane. min is exact
 // and order-free, so every lane gets the same bits and so would any order of reduction.
@@ -133,6 +142,7 @@ __device__ __forceinline__ Welford team_welford(Welford w) {
                            __shfl_xor_sync(kFullMask, w.m2, offset)};
     w = welford_merge(w, other);
   }
+  if constexpr (WIDTH == 1) return w;  // a team of one lane: nothing to merge or broadcast
   // width = WIDTH: source lane 0 means the first lane *of each team*.
   return {__shfl_sync(kFullMask, w.n, 0, WIDTH), __shfl_sync(kFullMask, w.mean, 0, WIDTH),
           __shfl_sync(kFullMask, w.m2, 0, WIDTH)};
