@@ -17,13 +17,14 @@
 // normalise, apply what follows, store. One read and one write of the tensor, whatever the chain.
 //
 // Thread -> data (common/groupnorm.cuh has the details): on the problems' shapes a team of
-// L = D / 4 lanes owns a group, each lane one float4 (L = 8 for 94, 4 for 62, 16 for 37); a
-// warp owns 32 / L consecutive groups, i.e. 512 consecutive bytes, and the statistics take
+// L = D / 8 lanes owns a group, each lane two float4s (L = 4 for 94, 2 for 62, 8 for 37); a
+// warp owns 32 / L consecutive groups, i.e. 1 KB of consecutive bytes, and the statistics take
 // log2(L) register shuffles per value (Welford: 3 values per step), then a broadcast from the
-// team's first lane. A block of 256 threads covers 2 KB; a grid of one resident wave of blocks
-// strides over the tensor. Shapes whose groups are not whole float4s (C = 115, G = 5: D = 23),
-// groups over 128 floats and unaligned views take the block path: one block per group, scalar
-// loads, a shared-memory step in the reduction. Both paths read each element once.
+// team's first lane. A block of 256 threads covers 8 KB per trip (two runs); a grid of at most
+// 64 resident waves of blocks strides over the tensor. Shapes whose groups are not whole float4s
+// (C = 115, G = 5: D = 23), groups over 256 floats and unaligned views take the block path: one
+// block per group, scalar loads, a shared-memory step in the reduction. Both paths read each
+// element once.
 //
 // Why Welford: with data around 1e3 (a GEMM output with a large bias, say) and unit spread,
 // sum of squares / D is ~1e6 and float32 holds it to ~0.06, so E[x^2] - E[x]^2 ~ 1 keeps about
@@ -52,21 +53,25 @@
 // kernels but moves 1.5x the bytes, in two kernels, with poorly occupied blocks). sumsq runs at
 // the same speed as Welford: both are memory-bound; the difference is accuracy, not time.
 //
-// MEASURED (H100 80GB HBM3, torch 2.11, CUDA events, L2 flushed, median of 30; copy bandwidth
-// 3000 GB/s for 1 GiB, 2446 GB/s for a 33.5 MB tensor):
-//   kernel                          shape              time      GB/s  vs copy  vs eager  vs F.group_norm
-//   swish_bias_group_norm (37)      32768 x 4096 / 64  0.397 ms  2708   90%      7.8x      4.4x
-//   group_norm_welford (37's)       32768 x 4096 / 64  0.361 ms  2974   99%      -         4.9x
-//   bias_hardtanh_mish_group_norm   1024 x 8192 / 256  34.5 us   1947   80%*     8.0x      5.7x
-//   group_norm_leaky_relu_x2 (62)   1024 x 8192 / 512  29.8 us   2254   92%*    13.5x     11.9x
-//   group_norm_welford (94's)       1024 x 8192 / 256  29.7 us   2260   92%*     -         6.6x
-//   group_norm_sumsq                as Welford, within 1%
-//   (* of the same-size copy; 65-75% of the 1 GiB figure, which no 33.5 MB kernel reaches)
-// Two surprises. F.group_norm is far slower than predicted (196-354 us for 67 MB: its one block
-// per 16-32-float group is the bottleneck, not bytes), so every fused kernel beats it 4-12x.
-// And 94 first measured 1516 GB/s: with PyTorch's exp-log1p-tanh Mish it was issue-bound
-// (~130 instructions per element against ~100 the SMs can issue per element at copy speed);
-// the one-exp form of common/activations.cuh brought it to 1947 GB/s.
+// MEASURED (H100 80GB HBM3, torch 2.11; the run of record is notebook 06's, in
+// results/<device>/groupnorm_fusion.json). First, with one float4 per lane and the benchmark's
+// old zeroing L2 flush: 37's fused kernel 90% of a same-size copy, 94's 80%, 62's 92%. Two things
+// changed since (common/groupnorm.cuh, utils/bench.py): two float4s per lane, and an L2 flush
+// that leaves no dirty lines for the timed kernel to write back. The clean flush makes the
+// 33.5 MB copy 28% faster (21.5 us, 3100 GB/s), and every ratio against it honest; exploration
+// runs (results/<device>/logs/exploration/) then gave, against a copy in the same run:
+//   group_norm_welford (94's groups)    24.7 us   88%     swish_bias_group_norm (37)  358 us  99%
+//   group_norm_leaky_relu_x2 (62)       24.6 us   88%     bias_hardtanh_mish_gn (94)  31.5 us 69%
+// F.group_norm is far slower than predicted (196-354 us for 67 MB: its one block per 16-32-float
+// group is the bottleneck, not bytes), so every fused kernel beats it several times over.
+// 94 misses the 80% target. Its Mish is the difference from plain GroupNorm (24.7 us): 94 first
+// measured 1516 GB/s with PyTorch's exp-log1p-tanh Mish, issue-bound (~130 instructions per
+// element); the one-exp form of common/activations.cuh cut that to ~55. Its exp and IEEE division
+// are still ~20 of them: __expf and __fdividef measured 30.0 against 31.5 us, 5%, not enough for
+// 80% and not taken, since the standalone Mish of notebook 05 must match PyTorch to 1e-6 on
+// inputs where __expf loses ~1e-6 (|x| near 20). What would: fewer instructions around the
+// Mish (its range check, Hardtanh's NaN-preserving compares), or a polynomial for the clamped
+// range [-1, 1] that nn.Hardtanh() guarantees.
 
 #include "common/activations.cuh"
 #include "common/check.cuh"

@@ -21,11 +21,11 @@
 //
 // Thread -> data.
 //   group_norm_row_min: one block per row (sample) n. Its groups are normalised by the team path
-//     of common/groupnorm.cuh (a team of D / 4 lanes per group, a float4 per lane: 4 lanes for
-//     75's D = 16; 8 warps x 8 teams x 2 runs cover 128 groups = 8 KB of the row per step). Each thread
-//     keeps the minimum of the values it normalised, then block_min (common/reduce.cuh) gives
-//     the row's. Other D (not a multiple of 4, over 128) take the block path: the whole block
-//     normalises one group after another.
+//     of common/groupnorm.cuh (2 lanes per group of 75's D = 16, two float4s per lane; 8 warps x
+//     16 teams x 2 runs cover 256 groups = 16 KB of the row per trip, gamma and beta loaded
+//     with x). Each thread keeps the minimum of the values it normalised (min.NaN, one
+//     instruction), then block_min (common/reduce.cuh) gives the row's. Other D (not a multiple
+//     of 4, over 256) take the block path: the whole block normalises one group after another.
 //   min_bias_broadcast: out is (C, N) in memory, n fastest. A thread owns 4 consecutive n
 //     (a float4 of rowmin, loaded once, kept in registers) and walks down the channels
 //     c = blockIdx.y, blockIdx.y + gridDim.y, ..., storing rowmin[n..n+3] + bias[c] as one
@@ -43,18 +43,27 @@
 // bandwidth, 33.5 MB in ~12 us (a pure store stream; floor ~11 us); the whole tail in ~25-30 us,
 // 3-4x faster than eager's GroupNorm + min + add.
 //
-// MEASURED (H100 80GB HBM3, torch 2.11, CUDA events, L2 flushed, median of 30; copy bandwidth
-// 3000 GB/s for 1 GiB, 2446 GB/s for a 33.5 MB tensor), problem 75's shape:
-//   group_norm_row_min    26.9 us  1248 GB/s of reads (42% of copy)   14.0x eager GroupNorm + min
-//   min_bias_broadcast    15.0 us  2243 GB/s of writes (92% of a same-size copy)   1.7x eager add
-//   group_norm_min_bias   38.2 us  the whole tail                      10.5x eager; 9.3x F.group_norm alone
-// The broadcast is where predicted. The row minimum is not, and not for lack of bytes in flight
-// (256- or 128-thread blocks, one or 1.3 waves of rows: all 30 us): it is bound by instruction
-// issue. A kernel that only reads has half the time per element of one that reads and writes,
-// and the team path spends ~45 instructions per element (statistics, shuffles, normalisation,
-// min) where an H100 issues ~50 per element at read bandwidth. Fewer instructions per element
-// would fix it: two float4s per lane (half the shuffles and per-group overhead per element), or
-// shifted sums instead of Welford merges.
+// MEASURED (H100 80GB HBM3; notebook 07 records the run of record). The first version, one
+// float4 per lane in teams of 4, took 26.9 us: far from the predicted 13. The header then blamed
+// instruction issue; the exploration runs that followed (results/<device>/logs/exploration/,
+// scripts included) say otherwise. Three findings:
+//   1. The benchmark's L2 flush was part of it. Zeroing a buffer twice the L2 (the common
+//      idiom) leaves the L2 full of dirty lines, and their write-back lands on the timed kernel:
+//      a pure 33.5 MB read took 19.2 us after it, 14.2 us after a flush that reads instead.
+//      utils/bench.py now flushes by reading (a "clean" L2); every number below is clean.
+//   2. A read of 33.5 MB is slower than its bandwidth suggests: the fastest pure read we wrote
+//      (one float4 per thread, nothing else) takes 14.2-14.9 us, 2260-2360 GB/s, while a copy of
+//      the same tensor, reading and writing, takes 21.5 us: 3100 GB/s of traffic. At this size a
+//      kernel that only reads cannot reach 80% of the copy's bandwidth; about 75% is the
+//      ceiling. torch's own x.amax(), another pure read, takes 20 us.
+//   3. What remained was latency: each trip of a warp waits for x from DRAM, then for gamma and
+//      beta from L2. Two float4s per lane instead of one (GROUPNORM_TEAM_VECS) took the kernel
+//      from 22.0 to 19.6 us; loading gamma and beta together with x (GROUPNORM_PREFETCH) from
+//      19.6 to 17.2 us. Four float4s per lane, 4 runs per trip, or 128-, 512- and 1024-thread
+//      blocks were no faster (18.6-23.9 us).
+// Now: group_norm_row_min 17.2 us (1953 GB/s of reads: 85% of the pure read, 63% of the copy's
+// bandwidth, which no read-only kernel reaches at this size); min_bias_broadcast 12.9 us, 93% of
+// torch's fill_ of the same bytes (12.0 us); the tail 29.0 us.
 
 #include "common/check.cuh"
 #include "common/elementwise.cuh"
@@ -63,13 +72,8 @@
 
 // ---- GroupNorm + row minimum ---------------------------------------------------------------
 
-#ifndef ROWMIN_THREADS
-#define ROWMIN_THREADS 128
-#endif
-constexpr int kRowMinThreads = ROWMIN_THREADS;
-
 template <int L, int V, class Stats>
-__global__ void __launch_bounds__(kRowMinThreads)
+__global__ void __launch_bounds__(kTeamThreads)
     group_norm_row_min_team_kernel(const float* __restrict__ x, const float* __restrict__ gamma,
                                    const float* __restrict__ beta, float* __restrict__ rowmin, int64_t N, int64_t G,
                                    int D, float eps) {
@@ -135,8 +139,8 @@ static torch::Tensor row_min_of_group_norm(const torch::Tensor& x, int64_t G, co
   if (team_path_ok(D, {xp, gp, bp})) {
     with_team_lanes(D, [&](auto lanes) {
       auto kernel = group_norm_row_min_team_kernel<decltype(lanes)::value, GROUPNORM_TEAM_VECS, Stats>;
-      const unsigned int grid = resident_grid(kernel, kRowMinThreads, 0, N, device);
-      kernel<<<grid, kRowMinThreads, 0, stream>>>(xp, gp, bp, mp, N, G, static_cast<int>(D), e);
+      const unsigned int grid = resident_grid(kernel, kTeamThreads, 0, N, device);
+      kernel<<<grid, kTeamThreads, 0, stream>>>(xp, gp, bp, mp, N, G, static_cast<int>(D), e);
       LAUNCH_CHECK();
     });
   } else {

@@ -14,9 +14,10 @@ from utils.problems import get_problem
 KERNEL = "min_bias_broadcast"
 EXPORTS = {"group_norm_row_min", "min_bias_broadcast", "group_norm_min_bias"}
 EPS = 1e-5
-# (N, C, G): odd (block path, D = 23), one sample, problem 75's groups (D = 16), D = 64, D = 500
-# (block path, D > 128), N not a multiple of 4 with float4 groups.
-SHAPES = [(37, 115, 5), (1, 8192, 512), (64, 1024, 64), (8, 4096, 64), (4, 1000, 2), (37, 1024, 64)]
+# (N, C, G): odd (block path, D = 23), one sample, problem 75's groups (D = 16), D = 64, D = 20
+# (a team whose lanes hold different numbers of float4s), D = 500 (block path, D > 256), N not a
+# multiple of 4 with float4 groups.
+SHAPES = [(37, 115, 5), (1, 8192, 512), (64, 1024, 64), (8, 4096, 64), (9, 80, 4), (4, 1000, 2), (37, 1024, 64)]
 FULL = (1024, 8192, 512)
 
 

@@ -80,7 +80,7 @@ def _require_gpu(what: str) -> None:
 #            copy 28% slower (27.6 vs 21.5 us) and a kernel that only reads 35% slower (19.2
 #            vs 14.2 us): a cost of the benchmark, not of the kernel, and a ratio against a
 #            copy measured this way flatters every kernel slower than the copy
-#            (results/<device>/l2_flush_modes.json, notebooks/07).
+#            (results/<device>/logs/exploration/2_l2_flush_modes.log).
 #   "warm"   no flush: whatever the previous call left, typically its own inputs and outputs.
 L2_STATES = ("clean", "dirty", "warm")
 

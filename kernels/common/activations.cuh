@@ -112,12 +112,6 @@ __device__ __forceinline__ float apply1(const Op& op, float v, int64_t c) {
   }
 }
 
-// op at four elements whose biases b the caller has already loaded (b unused when the op has none).
-template <class Op>
-__device__ __forceinline__ float4 apply4_biased(const Op& op, float4 v, float4 b) {
-  return make_float4(op.f(v.x, b.x), op.f(v.y, b.y), op.f(v.z, b.z), op.f(v.w, b.w));
-}
-
 // op at four consecutive elements of channels c .. c + 3 (c a multiple of 4, bias 16-byte
 // aligned: the callers check both).
 template <class Op>
@@ -126,5 +120,5 @@ __device__ __forceinline__ float4 apply4(const Op& op, float4 v, int64_t c) {
   if constexpr (Op::kHasBias) {
     b = load4(op.bias + c);
   }
-  return apply4_biased(op, v, b);
+  return make_float4(op.f(v.x, b.x), op.f(v.y, b.y), op.f(v.z, b.z), op.f(v.w, b.w));
 }

@@ -15,14 +15,15 @@
 //
 // Two ways to map threads to segments, chosen by the launcher:
 //
-//   team path   (D a multiple of 4, D <= 128, 16-byte-aligned pointers: the problems' 16, 32
-//               and 64 floats). A team of L lanes (L = 4, 8, 16 or 32: D / 4 rounded up to a
-//               power of two) owns one segment; lane l holds floats 4l .. 4l+3 in one float4
-//               register. One warp normalises 32 / L segments side by side, reading 32 x 16 =
-//               512 contiguous bytes when D / 4 == L. Statistics take log2(L) shuffles, no
-//               shared memory, no __syncthreads. Every value is loaded once and stays in
-//               registers until it is written.
-//   block path  (anything else: D not a multiple of 4 such as C = 115, G = 5; D > 128;
+//   team path   (D a multiple of 4, D <= 256, 16-byte-aligned pointers: the problems' 16, 32
+//               and 64 floats). A team of L lanes owns one segment, each lane V = 2 float4s of
+//               it in registers (L = 1, 2, 4, ... 32: the fewest that hold D / 4 float4s; 2 for
+//               D = 16, 4 for 32, 8 for 64). Lane l holds float4s l and l + L, so a team reads
+//               L x 16 contiguous bytes per load. One warp normalises 32 / L segments side by
+//               side, 512 contiguous bytes per load when D = 8L. Statistics take log2(L)
+//               shuffles, no shared memory, no __syncthreads. Every value is loaded once and
+//               stays in registers until it is written.
+//   block path  (anything else: D not a multiple of 4 such as C = 115, G = 5; D > 256;
 //               unaligned views). A block of T threads owns one segment; thread t holds
 //               floats t, t + T, ... (up to R of them, coalesced scalar loads), and the
 //               statistics add a shared-memory step across warps (common/reduce.cuh). Groups
@@ -140,13 +141,16 @@ __device__ __forceinline__ float normalise(float v, MeanRstd s, float gamma, flo
 
 constexpr int kTeamThreads = 256;
 
-// The team's shape: V = GROUPNORM_TEAM_VECS float4s per lane (1, 2 or 4). Everything a segment
-// costs besides its loads, stores and per-value arithmetic (the shuffles and merges of its
-// statistics, their finish, the broadcast) is paid per lane, so holding more of the segment per
-// lane divides that cost: at D = 16, one lane holding all 16 floats needs no shuffle at all,
-// where four lanes of one float4 each need 9 shuffles and two Welford merges per lane. That
-// matters in the kernels that are bound by instruction issue rather than memory (see
-// min_bias_broadcast.cu). (Compile with -DGROUPNORM_TEAM_VECS=1 or 2 to compare.)
+// The team's shape: V = GROUPNORM_TEAM_VECS float4s per lane (1, 2 or 4). What a segment costs
+// besides its loads, stores and per-value arithmetic (the shuffles and merges of its statistics,
+// their finish, the broadcast) is paid per lane, so holding more of the segment per lane divides
+// that cost, at the price of registers. Measured on an H100 at the problems' shapes (clean L2,
+// results/<device>/logs/exploration/2_l2_flush_modes.log), against V = 1: GroupNorm + row
+// minimum (75) 22.0 -> 18.8 us, 94's fused GroupNorm 32.4 -> 31.0 us, 37's 396 -> 358 us; only
+// 62's was faster with V = 1 (24.0 against 25.2 us). V = 4 was slower at every shape (up to
+// 1.6x: 80 registers per thread, and with L = 1 each lane reads 16 bytes of every 64, half a
+// sector per load).
+// (Compile with -DGROUPNORM_TEAM_VECS=1 or 4 to compare.)
 #ifndef GROUPNORM_TEAM_VECS
 #define GROUPNORM_TEAM_VECS 2
 #endif
@@ -186,53 +190,59 @@ __device__ __forceinline__ void team_load(const float* __restrict__ x, const Tea
   }
 }
 
-// What a lane needs per channel for its float4s of one segment: gamma, beta, and the pre-op's
-// bias (left unloaded when the op has none).
+// A lane's gamma and beta for its float4s of one segment, when loaded ahead (below).
 template <int V>
 struct TeamParams {
-  float4 gamma[V], beta[V], bias[V];
+  float4 gamma[V], beta[V];
 };
 
-// Issued together with the loads of x (GROUPNORM_PREFETCH, the default), the loads of the
-// parameters wait out the same latency instead of adding an L2 round trip after x arrives: each
-// trip of a warp then waits for memory once, not twice. (-DGROUPNORM_PREFETCH=0 to compare.)
+// Whether a team kernel loads gamma and beta together with x, so that their latency overlaps
+// x's instead of adding an L2 round trip after the statistics. It pays where nothing else needs
+// the registers: the GroupNorms without a pre-operation bias. Measured on an H100 (clean L2,
+// 33.5 MB): the row minimum 22.3 -> 18.2 us, problem 62's GroupNorm 25.1 -> 24.6 us. Loading the
+// pre-operation's bias ahead as well made 94 25% and 37 22% slower, so those load as they go:
+// the bias when the pre-operation runs, gamma and beta after the statistics.
+// (-DGROUPNORM_PREFETCH=0 to compare.)
 #ifndef GROUPNORM_PREFETCH
 #define GROUPNORM_PREFETCH 1
 #endif
+template <class Pre>
+constexpr bool kPrefetchParams = GROUPNORM_PREFETCH && !Pre::kHasBias;
 
-template <int L, int V, class Pre>
+template <int L, int V>
 __device__ __forceinline__ void team_load_params(const float* __restrict__ gamma, const float* __restrict__ beta,
-                                                 const Pre& pre, const TeamSlot& s, TeamParams<V>& p) {
+                                                 const TeamSlot& s, TeamParams<V>& p) {
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     if (k < s.count) {
-      const int64_t c = s.c + 4 * L * k;
-      p.gamma[k] = load4(gamma + c);
-      p.beta[k] = load4(beta + c);
-      if constexpr (Pre::kHasBias) p.bias[k] = load4(pre.bias + c);
+      p.gamma[k] = load4(gamma + s.c + 4 * L * k);
+      p.beta[k] = load4(beta + s.c + 4 * L * k);
     }
   }
 }
 
-// The rest of the work on one segment, once its float4s `raw` (and parameters p) have arrived:
-// pre, the statistics over the team (log2(L) shuffles, none for L = 1), the normalisation, and
-// sink.put4 for each float4 with data. All 32 lanes of the warp call together, with data or not:
-// the shuffles need every lane; a lane without data contributes an empty summary.
+// The rest of the work on one segment, once its float4s `raw` have arrived: pre, the statistics
+// over the team (log2(L) shuffles, none for L = 1), the normalisation (with gamma and beta from
+// p when kPrefetchParams<Pre>, loaded here otherwise), and sink.put4 for each float4 with data.
+// All 32 lanes of the warp call together, with data or not: the shuffles need every lane; a lane
+// without data contributes an empty summary.
 template <int L, int V, class Stats, class Pre, class Sink>
 __device__ __forceinline__ void team_group_norm(const float4 (&raw)[V], const TeamParams<V>& p, const TeamSlot& slot,
+                                                const float* __restrict__ gamma, const float* __restrict__ beta,
                                                 float eps, const Pre& pre, Sink& sink) {
   float v[4 * V];
 #pragma unroll
   for (int k = 0; k < V; ++k) {
-    const float4 t = k < slot.count ? apply4_biased(pre, raw[k], p.bias[k]) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const float4 t = k < slot.count ? apply4(pre, raw[k], slot.c + 4 * L * k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     v[4 * k] = t.x, v[4 * k + 1] = t.y, v[4 * k + 2] = t.z, v[4 * k + 3] = t.w;
   }
   const MeanRstd s = Stats::finish(Stats::template team<L>(Stats::of(v, 4 * slot.count)), eps);
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     if (k < slot.count) {
-      const float4 g = p.gamma[k];
-      const float4 b = p.beta[k];
+      const int64_t c = slot.c + 4 * L * k;
+      const float4 g = kPrefetchParams<Pre> ? p.gamma[k] : load4(gamma + c);
+      const float4 b = kPrefetchParams<Pre> ? p.beta[k] : load4(beta + c);
       sink.put4(slot.off + 4 * L * k,
                 make_float4(normalise(v[4 * k], s, g.x, b.x), normalise(v[4 * k + 1], s, g.y, b.y),
                             normalise(v[4 * k + 2], s, g.z, b.z), normalise(v[4 * k + 3], s, g.w, b.w)));
@@ -240,8 +250,8 @@ __device__ __forceinline__ void team_group_norm(const float4 (&raw)[V], const Te
   }
 }
 
-// One trip of a team kernel over kTeamUnroll segments: every load first (x and, with
-// GROUPNORM_PREFETCH, the parameters), then the work. slot_of(u) gives the slot of run u.
+// One trip of a team kernel over kTeamUnroll segments: every load first (x, and gamma and beta
+// when kPrefetchParams<Pre>), then the work. slot_of(u) gives the lane's slot in run u.
 template <int L, int V, class Stats, class Pre, class Sink, class SlotOf>
 __device__ __forceinline__ void team_trip(const float* __restrict__ x, const float* __restrict__ gamma,
                                           const float* __restrict__ beta, float eps, const Pre& pre, Sink& sink,
@@ -253,12 +263,11 @@ __device__ __forceinline__ void team_trip(const float* __restrict__ x, const flo
   for (int u = 0; u < kTeamUnroll; ++u) {
     slot[u] = slot_of(u);
     team_load<L>(x, slot[u], raw[u]);
-    if (GROUPNORM_PREFETCH) team_load_params<L>(gamma, beta, pre, slot[u], params[u]);
+    if constexpr (kPrefetchParams<Pre>) team_load_params<L>(gamma, beta, slot[u], params[u]);
   }
 #pragma unroll
   for (int u = 0; u < kTeamUnroll; ++u) {
-    if (!GROUPNORM_PREFETCH) team_load_params<L>(gamma, beta, pre, slot[u], params[u]);
-    team_group_norm<L, V, Stats>(raw[u], params[u], slot[u], eps, pre, sink);
+    team_group_norm<L, V, Stats>(raw[u], params[u], slot[u], gamma, beta, eps, pre, sink);
   }
 }
 
