@@ -20,7 +20,7 @@
 // L = D / 8 lanes owns a group, each lane two float4s (L = 4 for 94, 2 for 62, 8 for 37); a
 // warp owns 32 / L consecutive groups, i.e. 1 KB of consecutive bytes, and the statistics take
 // log2(L) register shuffles per value (Welford: 3 values per step), then a broadcast from the
-// team's first lane. A block of 256 threads covers 8 KB per trip (two runs); a grid of at most
+// team's first lane. A block of 256 threads covers 8 KB per trip; a grid of at most
 // 64 resident waves of blocks strides over the tensor. Shapes whose groups are not whole float4s
 // (C = 115, G = 5: D = 23), groups over 256 floats and unaligned views take the block path: one
 // block per group, scalar loads, a shared-memory step in the reduction. Both paths read each
@@ -55,23 +55,22 @@
 //
 // MEASURED (H100 80GB HBM3, torch 2.11; the run of record is notebook 06's, in
 // results/<device>/groupnorm_fusion.json). First, with one float4 per lane and the benchmark's
-// old zeroing L2 flush: 37's fused kernel 90% of a same-size copy, 94's 80%, 62's 92%. Two things
-// changed since (common/groupnorm.cuh, utils/bench.py): two float4s per lane, and an L2 flush
-// that leaves no dirty lines for the timed kernel to write back. The clean flush makes the
-// 33.5 MB copy 28% faster (21.5 us, 3100 GB/s), and every ratio against it honest; exploration
-// runs (results/<device>/logs/exploration/) then gave, against a copy in the same run:
-//   group_norm_welford (94's groups)    24.7 us   88%     swish_bias_group_norm (37)  358 us  99%
-//   group_norm_leaky_relu_x2 (62)       24.6 us   88%     bias_hardtanh_mish_gn (94)  31.5 us 69%
-// F.group_norm is far slower than predicted (196-354 us for 67 MB: its one block per 16-32-float
-// group is the bottleneck, not bytes), so every fused kernel beats it several times over.
-// 94 misses the 80% target. Its Mish is the difference from plain GroupNorm (24.7 us): 94 first
-// measured 1516 GB/s with PyTorch's exp-log1p-tanh Mish, issue-bound (~130 instructions per
-// element); the one-exp form of common/activations.cuh cut that to ~55. Its exp and IEEE division
-// are still ~20 of them: __expf and __fdividef measured 30.0 against 31.5 us, 5%, not enough for
-// 80% and not taken, since the standalone Mish of notebook 05 must match PyTorch to 1e-6 on
-// inputs where __expf loses ~1e-6 (|x| near 20). What would: fewer instructions around the
-// Mish (its range check, Hardtanh's NaN-preserving compares), or a polynomial for the clamped
-// range [-1, 1] that nn.Hardtanh() guarantees.
+// old zeroing L2 flush: 37's fused kernel 90% of a same-size copy, 94's 80%, 62's 92%. Since
+// then (common/groupnorm.cuh, utils/bench.py): two float4s per lane, one run per trip, gamma
+// and beta loaded with x where there is no pre-operation bias, and an L2 flush that leaves no
+// dirty lines for the timed kernel to write back. The clean flush makes the 33.5 MB copy 28%
+// faster (21.5 us, 3100 GB/s) and every ratio against it honest. F.group_norm is far slower than
+// predicted (196-354 us for 67 MB: its one block per 16-32-float group is the bottleneck, not
+// bytes), so every fused kernel beats it several times over.
+// 94 was the hard one: 31.0 us, 69% of the clean copy. Its Mish is the difference from plain
+// GroupNorm (24.7 us). 94 first measured 1516 GB/s with PyTorch's exp-log1p-tanh Mish,
+// issue-bound (~130 instructions per element); the one-exp form of common/activations.cuh cut
+// that to ~60 (Nsight Compute: 16.3 M warp instructions for 8.4 M elements, 66% of issue slots
+// busy, DRAM 43% busy). Two more steps, each measured (results/<device>/logs/exploration/
+// 6_fused_94.log): one run per trip instead of two, 36 registers instead of 64 and 6 blocks per
+// SM instead of 4: 28.2 us; and mish_fast_f (__expf, __fdividef: ~8 instructions for Mish
+// instead of ~30), which the GroupNorm's 1e-4 tolerance allows and notebook 05's standalone
+// Mish does not: 26.0 us, 83% of the copy.
 
 #include "common/activations.cuh"
 #include "common/check.cuh"
@@ -110,7 +109,7 @@ torch::Tensor bias_hardtanh_mish_group_norm(torch::Tensor x, torch::Tensor bias,
   check_channel_bias(x, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ",
               num(max_val));
-  const BiasHardtanhMish pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
+  const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
   return group_norm_with<WelfordStats>(x, num_groups, gamma, beta, eps, pre, Identity{});
 }
 

@@ -158,10 +158,14 @@ static_assert(GROUPNORM_TEAM_VECS == 1 || GROUPNORM_TEAM_VECS == 2 || GROUPNORM_
               "GROUPNORM_TEAM_VECS is 1, 2 or 4");
 
 // Each thread works on kTeamUnroll segments per trip through its loop, issuing all their loads
-// before it uses any: the loads of one segment overlap the arithmetic of the other, and a thread
-// has kTeamUnroll * V float4s in flight. (-DGROUPNORM_TEAM_UNROLL=1 to compare.)
+// before it uses any. With one float4 per lane two runs per trip paid off (a thread had 32 bytes
+// in flight, not 16); with two float4s per lane a thread has 32 bytes in flight per segment
+// already, and a second run only costs registers: 94's fused GroupNorm, at 64 registers per
+// thread and 4 blocks per SM with two runs, took 31.0 us; at 36 registers and 6 blocks with one,
+// 28.2 us (H100, clean L2, results/<device>/logs/exploration/6_fused_94.log).
+// (-DGROUPNORM_TEAM_UNROLL=2 to compare.)
 #ifndef GROUPNORM_TEAM_UNROLL
-#define GROUPNORM_TEAM_UNROLL 2
+#define GROUPNORM_TEAM_UNROLL 1
 #endif
 constexpr int kTeamUnroll = GROUPNORM_TEAM_UNROLL;
 
@@ -250,23 +254,23 @@ __device__ __forceinline__ void team_group_norm(const float4 (&raw)[V], const Te
   }
 }
 
-// One trip of a team kernel over kTeamUnroll segments: every load first (x, and gamma and beta
-// when kPrefetchParams<Pre>), then the work. slot_of(u) gives the lane's slot in run u.
-template <int L, int V, class Stats, class Pre, class Sink, class SlotOf>
+// One trip of a team kernel over U segments: every load first (x, and gamma and beta when
+// kPrefetchParams<Pre>), then the work. slot_of(u) gives the lane's slot in run u.
+template <int L, int V, int U, class Stats, class Pre, class Sink, class SlotOf>
 __device__ __forceinline__ void team_trip(const float* __restrict__ x, const float* __restrict__ gamma,
                                           const float* __restrict__ beta, float eps, const Pre& pre, Sink& sink,
                                           SlotOf slot_of) {
-  TeamSlot slot[kTeamUnroll];
-  float4 raw[kTeamUnroll][V];
-  TeamParams<V> params[kTeamUnroll];
+  TeamSlot slot[U];
+  float4 raw[U][V];
+  TeamParams<V> params[U];
 #pragma unroll
-  for (int u = 0; u < kTeamUnroll; ++u) {
+  for (int u = 0; u < U; ++u) {
     slot[u] = slot_of(u);
     team_load<L>(x, slot[u], raw[u]);
     if constexpr (kPrefetchParams<Pre>) team_load_params<L>(gamma, beta, slot[u], params[u]);
   }
 #pragma unroll
-  for (int u = 0; u < kTeamUnroll; ++u) {
+  for (int u = 0; u < U; ++u) {
     team_group_norm<L, V, Stats>(raw[u], params[u], slot[u], gamma, beta, eps, pre, sink);
   }
 }
@@ -287,7 +291,7 @@ __global__ void __launch_bounds__(kTeamThreads)
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   StoreSink<Post> sink{y, post};
   for (int64_t q0 = warp * kTeams * kTeamUnroll; q0 < segments; q0 += warps * kTeams * kTeamUnroll) {
-    team_trip<L, V, Stats>(x, gamma, beta, eps, pre, sink, [&](int u) {
+    team_trip<L, V, kTeamUnroll, Stats>(x, gamma, beta, eps, pre, sink, [&](int u) {
       const int64_t q = q0 + u * kTeams + team;
       return team_slot<L, V>(q, index_mod(q, G) * D, q < segments, l, D);
     });

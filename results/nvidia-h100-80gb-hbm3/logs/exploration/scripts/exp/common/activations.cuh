@@ -44,12 +44,21 @@ __device__ __forceinline__ float hardtanh_f(float v, float lo, float hi) {
   return v < lo ? lo : (v > hi ? hi : v);
 }
 
+#if MISH_FAST
 __device__ __forceinline__ float mish_f(float v) {
-  if (v > 20.0f) return v;  // tanh(softplus(v)) == 1.0f exactly
   const float e = __expf(v);
   const float n = e * (e + 2.0f);
-  return v * __fdividef(n, n + 2.0f);  // v * tanh(log1p(e))
+  const float m = v * __fdividef(n, n + 2.0f);
+  return v > 20.0f ? v : m;
 }
+#else
+__device__ __forceinline__ float mish_f(float v) {
+  if (v > 20.0f) return v;  // tanh(softplus(v)) == 1.0f exactly
+  const float e = expf(v);
+  const float n = e * (e + 2.0f);
+  return v * (n / (n + 2.0f));  // v * tanh(log1p(e))
+}
+#endif
 
 __device__ __forceinline__ float sigmoid_f(float v) { return 1.0f / (1.0f + expf(-v)); }
 
