@@ -137,6 +137,14 @@ def test_compare_needs_its_baseline_among_the_contenders():
         bench.compare({"a": lambda: None}, progress=False)
 
 
+def test_time_ms_names_the_l2_states_it_knows():
+    # Checked before anything touches a GPU, so it holds on the CPU runner too.
+    with pytest.raises(ValueError, match=r"l2 must be one of \('clean', 'dirty', 'warm'\), got 'cold'"):
+        bench.time_ms(lambda: None, l2="cold")
+    with pytest.raises(ValueError, match="l2 must be one of"):
+        bench.compare({"eager": lambda: None}, progress=False, l2="flushed")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_without_gpu_timing_says_so_and_cli_exits_0(capsys):
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
@@ -156,6 +164,20 @@ def test_time_ms_on_a_copy_gives_a_sane_bandwidth():
     assert t.n == 20 and t.min <= t.p20 <= t.median <= t.p80
     gbps = 2 * src.numel() * 4 / (t.median * 1e-3) / 1e9
     assert 0.3 * 3000 < gbps < 1.5 * 3350, f"{gbps:.0f} GB/s"
+
+
+@pytest.mark.gpu
+def test_clean_flush_leaves_its_buffer_untouched_and_dirty_zeroes_it():
+    # "clean" must only read its buffer (a write would leave dirty lines, the thing it avoids);
+    # "dirty" is the zeroing idiom. Both leave the timed call's own result alone.
+    dst = torch.empty(2**20, device="cuda")
+    src = torch.rand_like(dst)
+    device = torch.cuda.current_device()
+    bench.time_ms(lambda: dst.copy_(src), reps=3, warmup=1, l2="clean")
+    assert torch.equal(dst, src) and bool((bench._l2_flush_buffer(device, "clean") == 1).all())
+    bench.time_ms(lambda: dst.copy_(src), reps=3, warmup=1, l2="dirty")
+    assert torch.equal(dst, src) and bool((bench._l2_flush_buffer(device, "dirty") == 0).all())
+    assert bool((bench._l2_flush_buffer(device, "clean") == 1).all())  # separate buffers
 
 
 @pytest.mark.gpu

@@ -86,18 +86,17 @@ L2_STATES = ("clean", "dirty", "warm")
 
 
 @lru_cache(maxsize=None)
-def _l2_flush_buffer(device_index: int) -> torch.Tensor:
-    # Written once, here: from then on the flush only reads it, so its lines are never dirty.
+def _l2_flush_buffer(device_index: int, l2: str) -> torch.Tensor:
+    # One buffer per state: the "clean" one is written once, here, and from then on only read,
+    # so its lines are never dirty; the "dirty" one is zeroed before every call.
     l2_bytes = torch.cuda.get_device_properties(device_index).L2_cache_size
     return torch.ones(2 * l2_bytes // FP32_BYTES, dtype=torch.float32, device=f"cuda:{device_index}")
 
 
 def _l2_flush(l2: str) -> Callable[[], object] | None:
-    if l2 not in L2_STATES:
-        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
     if l2 == "warm":
         return None
-    buffer = _l2_flush_buffer(torch.cuda.current_device())
+    buffer = _l2_flush_buffer(torch.cuda.current_device(), l2)
     return buffer.amax if l2 == "clean" else buffer.zero_
 
 
@@ -110,6 +109,8 @@ def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: s
     call whose CPU side (Python, launches) is slower than its kernels is charged for it,
     as it would be in a real model: that is the honest number for eager PyTorch.
     """
+    if l2 not in L2_STATES:
+        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
     _require_gpu("time_ms")
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
