@@ -201,10 +201,11 @@ struct TeamParams {
 };
 
 // Whether a team kernel loads gamma and beta together with x, so that their latency overlaps
-// x's instead of adding an L2 round trip after the statistics. It pays where nothing else needs
-// the registers: the GroupNorms without a pre-operation bias. Measured on an H100 (clean L2,
-// 33.5 MB): the row minimum 22.3 -> 18.2 us, problem 62's GroupNorm 25.1 -> 24.6 us. Loading the
-// pre-operation's bias ahead as well made 94 25% and 37 22% slower, so those load as they go:
+// x's instead of adding an L2 round trip after the statistics. Measured on an H100 (clean L2,
+// 33.5 MB, results/<device>/logs/exploration/): the row minimum 19.6 -> 17.2 us, problem 62's
+// GroupNorm 25.1 -> 24.6 us. For the kernels with a pre-operation bias (94, 37) loading the
+// bias, gamma and beta ahead was no faster: 0-4% slower for 94 (run 6; a first version that
+// kept all three in a struct was 22-25% slower for 94 and 37, run 5). Those load as they go:
 // the bias when the pre-operation runs, gamma and beta after the statistics.
 // (-DGROUPNORM_PREFETCH=0 to compare.)
 #ifndef GROUPNORM_PREFETCH
