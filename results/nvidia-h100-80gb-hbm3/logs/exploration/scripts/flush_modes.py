@@ -6,21 +6,8 @@ import torch
 from utils import build, bench
 from gn_variants import flags
 
-def time_ms(fn, flush, reps=50, warmup=10):
-    for _ in range(warmup): fn()
-    st = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    en = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    torch.cuda.synchronize()
-    for s, e in zip(st, en):
-        flush(); s.record(); fn(); e.record()
-    torch.cuda.synchronize()
-    t = sorted(s.elapsed_time(e) for s, e in zip(st, en))
-    return t[len(t) // 2]
+from flushlib import time_ms, FLUSH  # the timer and flushes this run defined inline, moved there for later runs
 
-l2 = torch.cuda.get_device_properties(0).L2_cache_size
-wbuf = torch.empty(2 * l2 // 4, device="cuda")
-rbuf = torch.ones(2 * l2 // 4, device="cuda")
-FLUSH = {"zero": lambda: wbuf.zero_(), "read": lambda: rbuf.amax(), "none": lambda: None}
 V = [(1, 2), (2, 2), (4, 2)]
 mods = {v: (build.load_kernel("groupnorm", extra_cuda_cflags=flags(*v)),
             build.load_kernel("min_bias_broadcast", extra_cuda_cflags=flags(*v))) for v in V}
