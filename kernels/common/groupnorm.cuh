@@ -370,17 +370,13 @@ inline int block_path_threads(int64_t D) {
   return static_cast<int>(std::min<int64_t>(1024, std::max<int64_t>(32, (per_thread + 31) / 32 * 32)));
 }
 
-// The team's shape for D floats per group: V = GROUPNORM_TEAM_VECS float4s per lane, and L lanes,
-// the fewest that hold the group's D / 4 float4s: a power of two, at most 32. (A group of fewer
-// than V float4s leaves some of a lane's V empty: a few registers, no memory traffic.)
-struct TeamShape {
-  int lanes, vecs;
-};
-
-inline TeamShape team_shape(int64_t D) {
+// The team size for D floats per group, each lane holding GROUPNORM_TEAM_VECS float4s: the
+// fewest lanes that hold the group's D / 4 float4s, a power of two, at most 32. (A group of fewer
+// float4s than a lane holds leaves some of them empty: a few registers, no memory traffic.)
+inline int team_lanes(int64_t D) {
   int L = 1;
   while (static_cast<int64_t>(L) * GROUPNORM_TEAM_VECS * 4 < D) L *= 2;
-  return {L, GROUPNORM_TEAM_VECS};
+  return L;
 }
 
 // Whether the team path applies: whole float4s per group, no more than a warp holds (32 lanes of
@@ -398,7 +394,7 @@ inline bool team_path_ok(int64_t D, std::initializer_list<const void*> pointers)
 // into the kernel instantiation for L lanes, so each team size is compiled once per kernel.
 template <class Launch>
 void with_team_lanes(int64_t D, Launch&& launch) {
-  switch (team_shape(D).lanes) {
+  switch (team_lanes(D)) {
     case 1: return launch(std::integral_constant<int, 1>{});
     case 2: return launch(std::integral_constant<int, 2>{});
     case 4: return launch(std::integral_constant<int, 4>{});
