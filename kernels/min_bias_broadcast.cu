@@ -41,7 +41,9 @@
 // PREDICTION (written before measuring, H100, copy bandwidth ~3000 GB/s): group_norm_row_min at
 // 80-90% of the bandwidth of a read (33.5 MB in ~13 us); min_bias_broadcast near write
 // bandwidth, 33.5 MB in ~12 us (a pure store stream; floor ~11 us); the whole tail in ~25-30 us,
-// 3-4x faster than eager's GroupNorm + min + add.
+// 3-4x faster than eager's GroupNorm + min + add. Later, for the broadcast launched as a
+// programmatic dependent of the row minimum (written from exploration run 7, before notebook
+// 07's run): 4-7% faster than the two kernels launched one after the other.
 //
 // MEASURED (H100 80GB HBM3; notebook 07 records the run of record). The first version, one
 // float4 per lane in teams of 4, took 26.9 us: far from the predicted 13. The header then blamed
@@ -64,8 +66,35 @@
 // Now: group_norm_row_min 17.2 us (1953 GB/s of reads: 85% of the pure read, 63% of the copy's
 // bandwidth, which no read-only kernel reaches at this size); min_bias_broadcast 12.9 us, 93% of
 // torch's fill_ of the same bytes (12.0 us); the tail 29.0 us.
+//
+// The tail: overlapping the read with the write (exploration run 7, logs/exploration/7_*). The
+// two kernels take 28.7-29.3 us, a copy of the same tensor 21.2-21.8: a copy overlaps its reads
+// with its writes, the tail reads everything, then writes everything. Four attempts to overlap
+// them, each checked element by element against the two kernels:
+//   1. One persistent kernel taking work items from an atomic counter: rows (GroupNorm + min of
+//      a row) and writes (a strip of 128 rows x 64 channels, once its rows are done), rows and
+//      writes interleaved, rows first, or a write whenever one is ready: 33-60 us (and 330-1050
+//      us for a first "write when ready" claimed by compare-and-swap: 500 blocks contending for
+//      one counter queued behind each other). The kernel needs 87 registers (both paths' worth)
+//      or spills at 64, so it holds at most as many blocks as the row minimum, often half; and
+//      per-item timestamps showed blocks waiting for a strip holding the slots readers need.
+//   2. The rows streamed into shared memory with bulk async copies (cp.async.bulk): the row
+//      minimum alone took 24-30 us against 17. Not profiled further: with 1-2 blocks of 8 warps
+//      per SM, normalising from shared memory (gamma and beta from L2) is the likely limit.
+//   3. The broadcast as a second kernel that starts while the row minimum runs and writes each
+//      strip of 128 rows as soon as the row minimum announces it (a counter per strip): 32-46 us.
+//      The write pattern is not the cost (the same strips with no waiting: 12.6-13.5 us, as fast
+//      as this file's broadcast); the announcing is: the row minimum with a fence and an atomic
+//      per row took 18.3-19.9 us instead of 16.7, and the broadcast, with one acquire per block,
+//      18.9-31 us instead of 13: 31 with the bias loaded after the acquire, 19 with it staged in
+//      shared memory before, as if the acquire had emptied the SM's L1.
+//   4. The broadcast launched as a programmatic dependent of the row minimum
+//      (common/dependent_launch.cuh): it waits for the whole row minimum, as before, but its
+//      launch overlaps the row minimum's last blocks: 26.9-27.6 us against 28.7-29.2, every time.
+// group_norm_min_bias uses 4.
 
 #include "common/check.cuh"
+#include "common/dependent_launch.cuh"
 #include "common/elementwise.cuh"
 #include "common/groupnorm.cuh"
 #include "common/reduce.cuh"
@@ -162,10 +191,13 @@ static torch::Tensor row_min_of_group_norm(const torch::Tensor& x, int64_t G, co
 
 constexpr int kBroadcastThreads = 256;
 
-// out (C, N) = rowmin[n] + bias[c], n4 = the float4 of n this thread owns.
+// out (C, N) = rowmin[n] + bias[c], n4 = the float4 of n this thread owns. Both kernels may run
+// as dependents of the row minimum (common/dependent_launch.cuh): nothing reads rowmin before
+// wait_for_producer().
 __global__ void __launch_bounds__(kBroadcastThreads)
     broadcast_add_vec4_kernel(const float* __restrict__ rowmin, const float* __restrict__ bias,
                               float* __restrict__ out, int64_t N, int64_t C) {
+  wait_for_producer();
   const int64_t n = 4 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
   if (n >= N) return;  // no barrier below: threads past the end may leave
   const float4 m = load4(rowmin + n);
@@ -178,6 +210,7 @@ __global__ void __launch_bounds__(kBroadcastThreads)
 __global__ void __launch_bounds__(kBroadcastThreads)
     broadcast_add_scalar_kernel(const float* __restrict__ rowmin, const float* __restrict__ bias,
                                 float* __restrict__ out, int64_t N, int64_t total) {
+  wait_for_producer();
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
     const int64_t c = i / N;
@@ -193,8 +226,10 @@ static void check_broadcast_bias(const torch::Tensor& like, const torch::Tensor&
               "bias must have shape [1, C, 1, 1] (problem 75's bias_shape), got ", shape_string(bias));
 }
 
-// out (1, C, N, 1) = rowmin (N, 1) + bias (1, C, 1, 1), inputs already checked.
-static torch::Tensor broadcast_add(const torch::Tensor& rowmin, const torch::Tensor& bias) {
+// out (1, C, N, 1) = rowmin (N, 1) + bias (1, C, 1, 1), inputs already checked. dependent: rowmin
+// is the output of the kernel just launched on this stream, and the broadcast is launched as its
+// programmatic dependent.
+static torch::Tensor broadcast_add(const torch::Tensor& rowmin, const torch::Tensor& bias, bool dependent) {
   const int64_t N = rowmin.size(0);
   const int64_t C = bias.size(1);
   torch::Tensor out = torch::empty({1, C, N, 1}, rowmin.options());
@@ -212,15 +247,24 @@ static torch::Tensor broadcast_add(const torch::Tensor& rowmin, const torch::Ten
     // Enough rows of blocks to fill the GPU once, each walking down its share of the channels.
     const int64_t resident = resident_blocks(broadcast_add_vec4_kernel, threads, 0, device);
     const int64_t grid_y = std::max<int64_t>(1, std::min<int64_t>({C, 65535, resident / grid_x}));
-    broadcast_add_vec4_kernel<<<dim3(static_cast<unsigned int>(grid_x), static_cast<unsigned int>(grid_y)), threads, 0,
-                                stream>>>(mp, bp, op, N, C);
+    const dim3 grid(static_cast<unsigned int>(grid_x), static_cast<unsigned int>(grid_y));
+    if (dependent) {
+      launch_dependent(broadcast_add_vec4_kernel, grid, dim3(threads), stream, mp, bp, op, N, C);
+    } else {
+      broadcast_add_vec4_kernel<<<grid, threads, 0, stream>>>(mp, bp, op, N, C);
+      LAUNCH_CHECK();
+    }
   } else {
     const int64_t total = C * N;
     const unsigned int grid = resident_grid(broadcast_add_scalar_kernel, kBroadcastThreads, 0,
                                             (total + kBroadcastThreads - 1) / kBroadcastThreads, device);
-    broadcast_add_scalar_kernel<<<grid, kBroadcastThreads, 0, stream>>>(mp, bp, op, N, total);
+    if (dependent) {
+      launch_dependent(broadcast_add_scalar_kernel, dim3(grid), dim3(kBroadcastThreads), stream, mp, bp, op, N, total);
+    } else {
+      broadcast_add_scalar_kernel<<<grid, kBroadcastThreads, 0, stream>>>(mp, bp, op, N, total);
+      LAUNCH_CHECK();
+    }
   }
-  LAUNCH_CHECK();
   return out;
 }
 
@@ -242,7 +286,7 @@ torch::Tensor min_bias_broadcast(torch::Tensor rowmin, torch::Tensor bias) {
               "rowmin must have shape [N, 1] (torch.min(..., dim=1, keepdim=True)), got ", shape_string(rowmin));
   check_broadcast_bias(rowmin, bias);
   const c10::cuda::CUDAGuard guard(rowmin.device());
-  return broadcast_add(rowmin, bias);
+  return broadcast_add(rowmin, bias, /*dependent=*/false);
 }
 
 // @export: problem 75 after its GEMM: torch.min(F.group_norm(x, ...), dim=1, keepdim=True)[0] + bias -> (1, C, N, 1)
@@ -252,5 +296,7 @@ torch::Tensor group_norm_min_bias(torch::Tensor x, int64_t num_groups, torch::Te
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
   check_broadcast_bias(x, bias);
   const c10::cuda::CUDAGuard guard(x.device());
-  return broadcast_add(row_min_of_group_norm(x, num_groups, gamma, beta, eps), bias);
+  // The broadcast is launched while the row minimum's last blocks run (programmatic dependent
+  // launch): that removes the gap between the two kernels, 1.3-1.9 us of the tail's ~28.
+  return broadcast_add(row_min_of_group_norm(x, num_groups, gamma, beta, eps), bias, /*dependent=*/true);
 }

@@ -75,6 +75,44 @@ def test_whole_tail_through_the_harness(kernels, shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES + [(1028, 256, 16), (6, 3, 3)], ids=lambda s: "x".join(map(str, s)))
+def test_tail_is_its_two_kernels_bit_for_bit(kernels, cuda, shape):
+    """group_norm_min_bias launches the broadcast as a programmatic dependent of the row minimum
+    (common/dependent_launch.cuh): it must wait for every row's minimum, so its output is the two
+    kernels' called one after the other, bit for bit, every element written."""
+    N, C, G = shape
+    x, gamma, beta, bias = (t.to(cuda) for t in gn_inputs(N, C, with_bias=True)(torch.Generator().manual_seed(N)))
+    expected = kernels.min_bias_broadcast(kernels.group_norm_row_min(x, G, gamma, beta, EPS), bias)
+    for _ in range(3):
+        assert torch.equal(poisoned(kernels.group_norm_min_bias, x, G, gamma, beta, EPS, bias), expected)
+
+
+@pytest.mark.gpu
+def test_tail_in_a_cuda_graph_and_on_a_side_stream(kernels, cuda):
+    """The dependent launch is captured into a CUDA graph (as a programmatic edge) and replays
+    with new inputs; on a stream other than the default it orders against that stream."""
+    N, C, G = 256, 1024, 64
+    g = torch.Generator().manual_seed(3)
+    x, gamma, beta, bias = (t.to(cuda) for t in gn_inputs(N, C, with_bias=True)(g))
+    side = torch.cuda.Stream(cuda)
+    side.wait_stream(torch.cuda.current_stream(cuda))
+    with torch.cuda.stream(side):
+        kernels.group_norm_min_bias(x, G, gamma, beta, EPS, bias)  # warm-up outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            out = kernels.group_norm_min_bias(x, G, gamma, beta, EPS, bias)
+    for seed in range(3):
+        x.copy_(torch.randn(N, C, generator=torch.Generator().manual_seed(10 + seed)).to(cuda) * 2)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.testing.assert_close(out, ref_tail(G)(x, gamma, beta, bias), rtol=1e-4, atol=1e-4)
+    with torch.cuda.stream(side):
+        out_side = kernels.group_norm_min_bias(x, G, gamma, beta, EPS, bias)
+    torch.cuda.current_stream(cuda).wait_stream(side)
+    torch.testing.assert_close(out_side, ref_tail(G)(x, gamma, beta, bias), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("N, C", [(1024, 8192), (37, 115), (1, 64), (4, 3), (6, 1)])  # float4 path, scalar paths
 def test_broadcast_through_the_harness(kernels, N, C):
     def factory(g):

@@ -41,7 +41,8 @@ Entry conventions of the kinds known so far (every listed key is required):
                    "separate_passes": elementwise kernels the contender launches after it.
     fused_activations, groupnorm_fusion, broadcast_min
                    notebooks 05, 06, 07: the memory-bound kernels, compare() rows of one run,
-                   {"problem": 94, "contender", "role": "ours" | "eager" | "torch" | "copy",
+                   {"problem": 94, "contender", "role": "ours" | "eager" | "torch" | "copy" |
+                    "yardstick" (a kernel of ours measured for comparison, not held to the target),
                     "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy", "shape"}
                    and optionally "replaces": [contender, ...] (the rows of the same problem it
                    is compared with: the eager chain, F.group_norm). bytes: the least the

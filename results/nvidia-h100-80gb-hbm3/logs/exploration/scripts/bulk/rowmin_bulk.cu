@@ -1,0 +1,164 @@
+// DRAFT: GroupNorm + row minimum with rows streamed into shared memory by bulk async copies
+// (cp.async.bulk, Hopper's TMA in its 1-D form), and the broadcast launched as a programmatic
+// dependent (PDL) of it.
+#include <cuda.h>
+#include "common/check.cuh"
+#include "common/elementwise.cuh"
+#include "common/groupnorm.cuh"
+#include "common/reduce.cuh"
+
+#ifndef BULK_SMEM
+#define BULK_SMEM (96 * 1024)  // bytes of row stages per block
+#endif
+#ifndef BULK_RUNS
+#define BULK_RUNS 2
+#endif
+#ifndef BULK_TRIGGER
+#define BULK_TRIGGER 1  // the row minimum lets its dependent launch at once
+#endif
+constexpr int kMaxStages = 16;
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory"); }
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done) {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.b32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  }
+}
+
+template <int L, int V>
+__global__ void __launch_bounds__(kTeamThreads)
+    row_min_bulk_kernel(const float* __restrict__ x, const float* __restrict__ gamma, const float* __restrict__ beta,
+                        float* __restrict__ rowmin, int64_t N, int64_t C, int64_t G, int D, float eps, int stages) {
+  extern __shared__ __align__(128) float rows[];
+  __shared__ __align__(8) uint64_t full[kMaxStages];
+  __shared__ float scratch[32];
+  constexpr int kTeams = 32 / L;
+  const int lane = threadIdx.x % 32, l = lane % L, team = lane / L;
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const uint32_t row_bytes = static_cast<uint32_t>(C * 4);
+  const int64_t mine = (N - blockIdx.x + gridDim.x - 1) / gridDim.x;  // rows blockIdx.x + k * gridDim.x
+  if (BULK_TRIGGER) asm volatile("griddepcontrol.launch_dependents;");
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) mbar_init(&full[s], 1);
+    mbar_init_fence();
+    for (int64_t k = 0; k < stages && k < mine; ++k) {
+      mbar_expect_tx(&full[k], row_bytes);
+      bulk_load(rows + k * C, x + (blockIdx.x + k * gridDim.x) * C, row_bytes, &full[k]);
+    }
+  }
+  __syncthreads();
+  for (int64_t k = 0; k < mine; ++k) {
+    const int s = static_cast<int>(k % stages);
+    mbar_wait(&full[s], static_cast<uint32_t>((k / stages) & 1));
+    const float* row = rows + s * C;
+    MinSink sink;
+    for (int64_t g0 = static_cast<int64_t>(warp) * kTeams * BULK_RUNS; g0 < G; g0 += static_cast<int64_t>(warps) * kTeams * BULK_RUNS) {
+      team_trip<L, V, BULK_RUNS, WelfordStats>(row, gamma, beta, eps, Identity{}, sink, [&](int u) {
+        const int64_t g = g0 + u * kTeams + team;
+        return team_slot<L, V>(g, g * D, g < G, l, D);
+      });
+    }
+    const float m = block_min(sink.m, scratch);  // its first __syncthreads: every thread is done with stage s
+    if (threadIdx.x == 0) {
+      rowmin[blockIdx.x + k * gridDim.x] = m;
+      if (k + stages < mine) {
+        mbar_expect_tx(&full[s], row_bytes);
+        bulk_load(rows + s * C, x + (blockIdx.x + (k + stages) * gridDim.x) * C, row_bytes, &full[s]);
+      }
+    }
+  }
+}
+
+static torch::Tensor row_min_bulk_impl(const torch::Tensor& x, int64_t G, const torch::Tensor& gamma,
+                                       const torch::Tensor& beta, double eps) {
+  check_group_norm_inputs(x, gamma, beta, G);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t N = x.size(0), C = x.size(1), D = C / G;
+  TORCH_CHECK(team_path_ok(D, {x.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>()}) && N > 0 &&
+                  C % 4 == 0 && C * 4 <= BULK_SMEM,
+              "draft: aligned rows that fit");
+  torch::Tensor rowmin = torch::empty({N, 1}, x.options());
+  const int stages = static_cast<int>(std::min<int64_t>(kMaxStages, BULK_SMEM / (C * 4)));
+  const size_t smem = static_cast<size_t>(stages) * C * 4;
+  with_team_lanes(D, [&](auto lanes) {
+    auto kernel = row_min_bulk_kernel<decltype(lanes)::value, GROUPNORM_TEAM_VECS>;
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>(N, resident_blocks(kernel, kTeamThreads, smem, x.get_device())));
+    kernel<<<grid, kTeamThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
+        x.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(), rowmin.data_ptr<float>(), N, C, G,
+        static_cast<int>(D), static_cast<float>(eps), stages);
+    LAUNCH_CHECK();
+  });
+  return rowmin;
+}
+
+// @export: DRAFT the row minimum with bulk async copies of the rows: (N, 1)
+torch::Tensor row_min_bulk(torch::Tensor x, int64_t G, torch::Tensor gamma, torch::Tensor beta, double eps) {
+  return row_min_bulk_impl(x, G, gamma, beta, eps);
+}
+
+constexpr int kBroadcastThreads = 256;
+template <bool kWait>
+__global__ void __launch_bounds__(kBroadcastThreads)
+    broadcast_pdl_kernel(const float* __restrict__ rowmin, const float* __restrict__ bias, float* __restrict__ out,
+                         int64_t N, int64_t C) {
+  if (kWait) asm volatile("griddepcontrol.wait;" ::: "memory");  // rowmin is complete and visible
+  const int64_t n = 4 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (n >= N) return;
+  const float4 m = load4(rowmin + n);
+  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
+    const float b = bias[c];
+    store4(out + c * N + n, make_float4(m.x + b, m.y + b, m.z + b, m.w + b));
+  }
+}
+
+// @export: DRAFT the whole tail: bulk row minimum, then the broadcast (as a PDL dependent when pdl)
+torch::Tensor min_bias_bulk(torch::Tensor x, int64_t G, torch::Tensor gamma, torch::Tensor beta, double eps,
+                            torch::Tensor bias, bool pdl) {
+  torch::Tensor rowmin = row_min_bulk_impl(x, G, gamma, beta, eps);
+  const int64_t N = x.size(0), C = x.size(1);
+  TORCH_CHECK(N % 4 == 0, "draft: N % 4 == 0");
+  torch::Tensor out = torch::empty({1, C, N, 1}, x.options());
+  const int64_t n4 = N / 4;
+  const int threads = static_cast<int>(std::min<int64_t>(kBroadcastThreads, (n4 + 31) / 32 * 32));
+  const int64_t grid_x = (n4 + threads - 1) / threads;
+  const int64_t resident = resident_blocks(broadcast_pdl_kernel<true>, threads, 0, x.get_device());
+  const int64_t grid_y = std::max<int64_t>(1, std::min<int64_t>({C, 65535, resident / grid_x}));
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned int>(grid_x), static_cast<unsigned int>(grid_y));
+  cfg.blockDim = dim3(threads);
+  cfg.stream = at::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  const float* mp = rowmin.data_ptr<float>();
+  const float* bp = bias.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  if (pdl) {
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, broadcast_pdl_kernel<true>, mp, bp, op, N, C));
+  } else {
+    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, broadcast_pdl_kernel<false>, mp, bp, op, N, C));
+  }
+  LAUNCH_CHECK();
+  return out;
+}

@@ -1,0 +1,61 @@
+"""Bulk-copy row minimum (+ PDL broadcast): variants built in parallel, every element checked, timed against copy / read / the team kernel."""
+import json, os, sys, time
+from concurrent.futures import ProcessPoolExecutor
+sys.path.insert(0, os.getcwd())
+import torch, torch.nn.functional as F
+from utils import build, bench
+HERE = os.path.join(os.getcwd(), "scratch", "bulk"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
+V = {"smem64 u2": ("-DBULK_SMEM=65536",), "smem96 u2": (), "smem96 u1": ("-DBULK_RUNS=1",),
+     "smem128 u2": ("-DBULK_SMEM=131072",), "smem192 u2": ("-DBULK_SMEM=196608",), "smem96 u2 notrigger": ("-DBULK_TRIGGER=0",)}
+JOBS = [("probe", (), EXP), ("min_bias_broadcast", (), None)] + [("rowmin_bulk", f, HERE) for f in V.values()]
+def _b(j):
+    t = time.time(); build.load_kernel(j[0], extra_cuda_cflags=list(j[1]), kernels_dir=j[2]); return j[0], j[1], time.time() - t
+if __name__ == "__main__":
+    with ProcessPoolExecutor(10) as ex:
+        for n, f, dt in ex.map(_b, JOBS): print(f"built {n} {f} {dt:.0f}s", flush=True)
+    probe = build.load_kernel("probe", kernels_dir=EXP)
+    mb = build.load_kernel("min_bias_broadcast")
+    mods = {k: build.load_kernel("rowmin_bulk", extra_cuda_cflags=list(f), kernels_dir=HERE) for k, f in V.items()}
+    torch.manual_seed(0)
+    bad = 0
+    for N, C, G in [(1024, 8192, 512), (1023, 8192, 512), (37, 1024, 64), (130, 256, 16), (1, 64, 4), (257, 520, 130),
+                    (513, 96, 8), (64, 8192, 512), (300, 4096, 128), (2050, 1000, 250), (5, 16384, 1024)]:
+        x = torch.randn(N, C, device="cuda") * 2 + 0.5; g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
+        bias = torch.randn(1, C, 1, 1, device="cuda")
+        ref = torch.min(F.group_norm(x, G, g, b, 1e-5), dim=1, keepdim=True)[0]
+        team = mb.group_norm_row_min(x, G, g, b, 1e-5)
+        two = mb.group_norm_min_bias(x, G, g, b, 1e-5, bias)
+        for k, m in mods.items():
+            if C * 4 > {"smem64": 65536, "smem96": 98304, "smem128": 131072, "smem192": 196608}[k.split()[0]]:
+                continue
+            for rep in range(3):
+                out = m.row_min_bulk(x, G, g, b, 1e-5)
+                ok = out.shape == ref.shape and torch.equal(out, team)
+                if N % 4 == 0:
+                    for pdl in (False, True):
+                        o2 = m.min_bias_bulk(x, G, g, b, 1e-5, bias, pdl)
+                        ok = ok and torch.equal(o2, two)
+                if not ok:
+                    bad += 1; print("MISMATCH", (N, C, G), k, rep, flush=True)
+        print("checked", (N, C, G), "team vs ref", (team - ref).abs().max().item(), flush=True)
+    print("mismatches:", bad, flush=True)
+    N, C, G = 1024, 8192, 512
+    x = torch.randn(N, C, device="cuda"); g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
+    bias = torch.randn(1, C, 1, 1, device="cuda"); dst = torch.empty_like(x)
+    nb = x.numel() * 4
+    cont = {"copy": (lambda: dst.copy_(x), 2 * nb), "read probe": (lambda: probe.read_probe(x, 1), nb),
+            "fill_": (lambda: dst.fill_(1.0), nb), "row_min team": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
+            "tail two kernels": (lambda: mb.group_norm_min_bias(x, G, g, b, 1e-5, bias), 2 * nb)}
+    for k, m in mods.items():
+        cont[f"row_min bulk {k}"] = (lambda m=m: m.row_min_bulk(x, G, g, b, 1e-5), nb)
+        cont[f"tail bulk {k}"] = (lambda m=m: m.min_bias_bulk(x, G, g, b, 1e-5, bias, False), 2 * nb)
+        cont[f"tail bulk+pdl {k}"] = (lambda m=m: m.min_bias_bulk(x, G, g, b, 1e-5, bias, True), 2 * nb)
+    res = {}
+    for rnd in range(2):
+        for name, (fn, moved) in cont.items():
+            res.setdefault(name, []).append(bench.time_ms(fn, reps=100).median)
+    copy = min(res["copy"])
+    for name, ts in res.items():
+        t = min(ts); moved = cont[name][1]
+        print(f"{name:<32} {t*1e3:7.1f} us {moved/t/1e6:6.0f} GB/s {100*copy/t*moved/(2*nb):5.1f}% of copy  ({', '.join(f'{v*1e3:.1f}' for v in ts)})")
+    json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), "bulk.json"), "w"), indent=1)
