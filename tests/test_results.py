@@ -298,3 +298,11 @@ def test_memory_bound_kinds_are_validated_and_rendered(tmp_path, on_h100, kind):
     root = tmp_path / "readme"
     write(root, make_record(kind, MEMORY_BOUND))
     assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)
+
+
+def test_a_full_sha_from_the_runner_is_shortened(monkeypatch):
+    monkeypatch.setenv("WORKBOOK_GIT_COMMIT", "1d6d181670f1a5b38c7b302757b385c394c13375")
+    assert results.git_commit() == "1d6d181"
+    monkeypatch.setenv("WORKBOOK_GIT_COMMIT", "1d6d181-dirty")
+    assert results.git_commit() == "1d6d181-dirty"
+    assert results.short_commit("unknown") == "unknown"

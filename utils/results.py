@@ -97,13 +97,18 @@ def _device() -> dict:
     }
 
 
+def short_commit(commit: str) -> str:
+    """A full 40-hex sha shortened to git's 7 characters (a runner may be given either); anything else as is."""
+    return commit[:7] if re.fullmatch(r"[0-9a-f]{40}", commit) else commit
+
+
 def git_commit(repo: Path = REPO) -> str:
     """Short sha of HEAD, "-dirty" if code differs from it; "unknown" outside a git checkout.
 
     $WORKBOOK_GIT_COMMIT wins: a GPU runner that gets a copy of the tree without .git says
     there which commit the copy is of."""
     if os.environ.get("WORKBOOK_GIT_COMMIT"):
-        return os.environ["WORKBOOK_GIT_COMMIT"]
+        return short_commit(os.environ["WORKBOOK_GIT_COMMIT"])
     if shutil.which("git") is None:
         return "unknown"
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
@@ -361,7 +366,7 @@ def load(kind: str, device: str | None = None, results_root: str | Path | None =
 
 def _stamp(rec: dict) -> str:
     return (f"{rec['device']['name']}, torch {rec['torch']} (CUDA {rec['cuda']}), "
-            f"{rec['date'][:10]}, commit `{rec['git_commit']}`")
+            f"{rec['date'][:10]}, commit `{short_commit(rec['git_commit'])}`")
 
 
 def _render_device(records: list[dict]) -> str:
