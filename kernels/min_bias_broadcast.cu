@@ -63,9 +63,10 @@
 //      from 22.0 to 19.6 us; loading gamma and beta together with x (GROUPNORM_PREFETCH) from
 //      19.6 to 17.2 us. Four float4s per lane, 4 runs per trip, or 128-, 512- and 1024-thread
 //      blocks were no faster (18.6-23.9 us).
-// Now: group_norm_row_min 17.2 us (1953 GB/s of reads: 85% of the pure read, 63% of the copy's
+// Then: group_norm_row_min 17.2 us (1953 GB/s of reads: 85% of the pure read, 63% of the copy's
 // bandwidth, which no read-only kernel reaches at this size); min_bias_broadcast 12.9 us, 93% of
-// torch's fill_ of the same bytes (12.0 us); the tail 29.0 us.
+// torch's fill_ of the same bytes (12.0 us); the tail, the two launched one after the other,
+// 29.0 us. With the dependent launch below, the tail takes 26.9-27.6 us.
 //
 // The tail: overlapping the read with the write (exploration run 7, logs/exploration/7_*). The
 // two kernels take 28.7-29.3 us, a copy of the same tensor 21.2-21.8: a copy overlaps its reads
@@ -297,6 +298,6 @@ torch::Tensor group_norm_min_bias(torch::Tensor x, int64_t num_groups, torch::Te
   check_broadcast_bias(x, bias);
   const c10::cuda::CUDAGuard guard(x.device());
   // The broadcast is launched while the row minimum's last blocks run (programmatic dependent
-  // launch): that removes the gap between the two kernels, 1.3-1.9 us of the tail's ~28.
+  // launch): that removes the gap between the two kernels, 1.3-2.1 us of the tail's ~29.
   return broadcast_add(row_min_of_group_norm(x, num_groups, gamma, beta, eps), bias, /*dependent=*/true);
 }

@@ -15,8 +15,8 @@
 //
 // The producer needs no change: without an explicit trigger its blocks let the dependent go as
 // they exit. What PDL saves is the gap between two kernels, not the wait for the producer's
-// results: min_bias_broadcast.cu's tail measured 1.3-1.9 us faster with it on an H100, against
-// 27-29 us in all (results/<device>/logs/exploration/7e, 7f, 7i).
+// results: min_bias_broadcast.cu's tail measured 1.3-2.1 us faster with it on an H100, out of
+// 27-29 us in all (results/<device>/logs/exploration/7e, 7f, 7i, and notebook 07's run).
 #pragma once
 
 #include "common/check.cuh"

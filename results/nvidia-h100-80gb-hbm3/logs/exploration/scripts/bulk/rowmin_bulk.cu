@@ -6,6 +6,7 @@
 #include "common/elementwise.cuh"
 #include "common/groupnorm.cuh"
 #include "common/reduce.cuh"
+#include "../tail/pdl_broadcast.cuh"  // folded after the runs
 
 #ifndef BULK_SMEM
 #define BULK_SMEM (96 * 1024)  // bytes of row stages per block
@@ -115,50 +116,9 @@ torch::Tensor row_min_bulk(torch::Tensor x, int64_t G, torch::Tensor gamma, torc
   return row_min_bulk_impl(x, G, gamma, beta, eps);
 }
 
-constexpr int kBroadcastThreads = 256;
-template <bool kWait>
-__global__ void __launch_bounds__(kBroadcastThreads)
-    broadcast_pdl_kernel(const float* __restrict__ rowmin, const float* __restrict__ bias, float* __restrict__ out,
-                         int64_t N, int64_t C) {
-  if (kWait) asm volatile("griddepcontrol.wait;" ::: "memory");  // rowmin is complete and visible
-  const int64_t n = 4 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
-  if (n >= N) return;
-  const float4 m = load4(rowmin + n);
-  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
-    const float b = bias[c];
-    store4(out + c * N + n, make_float4(m.x + b, m.y + b, m.z + b, m.w + b));
-  }
-}
-
 // @export: DRAFT the whole tail: bulk row minimum, then the broadcast (as a PDL dependent when pdl)
 torch::Tensor min_bias_bulk(torch::Tensor x, int64_t G, torch::Tensor gamma, torch::Tensor beta, double eps,
                             torch::Tensor bias, bool pdl) {
   torch::Tensor rowmin = row_min_bulk_impl(x, G, gamma, beta, eps);
-  const int64_t N = x.size(0), C = x.size(1);
-  TORCH_CHECK(N % 4 == 0, "draft: N % 4 == 0");
-  torch::Tensor out = torch::empty({1, C, N, 1}, x.options());
-  const int64_t n4 = N / 4;
-  const int threads = static_cast<int>(std::min<int64_t>(kBroadcastThreads, (n4 + 31) / 32 * 32));
-  const int64_t grid_x = (n4 + threads - 1) / threads;
-  const int64_t resident = resident_blocks(broadcast_pdl_kernel<true>, threads, 0, x.get_device());
-  const int64_t grid_y = std::max<int64_t>(1, std::min<int64_t>({C, 65535, resident / grid_x}));
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned int>(grid_x), static_cast<unsigned int>(grid_y));
-  cfg.blockDim = dim3(threads);
-  cfg.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl ? 1 : 0;
-  const float* mp = rowmin.data_ptr<float>();
-  const float* bp = bias.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  if (pdl) {
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, broadcast_pdl_kernel<true>, mp, bp, op, N, C));
-  } else {
-    C10_CUDA_CHECK(cudaLaunchKernelEx(&cfg, broadcast_pdl_kernel<false>, mp, bp, op, N, C));
-  }
-  LAUNCH_CHECK();
-  return out;
+  return broadcast_pdl(rowmin, bias, x.size(0), x.size(1), pdl);
 }

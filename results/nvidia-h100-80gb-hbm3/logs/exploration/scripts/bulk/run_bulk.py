@@ -1,18 +1,15 @@
 """Bulk-copy row minimum (+ PDL broadcast): variants built in parallel, every element checked, timed against copy / read / the team kernel."""
-import json, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
-sys.path.insert(0, os.getcwd())
+import os, sys
+sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
-from utils import build, bench
+from utils import build
+from runlib import build_all, time_rounds
 HERE = os.path.join(os.getcwd(), "scratch", "bulk"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 V = {"smem64 u2": ("-DBULK_SMEM=65536",), "smem96 u2": (), "smem96 u1": ("-DBULK_RUNS=1",),
      "smem128 u2": ("-DBULK_SMEM=131072",), "smem192 u2": ("-DBULK_SMEM=196608",), "smem96 u2 notrigger": ("-DBULK_TRIGGER=0",)}
 JOBS = [("probe", (), EXP), ("min_bias_broadcast", (), None)] + [("rowmin_bulk", f, HERE) for f in V.values()]
-def _b(j):
-    t = time.time(); build.load_kernel(j[0], extra_cuda_cflags=list(j[1]), kernels_dir=j[2]); return j[0], j[1], time.time() - t
 if __name__ == "__main__":
-    with ProcessPoolExecutor(10) as ex:
-        for n, f, dt in ex.map(_b, JOBS): print(f"built {n} {f} {dt:.0f}s", flush=True)
+    build_all(JOBS)
     probe = build.load_kernel("probe", kernels_dir=EXP)
     mb = build.load_kernel("min_bias_broadcast")
     mods = {k: build.load_kernel("rowmin_bulk", extra_cuda_cflags=list(f), kernels_dir=HERE) for k, f in V.items()}
@@ -50,12 +47,4 @@ if __name__ == "__main__":
         cont[f"row_min bulk {k}"] = (lambda m=m: m.row_min_bulk(x, G, g, b, 1e-5), nb)
         cont[f"tail bulk {k}"] = (lambda m=m: m.min_bias_bulk(x, G, g, b, 1e-5, bias, False), 2 * nb)
         cont[f"tail bulk+pdl {k}"] = (lambda m=m: m.min_bias_bulk(x, G, g, b, 1e-5, bias, True), 2 * nb)
-    res = {}
-    for rnd in range(2):
-        for name, (fn, moved) in cont.items():
-            res.setdefault(name, []).append(bench.time_ms(fn, reps=100).median)
-    copy = min(res["copy"])
-    for name, ts in res.items():
-        t = min(ts); moved = cont[name][1]
-        print(f"{name:<32} {t*1e3:7.1f} us {moved/t/1e6:6.0f} GB/s {100*copy/t*moved/(2*nb):5.1f}% of copy  ({', '.join(f'{v*1e3:.1f}' for v in ts)})")
-    json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), "bulk.json"), "w"), indent=1)
+    res = time_rounds(cont, 2, nb, "bulk.json", 32)

@@ -1,18 +1,15 @@
 """Strip-announcing row minimum + PDL broadcast: variants built in parallel, every element checked, timed side by side."""
-import json, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
-sys.path.insert(0, os.getcwd())
+import os, sys
+sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
-from utils import build, bench
+from utils import build
+from runlib import build_all, time_rounds
 TAIL = os.path.join(os.getcwd(), "scratch", "tail"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 V = {"c64": (), "c32": ("-DSTRIP_CHANNELS=32",), "c128": ("-DSTRIP_CHANNELS=128",), "c256": ("-DSTRIP_CHANNELS=256",),
      "c64 notrigger": ("-DSTRIP_TRIGGER=0",)}
 JOBS = [("probe", (), EXP), ("min_bias_broadcast", (), None), ("tail_pdl", (), TAIL)] + [("tail_strips", f, TAIL) for f in V.values()]
-def _b(j):
-    t = time.time(); build.load_kernel(j[0], extra_cuda_cflags=list(j[1]), kernels_dir=j[2]); return j[0], j[1], time.time() - t
 if __name__ == "__main__":
-    with ProcessPoolExecutor(10) as ex:
-        for n, f, dt in ex.map(_b, JOBS): print(f"built {n} {f} {dt:.0f}s", flush=True)
+    build_all(JOBS)
     probe = build.load_kernel("probe", kernels_dir=EXP)
     mb = build.load_kernel("min_bias_broadcast")
     pdl = build.load_kernel("tail_pdl", kernels_dir=TAIL)
@@ -45,12 +42,4 @@ if __name__ == "__main__":
         cont[f"strips {k}"] = (lambda m=m: m.group_norm_min_bias_strips(x, G, g, b, 1e-5, bias, False, False), 2 * nb)
         cont[f"strips {k} PDL"] = (lambda m=m: m.group_norm_min_bias_strips(x, G, g, b, 1e-5, bias, True, False), 2 * nb)
         cont[f"strips {k} PDL memset"] = (lambda m=m: m.group_norm_min_bias_strips(x, G, g, b, 1e-5, bias, True, True), 2 * nb)
-    res = {}
-    for rnd in range(3):
-        for name, (fn, moved) in cont.items():
-            res.setdefault(name, []).append(bench.time_ms(fn, reps=100).median)
-    copy = min(res["copy"])
-    for name, ts in res.items():
-        t = min(ts); moved = cont[name][1]
-        print(f"{name:<28} {t*1e3:7.1f} us {moved/t/1e6:6.0f} GB/s {100*copy/t*moved/(2*nb):5.1f}% of copy  ({', '.join(f'{v*1e3:.1f}' for v in ts)})")
-    json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), "strips.json"), "w"), indent=1)
+    res = time_rounds(cont, 3, nb, "strips.json", 28)

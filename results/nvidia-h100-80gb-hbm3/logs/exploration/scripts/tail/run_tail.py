@@ -1,9 +1,9 @@
 """Overlapped tail for 75: variants built in parallel, every element checked, then timed against copy / read / write / the two kernels."""
-import json, os, sys, time
-from concurrent.futures import ProcessPoolExecutor
-sys.path.insert(0, os.getcwd())
+import os, sys
+sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
-from utils import build, bench
+from utils import build
+from runlib import build_all, time_rounds
 TAIL = os.path.join(os.getcwd(), "scratch", "tail"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 RF = ("-DTAIL_DYNAMIC=0", "-DTAIL_LAG=1000000", "-DTAIL_RUNS=1")
 V = {"rf u1 c64": RF, "rf u1 c256": RF + ("-DTAIL_CHANNELS=256",),
@@ -13,11 +13,8 @@ V = {"rf u1 c64": RF, "rf u1 c256": RF + ("-DTAIL_CHANNELS=256",),
      "rdy u1 c64 nopf": ("-DTAIL_DYNAMIC=2", "-DTAIL_RUNS=1", "-DTAIL_PREFETCH_ITEM=0"),
      "rdy u1 c256 nopf": ("-DTAIL_DYNAMIC=2", "-DTAIL_RUNS=1", "-DTAIL_PREFETCH_ITEM=0", "-DTAIL_CHANNELS=256")}
 JOBS = [("probe", (), EXP), ("min_bias_broadcast", (), None), ("tail_pdl", (), TAIL)] + [("tail_overlap", f, TAIL) for f in V.values()]
-def _b(j):
-    t = time.time(); build.load_kernel(j[0], extra_cuda_cflags=list(j[1]), kernels_dir=j[2]); return j[0], j[1], time.time() - t
 if __name__ == "__main__":
-    with ProcessPoolExecutor(10) as ex:
-        for n, f, dt in ex.map(_b, JOBS): print(f"built {n} {f} {dt:.0f}s", flush=True)
+    build_all(JOBS)
     probe = build.load_kernel("probe", kernels_dir=EXP)
     mb = build.load_kernel("min_bias_broadcast")
     pdl = build.load_kernel("tail_pdl", kernels_dir=TAIL)
@@ -55,16 +52,7 @@ if __name__ == "__main__":
             "two kernels, PDL": (lambda: pdl.group_norm_min_bias_pdl(x, G, g, b, 1e-5, bias, True), 2 * nb)}
     for k, m in mods.items():
         cont[f"overlap {k}"] = (lambda m=m: m.group_norm_min_bias_overlap(x, G, g, b, 1e-5, bias), 2 * nb)
-    res = {}
-    for rnd in range(2):
-        for name, (fn, moved) in cont.items():
-            t = bench.time_ms(fn, reps=100).median
-            res.setdefault(name, []).append(t)
-    copy = min(res["copy"])
-    for name, ts in res.items():
-        t = min(ts); moved = cont[name][1]
-        print(f"{name:<22} {t*1e3:7.1f} us {moved/t/1e6:6.0f} GB/s {100*copy/t*moved/(2*nb):5.1f}% of copy  ({', '.join(f'{v*1e3:.1f}' for v in ts)})")
-    json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), "tail.json"), "w"), indent=1)
+    res = time_rounds(cont, 2, nb, "tail.json", 22)
 
     # timelines at 75's shape
     R = 128; S = (N + R - 1) // R
