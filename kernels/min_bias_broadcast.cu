@@ -57,7 +57,9 @@
 //      (one float4 per thread, nothing else) takes 14.2-14.9 us, 2260-2360 GB/s, while a copy of
 //      the same tensor, reading and writing, takes 21.5 us: 3100 GB/s of traffic. At this size a
 //      kernel that only reads cannot reach 80% of the copy's bandwidth; about 75% is the
-//      ceiling. torch's own x.amax(), another pure read, takes 20 us.
+//      ceiling. torch's own x.amax(), another pure read, takes 20 us. (At 1 GiB a pure read
+//      runs at the copy's bandwidth, 103% of it: the shortfall is the small size's. Exploration
+//      7j; bulk async copies read 33.5 MB no faster, 15.5-16.6 us.)
 //   3. What remained was latency: each trip of a warp waits for x from DRAM, then for gamma and
 //      beta from L2. Two float4s per lane instead of one (GROUPNORM_TEAM_VECS) took the kernel
 //      from 22.0 to 19.6 us; loading gamma and beta together with x (GROUPNORM_PREFETCH) from
