@@ -3,7 +3,7 @@ import os, sys
 sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
 from utils import build
-from runlib import build_all, time_rounds
+from runlib import build_all, ceilings, inputs75, time_rounds
 HERE = os.path.join(os.getcwd(), "scratch", "bulk"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 V = {"smem64 u2": ("-DBULK_SMEM=65536",), "smem96 u2": (), "smem96 u1": ("-DBULK_RUNS=1",),
      "smem128 u2": ("-DBULK_SMEM=131072",), "smem192 u2": ("-DBULK_SMEM=196608",), "smem96 u2 notrigger": ("-DBULK_TRIGGER=0",)}
@@ -36,12 +36,8 @@ if __name__ == "__main__":
                     bad += 1; print("MISMATCH", (N, C, G), k, rep, flush=True)
         print("checked", (N, C, G), "team vs ref", (team - ref).abs().max().item(), flush=True)
     print("mismatches:", bad, flush=True)
-    N, C, G = 1024, 8192, 512
-    x = torch.randn(N, C, device="cuda"); g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
-    bias = torch.randn(1, C, 1, 1, device="cuda"); dst = torch.empty_like(x)
-    nb = x.numel() * 4
-    cont = {"copy": (lambda: dst.copy_(x), 2 * nb), "read probe": (lambda: probe.read_probe(x, 1), nb),
-            "fill_": (lambda: dst.fill_(1.0), nb), "row_min team": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
+    N, C, G, x, g, b, bias, dst, nb = inputs75()
+    cont = {**ceilings(x, dst, nb, probe), "row_min team": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
             "tail two kernels": (lambda: mb.group_norm_min_bias(x, G, g, b, 1e-5, bias), 2 * nb)}
     for k, m in mods.items():
         cont[f"row_min bulk {k}"] = (lambda m=m: m.row_min_bulk(x, G, g, b, 1e-5), nb)

@@ -3,7 +3,7 @@ import os, sys
 sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
 from utils import build
-from runlib import build_all, time_rounds
+from runlib import build_all, ceilings, inputs75, time_rounds
 TAIL = os.path.join(os.getcwd(), "scratch", "tail"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 V = {"c64": (), "c32": ("-DSTRIP_CHANNELS=32",), "c128": ("-DSTRIP_CHANNELS=128",), "c256": ("-DSTRIP_CHANNELS=256",),
      "c64 notrigger": ("-DSTRIP_TRIGGER=0",)}
@@ -30,12 +30,8 @@ if __name__ == "__main__":
                         bad += 1; print("MISMATCH", (N, C, G), k, rep, p_, flush=True)
         print("checked", (N, C, G), "two vs ref", (two - ref).abs().max().item(), flush=True)
     print("mismatches:", bad, flush=True)
-    N, C, G = 1024, 8192, 512
-    x = torch.randn(N, C, device="cuda"); g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
-    bias = torch.randn(1, C, 1, 1, device="cuda"); dst = torch.empty_like(x)
-    nb = x.numel() * 4
-    cont = {"copy": (lambda: dst.copy_(x), 2 * nb), "read probe": (lambda: probe.read_probe(x, 1), nb),
-            "fill_": (lambda: dst.fill_(1.0), nb), "row_min": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
+    N, C, G, x, g, b, bias, dst, nb = inputs75()
+    cont = {**ceilings(x, dst, nb, probe), "row_min": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
             "two kernels": (lambda: mb.group_norm_min_bias(x, G, g, b, 1e-5, bias), 2 * nb),
             "two kernels, PDL": (lambda: pdl.group_norm_min_bias_pdl(x, G, g, b, 1e-5, bias, True), 2 * nb)}
     for k, m in mods.items():

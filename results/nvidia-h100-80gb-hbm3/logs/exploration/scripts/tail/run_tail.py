@@ -3,7 +3,7 @@ import os, sys
 sys.path.insert(0, os.getcwd()); sys.path.insert(0, os.path.join(os.getcwd(), "scratch", "tail"))
 import torch, torch.nn.functional as F
 from utils import build
-from runlib import build_all, time_rounds
+from runlib import build_all, ceilings, inputs75, time_rounds
 TAIL = os.path.join(os.getcwd(), "scratch", "tail"); EXP = os.path.join(os.getcwd(), "scratch", "exp")
 RF = ("-DTAIL_DYNAMIC=0", "-DTAIL_LAG=1000000", "-DTAIL_RUNS=1")
 V = {"rf u1 c64": RF, "rf u1 c256": RF + ("-DTAIL_CHANNELS=256",),
@@ -39,12 +39,9 @@ if __name__ == "__main__":
                     bad += 1; print("MISMATCH", (N, C, G), k, rep, out.shape, (out - two).abs().max().item(), flush=True)
         print("checked", (N, C, G), "max diff vs ref", (two - ref).abs().max().item(), flush=True)
     print("mismatches:", bad, flush=True)
-    N, C, G = 1024, 8192, 512
-    x = torch.randn(N, C, device="cuda"); g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
-    bias = torch.randn(1, C, 1, 1, device="cuda"); dst = torch.empty_like(x); rowmin = mb.group_norm_row_min(x, G, g, b, 1e-5)
-    nb = x.numel() * 4
-    cont = {"copy": (lambda: dst.copy_(x), 2 * nb), "read probe": (lambda: probe.read_probe(x, 1), nb),
-            "fill_": (lambda: dst.fill_(1.0), nb), "zeros(9, int32)": (lambda: torch.zeros(9, dtype=torch.int32, device="cuda"), 36),
+    N, C, G, x, g, b, bias, dst, nb = inputs75()
+    rowmin = mb.group_norm_row_min(x, G, g, b, 1e-5)
+    cont = {**ceilings(x, dst, nb, probe), "zeros(9, int32)": (lambda: torch.zeros(9, dtype=torch.int32, device="cuda"), 36),
             "row_min": (lambda: mb.group_norm_row_min(x, G, g, b, 1e-5), nb),
             "broadcast": (lambda: mb.min_bias_broadcast(rowmin, bias), nb),
             "two kernels": (lambda: mb.group_norm_min_bias(x, G, g, b, 1e-5, bias), 2 * nb),

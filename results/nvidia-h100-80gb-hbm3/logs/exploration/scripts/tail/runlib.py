@@ -30,3 +30,18 @@ def time_rounds(cont, rounds, nb, out_name, width):
               f"({', '.join(f'{v*1e3:.1f}' for v in ts)})")
     json.dump(res, open(os.path.join(os.environ.get("OUT", "/tmp"), out_name), "w"), indent=1)
     return res
+
+
+def inputs75():
+    """Problem 75's tail at full size: N, C, G, x, gamma, beta, bias, a copy destination, x's bytes."""
+    import torch
+    N, C, G = 1024, 8192, 512
+    x = torch.randn(N, C, device="cuda"); g = torch.randn(C, device="cuda"); b = torch.randn(C, device="cuda")
+    bias = torch.randn(1, C, 1, 1, device="cuda"); dst = torch.empty_like(x)
+    return N, C, G, x, g, b, bias, dst, x.numel() * 4
+
+
+def ceilings(x, dst, nb, probe):
+    """The yardsticks every run times first: a copy, the plain-load pure read, a fill."""
+    return {"copy": (lambda: dst.copy_(x), 2 * nb), "read probe": (lambda: probe.read_probe(x, 1), nb),
+            "fill_": (lambda: dst.fill_(1.0), nb)}
