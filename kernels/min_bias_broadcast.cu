@@ -85,7 +85,7 @@
 //      minimum alone took 24-30 us against 17. Not profiled further: with 1-2 blocks of 8 warps
 //      per SM, normalising from shared memory (gamma and beta from L2) is the likely limit.
 //   3. The broadcast as a second kernel that starts while the row minimum runs and writes each
-//      strip of 128 rows as soon as the row minimum announces it (a counter per strip): 32-46 us.
+//      strip of 128 rows as soon as the row minimum announces it (a counter per strip): 32-49 us.
 //      The write pattern is not the cost (the same strips with no waiting: 12.6-13.5 us, as fast
 //      as this file's broadcast); the announcing is: the row minimum with a fence and an atomic
 //      per row took 18.3-19.9 us instead of 16.7, and the broadcast, with one acquire per block,
