@@ -133,6 +133,27 @@ def test_default_arch_is_the_visible_gpu_or_sm_90(kernels_dir):
     assert build.plan("k", kernels_dir=kernels_dir).arch == expected
 
 
+def test_a_kernel_can_ask_for_an_arch_specific_target(kernels_dir, monkeypatch):
+    source = (kernels_dir / "k.cu").read_text()
+    (kernels_dir / "k.cu").write_text("// @arch: 9.0a\n" + source)
+    monkeypatch.setattr(toolchain.detect(), "gpu_arch", None)  # no GPU: the kernel's own arch
+    assert build.plan("k", kernels_dir=kernels_dir).arch == "9.0a"
+    monkeypatch.setattr(toolchain.detect(), "gpu_arch", "9.0")  # a Hopper GPU: sm_90a is its family
+    assert "-gencode=arch=compute_90a,code=sm_90a" in build.plan("k", kernels_dir=kernels_dir).cuda_cflags
+    monkeypatch.setattr(toolchain.detect(), "gpu_arch", "8.0")  # an A100 cannot run sm_90a code: say so
+    with pytest.raises(toolchain.UnsupportedArchError, match=r"k\.cu is built for sm_90a only .* this GPU is sm_80"):
+        build.plan("k", kernels_dir=kernels_dir)
+
+
+def test_arch_marks_are_checked():
+    assert build.required_arch("__global__ void k() {}\n") is None
+    assert build.required_arch("// @arch: 9.0a\n") == "9.0a"
+    with pytest.raises(build.KernelSourceError, match="more than one"):
+        build.required_arch("// @arch: 9.0a\n// @arch: 10.0a\n", "k.cu")
+    with pytest.raises(ValueError, match="arch must look like"):
+        build.required_arch("// @arch: hopper\n")
+
+
 NVCC_OUTPUT = """Error building extension 'broken_0123456789ab': [1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -c cuda.cu -o cuda.cuda.o
 FAILED: cuda.cuda.o
 /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -DTORCH_EXTENSION_NAME=broken -c /b/cuda.cu -o cuda.cuda.o

@@ -8,7 +8,10 @@ in it by a comment line directly above their definition:
 
 From those marks this module derives the C++ declarations and the Python bindings, and
 hands everything to torch.utils.cpp_extension.load_inline with -O3, -lineinfo and the
-visible GPU's arch (sm_90 without a GPU).
+visible GPU's arch (sm_90 without a GPU). A kernel that needs an arch-specific target
+(wgmma and setmaxnreg exist only on sm_90a) says so in a line of its own:
+
+    // @arch: 9.0a
 
 Builds are cached under build/kernels/<name>-<hash>/ by a hash of everything that goes
 into them (the kernel, every header it includes from kernels/, the flags, the arch, the
@@ -87,6 +90,7 @@ class Export:
 
 
 _EXPORT = re.compile(r"^[ \t]*//[ \t]*@export\b(?:[ \t]*:(?P<doc>.*))?$", re.MULTILINE)
+_ARCH_MARK = re.compile(r"^[ \t]*//[ \t]*@arch:[ \t]*(?P<arch>\S+)[ \t]*$", re.MULTILINE)
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<file>[^"]+)"', re.MULTILINE)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _PROTOTYPE = re.compile(r"(?P<type>\S.*?[ *&])(?P<name>[A-Za-z_]\w*) ?\((?P<params>.*)\)")
@@ -121,6 +125,31 @@ def _parse_export(source: str, mark: re.Match, filename: str) -> Export:
         )
     name = prototype.group("name")
     return Export(name, head, (mark.group("doc") or "").strip() or name)
+
+
+def required_arch(source: str, filename: str = "<kernel source>") -> str | None:
+    """The arch a kernel's `// @arch: 9.0a` line asks for, or None (it builds for any GPU)."""
+    marks = {m.group("arch") for m in _ARCH_MARK.finditer(source)}
+    if len(marks) > 1:
+        raise KernelSourceError(f"{filename}: more than one `// @arch:` line ({', '.join(sorted(marks))}); keep one")
+    if not marks:
+        return None
+    (arch,) = marks
+    toolchain.arch_code(arch)  # a ValueError that says what an arch looks like
+    return arch
+
+
+def _target_arch(needed: str | None, gpu_arch: str | None, filename: str) -> str:
+    """The kernel's own arch when it names one (its family must be the visible GPU's), else the GPU's, else 9.0."""
+    if needed is None:
+        return gpu_arch or toolchain.DEFAULT_ARCH
+    if gpu_arch is not None and toolchain._base_arch(needed) != gpu_arch:
+        raise toolchain.UnsupportedArchError(
+            f"{filename} is built for sm_{toolchain.arch_code(needed)} only (its `// @arch: {needed}` line: it uses "
+            f"instructions of that GPU family alone, such as wgmma), and this GPU is sm_{toolchain.arch_code(gpu_arch)}. "
+            "Run it on a GPU of that family; the other kernels of the workbook run here."
+        )
+    return needed
 
 
 def kernel_path(name: str, kernels_dir: Path | None = None) -> Path:
@@ -221,7 +250,7 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
             f"    // @export\n    torch::Tensor {name}(torch::Tensor x) {{"
         )
     tc = toolchain.detect()
-    arch = arch or tc.gpu_arch or toolchain.DEFAULT_ARCH
+    arch = arch or _target_arch(required_arch(source, display_path(path)), tc.gpu_arch, display_path(path))
     # An explicit -gencode also keeps torch from deriving arch flags itself (which, without a
     # GPU, fails). #line makes nvcc report errors at kernels/<name>.cu:<line>, not in a copy.
     cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
