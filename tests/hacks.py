@@ -69,11 +69,15 @@ class CachesByPointer(Model62):
 
 
 class SideStream(Model62):
-    """Computes on a stream of its own that never waits for the caller's current stream."""
+    """Computes on a stream of its own that never waits for the caller's current stream. (It does
+    hand its result back: the caller's stream waits for it, so only the missing first wait is wrong.)"""
 
     def forward(self, x):
-        with torch.cuda.stream(torch.cuda.Stream(x.device)):
-            return super().forward(x)
+        side = torch.cuda.Stream(x.device)
+        with torch.cuda.stream(side):
+            out = super().forward(x)
+        torch.cuda.current_stream(x.device).wait_stream(side)
+        return out
 
 
 class FallsBack(Model62):
@@ -190,3 +194,55 @@ class OffBy5e3(Model62):
 class Crashes(Model62):
     def forward(self, x):
         raise RuntimeError("illegal configuration")
+
+
+class WrongSlope(Model62):
+    """A wrong formula and nothing else: LeakyReLU's slope 0.1 instead of the module's 0.01."""
+
+    def forward(self, x):
+        y = F.leaky_relu(self.gn(self.fc(x)), 0.1)
+        return y + y
+
+
+class ReusesOutputBuffer(Model62):
+    """Right values, written into one buffer that every call returns: the caller's last output
+    changes under it at the next call."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        buffer = self.__dict__.get("_buffer")
+        if buffer is None or buffer.shape != out.shape or buffer.device != out.device:
+            buffer = self.__dict__["_buffer"] = torch.empty_like(out)
+        return buffer.copy_(out)
+
+
+class DetachedOutput(Model62):
+    """Right values, no autograd: what a kernel called without a registered autograd formula gives."""
+
+    def forward(self, x):
+        return super().forward(x).detach()
+
+
+class _TimesTwoForgetsTheTwo(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, y):
+        return y + y
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad  # should be 2 * grad
+
+
+class WrongGradient(Model62):
+    """Right values; its `x + x` has a hand-written backward that forgets the factor 2."""
+
+    def forward(self, x):
+        return _TimesTwoForgetsTheTwo.apply(self.leaky_relu(self.gn(self.fc(x))))
+
+
+class FrozenBias(Model62):
+    """Right values, but Linear's bias enters detached: that parameter never gets a gradient."""
+
+    def forward(self, x):
+        y = F.linear(x, self.fc.weight, self.fc.bias.detach())
+        return _after_gemm(self, y)

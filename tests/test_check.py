@@ -15,6 +15,7 @@ from utils.precision import ieee_fp32
 from utils.problems import all_problems, get_problem
 
 CUDA_ONLY = {"poisoned_output", "stream", "torch_fallback"}
+REFERENCE_OPS_62 = ["aten::addmm", "aten::native_group_norm", "aten::leaky_relu", "aten::add"]
 
 
 @pytest.fixture(autouse=True)
@@ -150,6 +151,52 @@ def test_caching_by_pointer_fails_input_sensitivity():
 def test_contiguity_assumption_fails_noncontiguous_input():
     report = check_model(62, hacks.AssumesContiguous, device="cpu")
     _failed_only(report, "noncontiguous_input")
+
+
+def test_a_wrong_formula_gets_one_failure_with_the_right_diagnosis():
+    report = check_model(62, hacks.WrongSlope, device="cpu")
+    _failed_only(report, "trials")
+    assert "mismatched" in report["trials"].detail
+    for name in ("precision", "input_sensitivity", "odd_shapes", "noncontiguous_input", "gradients"):
+        assert report[name].status == "skip" and report[name].detail.startswith(check.ALREADY_WRONG), name
+    assert "beyond what rounding does" in report["precision"].detail  # its own evidence: 8.6e-02, not rounding
+
+
+@pytest.mark.gpu
+def test_a_wrong_formula_on_gpu_is_not_blamed_on_memory_streams_or_caches():
+    report = check_model(62, hacks.WrongSlope, allow_torch_ops=REFERENCE_OPS_62)
+    _failed_only(report, "trials")
+    assert report["poisoned_output"].status == "skip" and "not unwritten memory" in report["poisoned_output"].detail
+    assert report["stream"].detail == check.ALREADY_WRONG
+
+
+def test_one_output_buffer_for_every_call_fails_output_owned():
+    report = check_model(62, hacks.ReusesOutputBuffer, device="cpu")
+    _failed_only(report, "output_owned")
+    assert "same storage" in report["output_owned"].detail
+
+
+def test_an_output_without_autograd_fails_gradients():
+    report = check_model(62, hacks.DetachedOutput, device="cpu")
+    _failed_only(report, "gradients")
+    assert "carries no gradient" in report["gradients"].detail
+
+
+def test_a_wrong_backward_fails_gradients():
+    report = check_model(62, hacks.WrongGradient, device="cpu")
+    _failed_only(report, "gradients")
+    assert "wrong gradients" in report["gradients"].detail and "input 0" in report["gradients"].detail
+
+
+def test_a_parameter_left_out_of_backward_fails_gradients():
+    report = check_model(62, hacks.FrozenBias, device="cpu")
+    _failed_only(report, "gradients")
+    assert "no gradient reaches fc.bias" in report["gradients"].detail
+
+
+def test_an_inference_only_model_skips_gradients_and_says_so():
+    report = check_model(62, hacks.DetachedOutput, device="cpu", training=False)
+    assert report.ok and "inference only" in report["gradients"].detail
 
 
 def test_nondeterminism_fails_repeatable():
@@ -302,13 +349,13 @@ def test_check_fn_catches_an_in_place_activation():
 def test_unwritten_output_fails_poisoned_output(model):
     report = check_model(62, model)
     assert "poisoned_output" in report.failed, str(report)
+    assert "changes with the poison" in report["poisoned_output"].detail  # even when trials fail too
 
 
 @pytest.mark.gpu
 def test_side_stream_fails_stream():
-    # other checks may fail too: without a wait, even its trials race the input's upload
-    report = check_model(62, hacks.SideStream)
-    assert "stream" in report.failed, str(report)
+    report = check_model(62, hacks.SideStream, allow_torch_ops=REFERENCE_OPS_62)
+    _failed_only(report, "stream")
 
 
 @pytest.mark.gpu
@@ -328,8 +375,7 @@ def test_tf32_gemm_under_ieee_fails_precision():
 @pytest.mark.gpu
 def test_tf32_allowed_selects_tf32_tier_and_keeps_the_reference_ieee():
     torch.backends.cuda.matmul.allow_tf32 = True
-    report = check_model(62, hacks.Faithful, allow_torch_ops=["aten::addmm", "aten::native_group_norm",
-                                                             "aten::leaky_relu", "aten::add"])
+    report = check_model(62, hacks.Faithful, allow_torch_ops=REFERENCE_OPS_62)
     assert report.tier == "tf32"
     assert report.ok, str(report)
     assert "reported, not judged" in report["precision"].detail

@@ -18,14 +18,24 @@ and tests/test_check.py holds a model that takes each way and shows its check fa
     global_state         a model that switches TF32 (or any fp32 precision flag) on for everyone
     poisoned_output      an output never (fully) written, e.g. torch.empty   [CUDA]
     repeatable           races and other nondeterminism (the workbook's kernels are deterministic)
+    output_owned         an output that a later call changes (one buffer handed out by every call)
     input_sensitivity    results cached by input pointer or shape
     odd_shapes           tile-edge bugs: the "odd" scale is a multiple of nothing a kernel tiles by
     noncontiguous_input  kernels that index their input as if it were contiguous
     stream               work launched on a stream other than the caller's current one   [CUDA]
     torch_fallback       a "kernel" that is the reference's PyTorch ops underneath   [CUDA]
+    gradients            an output that carries no gradient, or wrong gradients, for the input
+                         or any parameter (backward against the reference's autograd)
 
 `inputs_unchanged` and `global_state` watch every call the other checks make. A check that
 cannot run here reports `skip` with the reason, never `pass`; a skip does not fail the report.
+One wrong value gets one diagnosis: once `trials` has found wrong values, the other checks that
+compare with the reference report "skip: the values are already wrong (see trials)" instead of
+each failing with a hypothesis of its own (a race, another stream, a cache...). Two checks have
+evidence of their own and still judge: `poisoned_output` (an output that changes with the poison
+depends on memory it never wrote, whatever else is wrong) and `precision` (an error against
+float64 of the size rounding makes, under ROUNDING_BAND, is a lower-precision GEMM; a larger one
+is a wrong value, and precision then skips too).
 `odd_shapes` always runs at the "odd" scale next to the requested one (it is a skip only when
 the requested scale is "odd" itself).
 
@@ -38,9 +48,10 @@ import copy
 import html
 import inspect
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -64,10 +75,15 @@ TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2
 # random_params or odd_shapes.
 MODEL_CHECKS = (
     "construction", "random_params", "trials", "precision", "inputs_unchanged", "global_state",
-    "poisoned_output", "repeatable", "input_sensitivity", "odd_shapes", "noncontiguous_input",
-    "stream", "torch_fallback",
+    "poisoned_output", "repeatable", "output_owned", "input_sensitivity", "odd_shapes", "noncontiguous_input",
+    "stream", "torch_fallback", "gradients",
 )
-FN_CHECKS = tuple(c for c in MODEL_CHECKS if c not in ("construction", "random_params", "odd_shapes"))
+FN_CHECKS = tuple(c for c in MODEL_CHECKS if c not in ("construction", "random_params", "odd_shapes", "gradients"))
+
+# The checks whose verdict is a comparison with the reference: once trials has found wrong values,
+# their failures would only repeat it under another name (see the module docstring).
+AGAINST_REFERENCE = ("input_sensitivity", "odd_shapes", "noncontiguous_input", "stream", "gradients")
+ALREADY_WRONG = "the values are already wrong (see trials)"
 
 STATUSES = ("pass", "fail", "skip")
 Verdict = tuple[str, str]  # (status, detail), what each check function returns
@@ -221,18 +237,23 @@ class _Watch:
         self.input_changes: list[str] = []
         self.flag_changes: list[str] = []
 
-    def call(self, fn: Callable, inputs: list[Tensor], where: str):
-        pristine = [t.clone() for t in inputs]
+    @contextmanager
+    def flags_kept(self, where: str) -> Iterator[None]:
+        """Note any precision flag the code under test changes inside, and put it back."""
         flags = precision.flags()
         try:
-            with torch.no_grad():
-                out = fn(*inputs)
+            yield
         finally:
             changed = precision.changes(flags, precision.flags())
             if changed:
                 self.flag_changes.append(f"{where}: {changed}")
                 # so the rest of the run, and the caller's session, keep the caller's setting
                 precision.restore(flags)
+
+    def call(self, fn: Callable, inputs: list[Tensor], where: str):
+        pristine = [t.clone() for t in inputs]
+        with self.flags_kept(where), torch.no_grad():
+            out = fn(*inputs)
         self.calls += 1
         for i, (t, p) in enumerate(zip(inputs, pristine)):
             if not torch.equal(t, p):
@@ -323,8 +344,9 @@ def _describe(e: BaseException) -> str:
 
 def _check_trials(case: _Case, n: int) -> Verdict:
     results = []
-    for i in range(n):
-        x = case.inputs(i)
+    kept = []  # every trial's inputs stay alive, so no two trials share an address: a model that caches
+    for i in range(n):  # by pointer is input_sensitivity's to diagnose, not a wrong value here
+        kept.append(x := case.inputs(i))
         ref = case.reference(x)
         results.append(_compare(case.call(x, f"trial {i}"), ref, case.tolerance))
     failed = [(i, r) for i, r in enumerate(results) if not r.ok]
@@ -344,7 +366,12 @@ def _relative_error(out: Tensor, ref64: Tensor) -> float:
     return ((out.double() - ref64).norm() / ref64.norm()).item()
 
 
-def _check_precision(case: _Case) -> Verdict:
+# What a GEMM of lower precision does to these outputs, norm-wise against float64: TF32 ~1e-4 to
+# 1e-3, bf16 and fp16 ~1e-3 to 5e-3. An error beyond this band is not rounding but a wrong value.
+ROUNDING_BAND = 1e-2
+
+
+def _check_precision(case: _Case, trials_failed: bool = False) -> Verdict:
     x = case.inputs(10_100)
     with torch.no_grad():
         ref64 = case.make_ref64()(*[t.double() if t.is_floating_point() else t for t in x])
@@ -355,6 +382,8 @@ def _check_precision(case: _Case) -> Verdict:
     new_err, ref_err = _relative_error(out, ref64), _relative_error(ref, ref64)
     limit = PRECISION_FACTOR * max(ref_err, PRECISION_FLOOR)
     detail = f"relative error vs float64: {new_err:.1e}, fp32 reference {ref_err:.1e}"
+    if trials_failed and not new_err <= ROUNDING_BAND:  # NaN too: not a question of precision
+        return "skip", f"{ALREADY_WRONG}; {detail}, beyond what rounding does ({ROUNDING_BAND:g})"
     if case.tier != "strict":
         return "skip", f"{detail}; reported, not judged, under the {case.tier} tier"
     if not new_err <= limit:  # NaN fails too
@@ -396,15 +425,25 @@ def _check_poisoned_output(case: _Case) -> Verdict:
     x = case.inputs(10_200)
     ref = case.reference(x)  # kept alive, so its memory cannot be handed back to the model
     sizes = {ref.nbytes, *case.scratch_bytes}
-    problems = []
+    problems, outputs = [], []
     for label, byte in POISONS:
         _poison_allocator(sizes, byte, case.device)
-        r = _compare(case.call_unwatched(x), ref, case.tolerance)
+        out = case.call_unwatched(x)
+        outputs.append(out.clone() if isinstance(out, Tensor) else out)
+        r = _compare(out, ref, case.tolerance)
         if not r.ok:
             problems.append(f"{label} poison: {r.summary}")
-    if problems:
-        return "fail", "output depends on memory it never wrote; " + "; ".join(problems)
-    return "pass", f"matches after the allocator was poisoned with NaN and with 8.4e37 ({sorted(sizes)} bytes)"
+    if not problems:
+        return "pass", f"matches after the allocator was poisoned with NaN and with 8.4e37 ({sorted(sizes)} bytes)"
+    if _same(*outputs):  # wrong, but the same whatever the poison: a wrong value, not an unwritten one
+        return "skip", ALREADY_WRONG + "; the output does not change with the poison, so it is not unwritten memory"
+    return "fail", "output depends on memory it never wrote (it changes with the poison); " + "; ".join(problems)
+
+
+def _same(a, b) -> bool:
+    """Two outputs bitwise equal (NaN where NaN)."""
+    return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape and a.dtype == b.dtype
+            and bool(((a == b) | (a.isnan() & b.isnan())).all()))
 
 
 def _check_repeatable(case: _Case) -> Verdict:
@@ -415,6 +454,21 @@ def _check_repeatable(case: _Case) -> Verdict:
         return "pass", "two calls on the same input are bitwise equal"
     return "fail", ("two calls on the same input differ; the workbook's kernels are deterministic by design "
                     "(no atomics in reductions), so look for a race or a read of unwritten memory")
+
+
+def _check_output_owned(case: _Case) -> Verdict:
+    first_x, second_x = case.inputs(10_310), case.inputs(10_311)
+    first = case.call(first_x, "output_owned, first call")  # kept as returned: no clone
+    if not isinstance(first, Tensor):
+        return "fail", f"returned {type(first).__name__}, not a tensor (see trials)"
+    kept = first.clone()
+    second = case.call(second_x, "output_owned, second call")
+    if not _same(first, kept):
+        shared = " (the second call returned the same storage)" if isinstance(second, Tensor) and \
+            second.untyped_storage().data_ptr() == first.untyped_storage().data_ptr() else ""
+        return "fail", ("an output changed when the model was called again" + shared +
+                        ": an output is the caller's; allocate a new one per call")
+    return "pass", "an output keeps its values when the model is called again on other inputs"
 
 
 def _check_input_sensitivity(case: _Case) -> Verdict:
@@ -514,16 +568,25 @@ def _check_torch_fallback(case: _Case, allowed: Sequence[str]) -> Verdict:
 
 def _case_checks(case: _Case, trials: int, allowed: Sequence[str]) -> dict[str, CheckResult]:
     """The checks that need no model: everything check_fn runs, in report order less the watch's two."""
-    return {
-        "trials": _run("trials", _check_trials, case, trials),
-        "precision": _run("precision", _check_precision, case),
-        "poisoned_output": _run("poisoned_output", _check_poisoned_output, case),
-        "repeatable": _run("repeatable", _check_repeatable, case),
-        "input_sensitivity": _run("input_sensitivity", _check_input_sensitivity, case),
-        "noncontiguous_input": _run("noncontiguous_input", _check_noncontiguous_input, case),
-        "stream": _run("stream", _check_stream, case),
-        "torch_fallback": _run("torch_fallback", _check_torch_fallback, case, allowed),
+    results = {"trials": _run("trials", _check_trials, case, trials)}
+    wrong = results["trials"].status == "fail"
+    checks = {
+        "precision": (_check_precision, case, wrong),
+        "poisoned_output": (_check_poisoned_output, case),
+        "repeatable": (_check_repeatable, case),
+        "output_owned": (_check_output_owned, case),
+        "input_sensitivity": (_check_input_sensitivity, case),
+        "noncontiguous_input": (_check_noncontiguous_input, case),
+        "stream": (_check_stream, case),
+        "torch_fallback": (_check_torch_fallback, case, allowed),
     }
+    for name, (check, *args) in checks.items():
+        results[name] = _skip_as_wrong(name) if wrong and name in AGAINST_REFERENCE else _run(name, check, *args)
+    return results
+
+
+def _skip_as_wrong(name: str) -> CheckResult:
+    return CheckResult(name, "skip", ALREADY_WRONG)
 
 
 def _watch_checks(watch: _Watch) -> dict[str, CheckResult]:
@@ -652,6 +715,44 @@ def _check_odd_shapes(problem: Problem, new_cls, seed, trials, device, tier, wat
     return status, f"scale odd {init}: {detail}"
 
 
+def _check_gradients(ref: nn.Module, new: nn.Module, case: _Case) -> Verdict:
+    """Backward of ModelNew against backward of the reference, for the input and every parameter.
+
+    Both run under the caller's fp32 matmul setting: this check judges the gradient formulas, and
+    `trials` and `precision` judge the forward's precision. (A forward GEMM of another precision
+    than the reference's would also move where torch.min's gradient lands in near-tied rows.)"""
+    x = case.inputs(10_800)
+    generator = torch.Generator().manual_seed(case.seed * 100_003 + 10_801)
+    grads = {}
+    for label, model in (("reference", ref), ("new", new)):
+        inputs = [t.clone().requires_grad_(t.is_floating_point()) for t in x]
+        with torch.enable_grad(), case.watch.flags_kept(f"gradients, {label} forward"):
+            out = model(*inputs)
+            if label == "new" and not (isinstance(out, Tensor) and out.requires_grad):
+                return "fail", ("the output carries no gradient (requires_grad is False): computed outside autograd, "
+                                "e.g. a kernel called with no autograd formula registered, or a detached result")
+            if label == "reference":
+                grad_out = torch.randn(out.shape, generator=generator).to(out.device)
+            leaves = {f"input {i}": t for i, t in enumerate(inputs) if t.requires_grad}
+            leaves |= dict(model.named_parameters())
+            with case.watch.flags_kept("gradients, backward"):
+                grads[label] = dict(zip(leaves, torch.autograd.grad(out, list(leaves.values()), grad_out,
+                                                                     allow_unused=True)))
+    missing = [k for k, g in grads["reference"].items() if g is not None and grads["new"].get(k) is None]
+    if missing:
+        return "fail", f"no gradient reaches {', '.join(missing)} (detached, or left out of the autograd formula)"
+    wrong = []
+    for k, want in grads["reference"].items():
+        if want is not None:
+            r = _compare(grads["new"][k], want, case.tolerance)
+            if not r.ok:
+                wrong.append(f"{k}: {r.summary}")
+    if wrong:
+        return "fail", f"wrong gradients for {len(wrong)} of {len(grads['reference'])} tensors; " + "; ".join(wrong[:3])
+    names = [k for k, g in grads["reference"].items() if g is not None]
+    return "pass", f"gradients of {', '.join(names)} match the reference's"
+
+
 # --------------------------------------------------------------------------------------------
 # Entry points
 
@@ -672,7 +773,8 @@ def _validated(trials: int, allow_torch_ops: Sequence[str]) -> list[str]:
 
 def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *, scale: str = "small",
                 tier: str = "auto", trials: int = 5, seed: int = 0, device: str | torch.device | None = None,
-                allow_torch_ops: Sequence[str] = (), init_inputs: list | None = None) -> CheckReport:
+                allow_torch_ops: Sequence[str] = (), init_inputs: list | None = None,
+                training: bool = True) -> CheckReport:
     """Check `model_new_cls` against the problem's reference Model: every check in this module's docstring.
 
     scale: "small" (CPU-friendly), "full" (KernelBench's sizes) or "odd"; odd_shapes adds the
@@ -680,6 +782,7 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
     matmuls use TF32, the reference still runs in IEEE fp32). device: None is CUDA when there
     is one. allow_torch_ops: reference ops ModelNew may call on purpose ({"aten::mm"}).
     init_inputs: other __init__ arguments than the scale's (the inputs follow in_features).
+    training: False for a model meant for inference only; `gradients` then reports a skip.
     """
     problem = get_problem(problem)
     allowed = _validated(trials, allow_torch_ops)
@@ -701,11 +804,20 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
     }
     case = _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch)
     results |= _case_checks(case, trials, allowed)
+    wrong = results["trials"].status == "fail"
     if scale == "odd":
         results["odd_shapes"] = CheckResult("odd_shapes", "skip", "the main run is at scale odd already")
+    elif wrong:
+        results["odd_shapes"] = _skip_as_wrong("odd_shapes")
     else:
         results["odd_shapes"] = _run("odd_shapes", _check_odd_shapes, problem, model_new_cls, seed, trials,
                                      device, tier, watch)
+    if not training:
+        results["gradients"] = CheckResult("gradients", "skip", "inference only (training=False): backward not checked")
+    elif wrong:
+        results["gradients"] = _skip_as_wrong("gradients")
+    else:
+        results["gradients"] = _run("gradients", _check_gradients, ref, new, case)
     results |= _watch_checks(watch)
     return CheckReport(subject, tier, str(device), [results[name] for name in MODEL_CHECKS])
 
