@@ -100,7 +100,8 @@ def _l2_flush(l2: str) -> Callable[[], object] | None:
     return buffer.amax if l2 == "clean" else buffer.zero_
 
 
-def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: str = "clean") -> Timing:
+def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: str = "clean",
+            sync_each: bool = False) -> Timing:
     """Time `fn()` on the current CUDA stream: `warmup` untimed calls, then `reps` calls,
     each between two CUDA events, with the L2 flushed before each (outside the events) and
     left as `l2` says: "clean" (default), "dirty" or "warm" (no flush; see L2_STATES).
@@ -108,6 +109,11 @@ def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: s
     The events measure GPU time from the moment the stream reaches the first event, so a
     call whose CPU side (Python, launches) is slower than its kernels is charged for it,
     as it would be in a real model: that is the honest number for eager PyTorch.
+
+    By default the CPU runs ahead: the calls are queued back to back and synchronized once at
+    the end, the steady state of a model called in a loop. sync_each=True synchronizes after
+    every call instead (KernelBench's per-trial protocol): the GPU then sits idle while the CPU
+    launches the next call, so its launch cost lands inside the events too ("per call").
     """
     if l2 not in L2_STATES:
         raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
@@ -123,9 +129,13 @@ def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: s
     for start, end in zip(starts, ends):
         if flush is not None:
             flush()
+            if sync_each:
+                torch.cuda.synchronize()  # the flush done before the call starts, as KernelBench clears its L2
         start.record()
         fn()
         end.record()
+        if sync_each:
+            torch.cuda.synchronize()
     torch.cuda.synchronize()
     return Timing.from_times([s.elapsed_time(e) for s, e in zip(starts, ends)])
 

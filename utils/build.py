@@ -502,3 +502,95 @@ def clear_stale_locks(build_root: Path | str | None = None) -> list[Path]:
         elif (build_dir / TORCH_LOCK_FILE).exists():
             removed += _remove_stale(build_dir, "torch's lock of a build that was stopped")
     return removed
+
+
+# --- registered operators -----------------------------------------------------------------
+#
+# A pybind function from load_inline is opaque to PyTorch: torch.compile breaks its graph at
+# it, autograd stops there, and nothing knows its output's shape without running it. The
+# launchers that solutions/ call are therefore also registered as torch.library operators, in
+# one namespace, the way pytorch/extension-cpp does it: a schema, a CUDA implementation (the
+# kernel), a CPU implementation (the reference PyTorch math), a fake implementation (shape,
+# dtype and device only, for tracing) and an autograd formula. The schema is derived from the
+# launcher's C++ prototype, so the .cu file stays the one place the signature is written.
+
+OP_NAMESPACE = "workbook"
+
+_SCHEMA_TYPES = {"torch::Tensor": "Tensor", "at::Tensor": "Tensor", "double": "float", "int64_t": "int", "bool": "bool"}
+_registered: dict[str, object] = {}  # qualified name -> the op, so a second registration in one process is free
+_op_kernels: dict[str, str] = {}  # qualified name -> the kernel file (kernels/<kernel>.cu) its launcher lives in
+_libraries: list = []  # torch.library.Library objects must stay alive for their definitions to stay
+
+
+def op_schema(export: Export) -> str:
+    """The torch.library schema of an exported launcher, e.g. "(Tensor x, int num_groups) -> Tensor".
+    Tensors, double, int64_t and bool map to Tensor, float, int and bool; the launcher returns one tensor."""
+    prototype = _PROTOTYPE.fullmatch(export.prototype)
+    returns = " ".join(prototype.group("type").split())
+    if returns not in ("torch::Tensor", "at::Tensor"):
+        raise KernelSourceError(f"{export.name}: an operator returns one new tensor; this launcher returns {returns!r}")
+    params = []
+    for param in filter(None, (p.strip() for p in prototype.group("params").split(","))):
+        ctype, _, name = param.rpartition(" ")
+        ctype = ctype.replace("const ", "").replace("&", "").strip()
+        if ctype not in _SCHEMA_TYPES:
+            raise KernelSourceError(f"{export.name}: parameter {param!r} has a type an operator schema cannot take "
+                                    f"(known: {', '.join(_SCHEMA_TYPES)})")
+        params.append(f"{_SCHEMA_TYPES[ctype]} {name.lstrip('&*')}")
+    return f"({', '.join(params)}) -> Tensor"
+
+
+def register_op(kernel: str, name: str, *, reference, fake, backward, namespace: str = OP_NAMESPACE):
+    """Register the launcher `name` of kernels/<kernel>.cu as the operator `namespace::name`; return it.
+
+    reference(*args): the same computation in PyTorch ops; the CPU implementation, so a module
+        holding the op moves between devices like any nn.Module.
+    fake(*args): an empty output of the right shape, dtype and device (and the argument checks
+        that can be made without data), for torch.compile's tracing.
+    backward(grad, *args): the gradients of the tensor arguments, in their order (None where
+        there is none), written with PyTorch ops.
+    The CUDA implementation is the kernel itself, compiled on its first call.
+    """
+    import torch
+
+    qualname = f"{namespace}::{name}"
+    if qualname in _registered:
+        return _registered[qualname]
+    (export,) = [e for e in exported_functions(kernel_source(name=kernel)) if e.name == name] or [None]
+    if export is None:
+        raise KernelSourceError(f"kernels/{kernel}.cu exports no launcher {name!r} to register")
+    schema = op_schema(export)
+    library = torch.library.Library(namespace, "FRAGMENT")
+    library.define(f"{name}{schema}")
+    _libraries.append(library)
+
+    def cuda_impl(*args):
+        return getattr(load_kernel(kernel), name)(*args)
+
+    torch.library.impl(qualname, "CUDA", cuda_impl, lib=library)
+    torch.library.impl(qualname, "CPU", reference, lib=library)
+    torch.library.register_fake(qualname, fake, lib=library)
+
+    is_tensor = [t.strip().startswith("Tensor") for t in schema[1:schema.index(")")].split(",")]
+
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(*(a for a, t in zip(inputs, is_tensor) if t))
+        ctx.others = [None if t else a for a, t in zip(inputs, is_tensor)]
+
+    def autograd_backward(ctx, grad):
+        saved = iter(ctx.saved_tensors)
+        args = [next(saved) if t else a for a, t in zip(ctx.others, is_tensor)]
+        grads = iter(backward(grad, *args))
+        return tuple(next(grads) if t else None for t in is_tensor)
+
+    torch.library.register_autograd(qualname, autograd_backward, setup_context=setup_context, lib=library)
+    _registered[qualname] = op = getattr(getattr(torch.ops, namespace), name)
+    _op_kernels[qualname] = kernel
+    return op
+
+
+def op_kernel(qualname: str) -> str:
+    """The kernel file whose launcher the registered op `namespace::name` is ("groupnorm" for kernels/groupnorm.cu)."""
+    if qualname not in _op_kernels:
+        raise KeyError(f"no registered op {qualname!r}; registered: {sorted(_op_kernels)}")
+    return _op_kernels[qualname]

@@ -1,0 +1,180 @@
+"""utils.ops and build.register_op: the fused tails as torch.library operators.
+
+On the CPU (CI): the schemas derived from the launchers' prototypes, torch.library.opcheck on
+the CPU implementation (schema, autograd registration, fake tensors, AOT dispatch with dynamic
+shapes), the fake implementation on CUDA fake tensors, the autograd formulas against autograd
+through the reference math, and the dtype and shape errors. On the GPU: opcheck and the values
+of the CUDA implementation (the kernels), on shapes that are multiples of no tile.
+"""
+import pytest
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from utils import build, ops
+
+EPS = 1e-5
+
+
+def _args(name: str, N: int, C: int, G: int, device="cpu", seed=0) -> list:
+    """The op's arguments at (N, C) in G groups: random x, γ (signs too), β and biases, never zeros."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(N, C, generator=g) * 2
+    sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
+    gamma, beta = (torch.rand(C, generator=g) + 0.5) * sign, 0.5 * torch.randn(C, generator=g)
+    bias = 0.5 * torch.randn(C, generator=g)
+    x, gamma, beta, bias = (t.to(device) for t in (x, gamma, beta, bias))
+    return {
+        "bias_hardtanh_mish_group_norm": [x, bias, -1.0, 1.0, G, gamma, beta, EPS],
+        "swish_bias_group_norm": [x, bias, G, gamma, beta, EPS],
+        "group_norm_leaky_relu_x2": [x, G, gamma, beta, EPS, 0.01],
+        "group_norm_min_bias": [x, G, gamma, beta, EPS, bias.view(1, C, 1, 1)],
+    }[name]
+
+
+def _reference(name: str):
+    return getattr(ops, f"_{name}_reference")
+
+
+def _with_grad(args: list) -> list:
+    return [a.detach().clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+NAMES = list(ops.ALL)
+# (N, C, G): the problems' channels per group (32, 16, 64) at small sizes, and 23 per group (no float4 fits)
+SHAPES = [(5, 128, 4), (3, 64, 4), (4, 256, 4), (7, 115, 5)]
+
+
+def test_every_op_is_registered_in_the_workbook_namespace():
+    assert NAMES == ["bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2",
+                     "group_norm_min_bias"]
+    for name, op in ops.ALL.items():
+        assert op is getattr(torch.ops.workbook, name)
+        assert build.op_kernel(f"workbook::{name}") in ("groupnorm", "min_bias_broadcast")
+
+
+def test_schemas_come_from_the_launchers_prototypes():
+    (export,) = [e for e in build.exported_functions(build.kernel_source("groupnorm"))
+                 if e.name == "bias_hardtanh_mish_group_norm"]
+    assert build.op_schema(export) == ("(Tensor x, Tensor bias, float min_val, float max_val, int num_groups, "
+                                       "Tensor gamma, Tensor beta, float eps) -> Tensor")
+    assert str(torch.ops.workbook.group_norm_min_bias.default._schema) == (
+        "workbook::group_norm_min_bias(Tensor x, int num_groups, Tensor gamma, Tensor beta, float eps, "
+        "Tensor bias) -> Tensor")
+
+
+def test_a_launcher_an_op_cannot_express_is_refused():
+    source = "// @export\nvoid scale_(torch::Tensor x, double a) {\n}\n// @export\ntorch::Tensor f(float* p) {\n}\n"
+    void, pointer = build.exported_functions(source)
+    with pytest.raises(build.KernelSourceError, match="returns one new tensor"):
+        build.op_schema(void)
+    with pytest.raises(build.KernelSourceError, match="float\\* p"):
+        build.op_schema(pointer)
+
+
+def test_registering_twice_returns_the_same_op():
+    again = build.register_op("groupnorm", "swish_bias_group_norm", reference=None, fake=None, backward=None)
+    assert again is ops.swish_bias_group_norm
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_opcheck_on_the_cpu(name):
+    # schema (no input mutated), autograd registration, fake tensors, AOT dispatch with dynamic shapes
+    torch.library.opcheck(getattr(ops, name), _with_grad(_args(name, 5, 128, 4)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_fake_implementation_on_cuda_fake_tensors(name):
+    with FakeTensorMode():
+        args = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in _args(name, 7, 115, 5)]
+        out = getattr(ops, name)(*args)
+    shape = (1, 115, 7, 1) if name == "group_norm_min_bias" else (7, 115)
+    assert (tuple(out.shape), out.dtype, out.device.type) == (shape, torch.float32, "cuda")
+    assert out.is_contiguous()
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", NAMES)
+def test_autograd_formula_matches_autograd_through_the_reference(name, shape):
+    args = _args(name, *shape)
+    mine, theirs = _with_grad(args), _with_grad(args)
+    out = getattr(ops, name)(*mine)
+    ref = _reference(name)(*theirs)
+    assert torch.equal(out, ref)  # the CPU implementation is the reference math
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(1))
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    got = torch.autograd.grad(out, [mine[i] for i in tensors], grad)
+    want = torch.autograd.grad(ref, [theirs[i] for i in tensors], grad)
+    for i, g, w in zip(tensors, got, want):
+        assert torch.allclose(g, w, atol=1e-5, rtol=1e-5), f"argument {i}: max diff {(g - w).abs().max():.1e}"
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_other_dtypes_get_an_error_naming_float32(name, dtype):
+    args = [a.to(dtype) if isinstance(a, torch.Tensor) else a for a in _args(name, 3, 64, 4)]
+    with pytest.raises(TypeError, match=f"supports float32 only: x is {dtype}"):
+        getattr(ops, name)(*args)
+
+
+def test_shape_errors_say_what_to_fix():
+    x, bias, lo, hi, G, gamma, beta, eps = _args("bias_hardtanh_mish_group_norm", 3, 64, 4)
+    with pytest.raises(ValueError, match="C = 64 must be divisible by num_groups = 5"):
+        ops.bias_hardtanh_mish_group_norm(x, bias, lo, hi, 5, gamma, beta, eps)
+    with pytest.raises(ValueError, match=r"gamma must have shape \(64,\)"):
+        ops.bias_hardtanh_mish_group_norm(x, bias, lo, hi, G, gamma[:8], beta, eps)
+    x, G, gamma, beta, eps, bias = _args("group_norm_min_bias", 3, 64, 4)
+    with pytest.raises(ValueError, match=r"bias must have shape \(1, 64, 1, 1\)"):
+        ops.group_norm_min_bias(x, G, gamma, beta, eps, bias.view(64))
+
+
+def test_empty_batch_on_the_cpu():
+    for name in NAMES:
+        out = getattr(ops, name)(*_args(name, 0, 64, 4))
+        assert out.shape == ((1, 64, 0, 1) if name == "group_norm_min_bias" else (0, 64))
+
+
+# --- on the GPU: the kernels ---------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_opcheck_on_the_gpu(name, cuda):
+    torch.library.opcheck(getattr(ops, name), _with_grad(_args(name, 7, 115, 5, cuda)))
+    torch.library.opcheck(getattr(ops, name), _with_grad(_args(name, 33, 1024, 32, cuda)))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES + [(1024, 8192, 256)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", NAMES)
+def test_the_cuda_implementation_is_the_kernel_and_matches_the_reference(name, shape, cuda):
+    args = _args(name, *shape, device=cuda, seed=sum(shape))
+    n = getattr(ops, name)(*args).numel()
+    torch.full((n,), float("nan"), device=cuda)  # freed at once: an element the kernel never writes stays NaN
+    out = getattr(ops, name)(*args)
+    ref = _reference(name)(*args)
+    assert out.shape == ref.shape and out.is_contiguous()
+    assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.1e}"
+    kernel = getattr(build.load_kernel(build.op_kernel(f"workbook::{name}")), name)
+    assert torch.equal(out, kernel(*args))  # the op runs the kernel, nothing else
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", NAMES)
+def test_gradients_on_the_gpu(name, cuda):
+    args = _args(name, 7, 115, 5, cuda)
+    mine, theirs = _with_grad(args), _with_grad(args)
+    out, ref = getattr(ops, name)(*mine), _reference(name)(*theirs)
+    grad = torch.randn(out.shape, device=cuda)
+    tensors = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    got = torch.autograd.grad(out, [mine[i] for i in tensors], grad)
+    want = torch.autograd.grad(ref, [theirs[i] for i in tensors], grad)
+    for i, g, w in zip(tensors, got, want):
+        assert torch.allclose(g, w, atol=1e-4, rtol=1e-4), f"argument {i}: max diff {(g - w).abs().max():.1e}"
+
+
+@pytest.mark.gpu
+def test_a_half_tensor_on_the_gpu_gets_the_launchers_error(cuda):
+    args = [a.half() if isinstance(a, torch.Tensor) else a for a in _args("swish_bias_group_norm", 3, 64, 4, cuda)]
+    with pytest.raises(RuntimeError, match="must be float32"):
+        ops.swish_bias_group_norm(*args)

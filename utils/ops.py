@@ -1,0 +1,184 @@
+"""The workbook's registered operators: the fused tails that solutions/ call, in the namespace `workbook`.
+
+    from utils import ops
+    y = ops.bias_hardtanh_mish_group_norm(x, bias, -1.0, 1.0, 256, gamma, beta, 1e-5)   # = torch.ops.workbook.…
+
+Each op is one launcher of kernels/ (its schema comes from the launcher's C++ prototype, by
+`utils.build.register_op`) with
+- a CUDA implementation: the kernel, compiled on its first call;
+- a CPU implementation: the reference PyTorch math below, so a module that calls the op moves
+  between devices like any nn.Module (the drop-in contract);
+- a fake implementation: the output's shape, dtype and device, and the checks that need no
+  data, so torch.compile traces through the op without a graph break;
+- an autograd formula written with PyTorch's own backward ops. It recomputes the cheap
+  element-wise intermediates from the op's input instead of keeping them: the op saves its
+  inputs only, as a fused kernel should.
+
+| op | kernel file | problem | computes, for x (N, C), the GEMM's output |
+|---|---|---|---|
+| bias_hardtanh_mish_group_norm | groupnorm.cu | 94 | group_norm(mish(hardtanh(x + bias))) |
+| swish_bias_group_norm | groupnorm.cu | 37 | group_norm(x * sigmoid(x) + bias) |
+| group_norm_leaky_relu_x2 | groupnorm.cu | 62 | y = leaky_relu(group_norm(x)); y + y |
+| group_norm_min_bias | min_bias_broadcast.cu | 75 | min(group_norm(x), dim=1, keepdim) + bias(1, C, 1, 1): (1, C, N, 1) |
+
+Only float32 is supported, on both devices, and every other dtype gets an error that says so:
+the kernels are written for float32, and a CPU path that accepted float16 would make a model
+that works on the CPU and fails on the GPU.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from utils import build
+
+aten = torch.ops.aten
+
+
+def _require_float32(op: str, **tensors: Tensor) -> None:
+    for name, t in tensors.items():
+        if t.dtype != torch.float32:
+            raise TypeError(f"workbook::{op} supports float32 only: {name} is {t.dtype} "
+                            "(the kernels are float32; convert the module with .float())")
+
+
+def _check_group_norm(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor, **more: Tensor) -> None:
+    """What the launchers check about shapes and dtypes, for the paths that run no launcher (CPU, fake)."""
+    _require_float32(op, x=x, gamma=gamma, beta=beta, **more)
+    if x.dim() != 2:
+        raise ValueError(f"workbook::{op}: x must be 2-D (N, C), got shape {tuple(x.shape)}")
+    C = x.shape[1]
+    if num_groups <= 0 or C % num_groups != 0:
+        raise ValueError(f"workbook::{op}: the number of channels C = {C} must be divisible by "
+                         f"num_groups = {num_groups}")
+    for name, t in (("gamma", gamma), ("beta", beta)):
+        if tuple(t.shape) != (C,):
+            raise ValueError(f"workbook::{op}: {name} must have shape ({C},), got {tuple(t.shape)}")
+
+
+def _group_norm_backward(grad: Tensor, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor,
+                         eps: float) -> tuple[Tensor, Tensor, Tensor]:
+    """(dx, dgamma, dbeta) of F.group_norm(x, num_groups, gamma, beta, eps) for x (N, C), as autograd computes them."""
+    N, C = x.shape
+    _, mean, rstd = aten.native_group_norm(x, gamma, beta, N, C, 1, num_groups, eps)
+    return aten.native_group_norm_backward(grad.contiguous(), x, mean, rstd, gamma, N, C, 1, num_groups,
+                                           [True, True, True])
+
+
+# --- problem 94: + bias -> Hardtanh -> Mish -> GroupNorm ----------------------------------------
+
+def _bias_hardtanh_mish_group_norm_reference(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, bias=bias)
+    return F.group_norm(F.mish(F.hardtanh(x + bias, min_val, max_val)), num_groups, gamma, beta, eps)
+
+
+def _bias_hardtanh_mish_group_norm_fake(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, bias=bias)
+    return x.new_empty(x.shape)
+
+
+def _bias_hardtanh_mish_group_norm_backward(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    z = x + bias
+    h = F.hardtanh(z, min_val, max_val)
+    m = F.mish(h)
+    dm, dgamma, dbeta = _group_norm_backward(grad, m, num_groups, gamma, beta, eps)
+    dz = aten.hardtanh_backward(aten.mish_backward(dm, h), z, min_val, max_val)
+    return dz, dz.sum(0), dgamma, dbeta
+
+
+bias_hardtanh_mish_group_norm = build.register_op(
+    "groupnorm", "bias_hardtanh_mish_group_norm", reference=_bias_hardtanh_mish_group_norm_reference,
+    fake=_bias_hardtanh_mish_group_norm_fake, backward=_bias_hardtanh_mish_group_norm_backward)
+
+
+# --- problem 37: Swish -> + bias -> GroupNorm ------------------------------------------------------
+
+def _swish_bias_group_norm_reference(x, bias, num_groups, gamma, beta, eps):
+    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, bias=bias)
+    return F.group_norm(torch.sigmoid(x) * x + bias, num_groups, gamma, beta, eps)
+
+
+def _swish_bias_group_norm_fake(x, bias, num_groups, gamma, beta, eps):
+    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, bias=bias)
+    return x.new_empty(x.shape)
+
+
+def _swish_bias_group_norm_backward(grad, x, bias, num_groups, gamma, beta, eps):
+    s = torch.sigmoid(x)
+    dz, dgamma, dbeta = _group_norm_backward(grad, s * x + bias, num_groups, gamma, beta, eps)
+    # d(s·x)/dx = s + x·s·(1 - s): the product rule, as autograd applies it to torch.sigmoid(x) * x
+    dx = dz * s + aten.sigmoid_backward(dz * x, s)
+    return dx, dz.sum(0), dgamma, dbeta
+
+
+swish_bias_group_norm = build.register_op(
+    "groupnorm", "swish_bias_group_norm", reference=_swish_bias_group_norm_reference,
+    fake=_swish_bias_group_norm_fake, backward=_swish_bias_group_norm_backward)
+
+
+# --- problem 62: GroupNorm -> LeakyReLU -> x + x ---------------------------------------------------
+
+def _group_norm_leaky_relu_x2_reference(x, num_groups, gamma, beta, eps, negative_slope):
+    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
+    y = F.leaky_relu(F.group_norm(x, num_groups, gamma, beta, eps), negative_slope)
+    return y + y
+
+
+def _group_norm_leaky_relu_x2_fake(x, num_groups, gamma, beta, eps, negative_slope):
+    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
+    return x.new_empty(x.shape)
+
+
+def _group_norm_leaky_relu_x2_backward(grad, x, num_groups, gamma, beta, eps, negative_slope):
+    n = F.group_norm(x, num_groups, gamma, beta, eps)
+    dn = aten.leaky_relu_backward(grad + grad, n, negative_slope, False)  # y + y: each y gets the gradient once
+    return _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
+
+
+group_norm_leaky_relu_x2 = build.register_op(
+    "groupnorm", "group_norm_leaky_relu_x2", reference=_group_norm_leaky_relu_x2_reference,
+    fake=_group_norm_leaky_relu_x2_fake, backward=_group_norm_leaky_relu_x2_backward)
+
+
+# --- problem 75: GroupNorm -> min over channels -> + bias(1, C, 1, 1) ------------------------------
+
+def _check_min_bias(x, num_groups, gamma, beta, bias):
+    _check_group_norm("group_norm_min_bias", x, num_groups, gamma, beta, bias=bias)
+    C = x.shape[1]
+    if tuple(bias.shape) != (1, C, 1, 1):
+        raise ValueError(f"workbook::group_norm_min_bias: bias must have shape (1, {C}, 1, 1), got {tuple(bias.shape)}")
+    if C == 0 and x.shape[0] > 0:
+        raise ValueError(f"workbook::group_norm_min_bias: the minimum over dim 1 of x {tuple(x.shape)} is undefined")
+
+
+def _group_norm_min_bias_reference(x, num_groups, gamma, beta, eps, bias):
+    _check_min_bias(x, num_groups, gamma, beta, bias)
+    return torch.min(F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias
+
+
+def _group_norm_min_bias_fake(x, num_groups, gamma, beta, eps, bias):
+    _check_min_bias(x, num_groups, gamma, beta, bias)
+    N, C = x.shape
+    return x.new_empty((1, C, N, 1))  # (N, 1) + (1, C, 1, 1) broadcasts to (1, C, N, 1)
+
+
+def _group_norm_min_bias_backward(grad, x, num_groups, gamma, beta, eps, bias):
+    n = F.group_norm(x, num_groups, gamma, beta, eps)
+    index = torch.min(n, dim=1, keepdim=True)[1]
+    # out[0, c, i, 0] = rowmin[i] + bias[c]: rowmin[i] collects its row of the gradient over c,
+    # bias[c] its column over i; the minimum passes its share to the element it selected.
+    drowmin = grad.sum(dim=(0, 1, 3)).unsqueeze(1)
+    dn = torch.zeros_like(n).scatter(1, index, drowmin)
+    dx, dgamma, dbeta = _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
+    return dx, dgamma, dbeta, grad.sum(dim=2, keepdim=True)
+
+
+group_norm_min_bias = build.register_op(
+    "min_bias_broadcast", "group_norm_min_bias", reference=_group_norm_min_bias_reference,
+    fake=_group_norm_min_bias_fake, backward=_group_norm_min_bias_backward)
+
+
+# name -> op, in the workbook's problem order (94, 37, 62, 75 as above)
+ALL = {name: getattr(torch.ops.workbook, name) for name in (
+    "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2", "group_norm_min_bias")}
