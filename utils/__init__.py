@@ -9,6 +9,9 @@ bench     timing, FLOP/byte counts, floors, measured device ceilings
 results   the schema of recorded measurements under results/<device>/, the README table
 plots     speedup bars, ladders, rooflines, each titled with device, torch and date
 run       `make run`: the notebooks, in order, through papermill
+ops       the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
+export    a solution as one self-contained KernelBench file; KernelBench's evaluation of it
+chapter   what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
 """
 from pathlib import Path
 

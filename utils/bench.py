@@ -310,8 +310,9 @@ def make_row(contender: str, t: Timing, *, baseline_ms: float | None, cost: Cost
 
 def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = None,
             ceilings: Ceilings | None = None, baseline: str | None = "eager", reps: int = 50,
-            progress: bool = True, l2: str = "clean") -> list[dict]:
-    """Time every contender in this one run, in order, under the current TF32 setting.
+            progress: bool = True, l2: str = "clean", sync_each: bool = False) -> list[dict]:
+    """Time every contender in this one run, in order, under the current TF32 setting
+    (`l2` and `sync_each` as time_ms takes them).
 
     Rows: contender, tf32, median_ms, p20_ms, p80_ms, speedup (baseline's median / this
     median), flag; with a cost also tflops, GBps, floor_ms and pct_of_floor (100·floor /
@@ -325,7 +326,7 @@ def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = 
     for i, (name, fn) in enumerate(contenders.items(), 1):
         if progress:  # printed before timing: a first call may compile for minutes (max-autotune)
             print(f"  [{i}/{len(contenders)}] {name:<28}", end="", flush=True)
-        timings[name] = t = time_ms(fn, reps=reps, l2=l2)
+        timings[name] = t = time_ms(fn, reps=reps, l2=l2, sync_each=sync_each)
         if progress:
             print(f" {t.median:9.3f} ms  (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={t.n})", flush=True)
     baseline_ms = timings[baseline].median if baseline is not None else None

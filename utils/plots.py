@@ -44,6 +44,8 @@ COLOURS = {
     "eager": "#7f7f7f",
     "torch.compile": "#1f77b4",
     "torch.compile max-autotune": "#6a3d9a",
+    "torch.compile max-autotune-no-cudagraphs": "#6a3d9a",
+    "ours + torch.compile": "#fdae6b",
     "cuBLAS": "#222222",
     "ours": "#e6550d",
 }
@@ -126,14 +128,16 @@ def _series(row: dict) -> str:
 # --------------------------------------------------------------------------- plots
 
 def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "problem", *,
-                 recorded: dict | None = None, save: str | Path | None = None) -> Figure:
+                 recorded: dict | None = None, save: str | Path | None = None, what: str | None = None,
+                 where=None) -> Figure:
     """Speedup over `baseline` (TF32 off, same group) of every contender, grouped by problem.
-    Accepts compare() rows or a "baselines" record; a line marks 1x."""
-    rows = _rows(rows_or_record)
+    Accepts compare() rows or a record ("baselines", "solutions"); a line marks 1x. `where`
+    (row -> bool) keeps some rows only; `what` replaces the title's first line."""
+    rows = [r for r in _rows(rows_or_record) if where is None or where(r)]
     recorded = recorded or (rows_or_record if _is_record(rows_or_record) else None)
     groups = list(dict.fromkeys(r.get(group_by) for r in rows))
     series = list(dict.fromkeys(_series(r) for r in rows))
-    fig = _figure(f"Speedup over {baseline} (TF32 off)", recorded)
+    fig = _figure(what or f"Speedup over {baseline} (TF32 off)", recorded)
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
         width = 0.8 / len(series)

@@ -49,6 +49,14 @@ Entry conventions of the kinds known so far (every listed key is required):
                    contender's work must move (each input read once, each output written once);
                    GBps = bytes / median; pct_of_copy = 100 * GBps / the GBps of the problem's
                    "copy" row, a copy of a tensor of the same size timed in the same run.
+    solutions      notebook 09: the drop-ins against eager and torch.compile, TF32 off and on,
+                   {"problem", "contender": "eager" | "torch.compile" |
+                    "torch.compile max-autotune-no-cudagraphs" | "ours" | "ours + torch.compile",
+                    "tf32", "protocol": "steady" | "per_call", "median_ms", "p20_ms", "p80_ms",
+                    "tflops", "floor_ms", "pct_of_floor"} and optionally "compile_s" (the first
+                   call of a compiled contender) and "max_abs_vs_eager". "steady": calls queued back
+                   to back (utils.bench.time_ms); "per_call": a synchronize after every call
+                   (KernelBench's per-trial protocol), the CPU's launch cost included.
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
 README, a render function (record -> Markdown). Kinds not in KINDS are still valid
@@ -251,6 +259,40 @@ def _render_memory_bound(rec: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _render_solutions(rec: dict) -> str:
+    """Per problem: each contender's steady and per-call medians, its speedup over eager fp32 (TF32 off),
+    and ours against the faster torch.compile mode with the same TF32 setting."""
+    from utils.problems import PROBLEMS
+
+    entries = rec["entries"]
+    at = {(e["problem"], e["contender"], e["tf32"], e["protocol"]): e for e in entries}
+    parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's setting), in the same protocol. "
+             "steady: calls queued back to back; per call: a synchronize after each call (KernelBench's "
+             "per-trial protocol), so the CPU's launch cost counts. vs compile: the faster torch.compile "
+             "mode with the same TF32 setting over this contender, same protocol."]
+    for pid in dict.fromkeys(e["problem"] for e in entries):
+        name = PROBLEMS[pid].kernelbench_file.removesuffix(".py") if pid in PROBLEMS else f"problem {pid}"
+        lines = [f"**{name}**", "", "| contender | TF32 | steady ms | per call ms | vs eager fp32 | "
+                 "vs compile | vs compile, per call |", "|---|---|---:|---:|---:|---:|---:|"]
+        contenders = list(dict.fromkeys(e["contender"] for e in entries if e["problem"] == pid))
+        for tf32 in (False, True):
+            for c in contenders:
+                steady, call = at.get((pid, c, tf32, "steady")), at.get((pid, c, tf32, "per_call"))
+                if steady is None:
+                    continue
+                eager = at.get((pid, "eager", False, "steady"))
+                cells = [f"{steady['median_ms']:.3f}", f"{call['median_ms']:.3f}" if call else "–",
+                         _speedup(eager, steady)]
+                for protocol, mine in (("steady", steady), ("per_call", call)):
+                    compiled = [at[k] for k in at if k[0] == pid and k[2] == tf32 and k[3] == protocol
+                                and k[1].startswith("torch.compile")]
+                    best = min(compiled, key=lambda e: e["median_ms"]) if compiled and mine else None
+                    cells.append(f"{best['median_ms'] / mine['median_ms']:.2f}x" if best else "–")
+                lines.append(f"| {c} | {'on' if tf32 else 'off'} | " + " | ".join(cells) + " |")
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
 _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
                       "shape")
 
@@ -269,6 +311,9 @@ KINDS: dict[str, Kind] = {
     "groupnorm_fusion": Kind("GroupNorm, alone and fused (notebook 06)", _MEMORY_BOUND_KEYS, _render_memory_bound),
     "broadcast_min": Kind("GroupNorm + row min + broadcast, problem 75 (notebook 07)", _MEMORY_BOUND_KEYS,
                           _render_memory_bound),
+    "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 09)",
+                      ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
+                       "floor_ms", "pct_of_floor"), _render_solutions),
 }
 
 

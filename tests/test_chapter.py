@@ -1,0 +1,106 @@
+"""utils.chapter: the notebooks' shared helpers, and notebook 09's exercise checkers.
+
+The checkers' starting points are the notebook's own cells, run here: each must say "Not yet"
+until the reader acts, and a solved version must say PASS."""
+import pytest
+import torch
+
+from utils import chapter, env, results
+from utils.check import CheckReport, CheckResult
+
+from kernel_tests import notebook_cell
+
+NB09 = "09_fused_solutions.ipynb"
+
+
+def test_session_resolves_auto_from_the_machines_mode(monkeypatch):
+    monkeypatch.setattr(env, "mode", lambda: "gpu")
+    s = chapter.session()
+    assert (s.device, s.scale, s.on_gpu, s.can_compile) == ("cuda", "full", True, True)
+    monkeypatch.setattr(env, "mode", lambda: "reference-only")
+    s = chapter.session("auto", "odd", "7", "/tmp/r")
+    assert (s.device, s.scale, s.reps, str(s.results_dir), s.on_gpu, s.can_compile) == ("cpu", "odd", 7, "/tmp/r", False, False)
+    assert s.plot_path("x") is None  # a replot of a record is not saved over it
+    assert "mode reference-only" in str(s)
+
+
+def test_harness_summary_says_what_failed_and_what_was_skipped():
+    ok = CheckReport("ModelNew vs problem 62", "strict", "cuda:0", [CheckResult("trials", "pass"), CheckResult("stream", "skip")])
+    bad = CheckReport("ModelNew vs problem 75", "tf32", "cuda:0", [CheckResult("trials", "fail")])
+    lines = chapter.harness_summary([ok, bad]).splitlines()
+    assert "1 pass, 0 fail, 1 skip: OK (skipped: stream)" in lines[0] and "tier strict" in lines[0]
+    assert lines[1].endswith("FAILED: trials") and "tier tf32" in lines[1]
+
+
+def _entry(pid, contender, tf32, protocol, ms):
+    return {"problem": pid, "contender": contender, "tf32": tf32, "protocol": protocol, "median_ms": ms,
+            "p20_ms": ms, "p80_ms": ms, "tflops": 1.0, "floor_ms": 1.0, "pct_of_floor": 50.0}
+
+
+ENTRIES = [_entry(94, c, tf32, protocol, ms * (1.1 if protocol == "per_call" else 1.0))
+           for tf32, times in ((False, {"eager": 3.0, "torch.compile": 2.8, "torch.compile max-autotune-no-cudagraphs": 2.7,
+                                        "ours": 2.7}),
+                               (True, {"eager": 0.6, "torch.compile": 0.40, "torch.compile max-autotune-no-cudagraphs": 0.45,
+                                       "ours": 0.38}))
+           for c, ms in times.items() for protocol in ("steady", "per_call")]
+
+
+def test_solution_ratios_take_the_faster_compile_mode_and_eager_fp32():
+    ratios = {(r["tf32"], r["protocol"]): r for r in chapter.solution_ratios(ENTRIES)}
+    off, on = ratios[(False, "steady")], ratios[(True, "steady")]
+    assert off["compile_mode"] == "torch.compile max-autotune-no-cudagraphs" and off["vs_compile"] == pytest.approx(1.0)
+    assert on["compile_mode"] == "torch.compile" and on["vs_compile"] == pytest.approx(0.40 / 0.38)
+    assert on["vs_eager_fp32"] == pytest.approx(3.0 / 0.38)  # against eager with TF32 off, not on
+    assert ratios[(True, "per_call")]["vs_eager_fp32"] == pytest.approx(3.0 / 0.38)  # same protocol on both sides
+
+
+def test_the_solutions_record_renders_for_the_readme():
+    record = {"schema": 1, "kind": "solutions", "entries": ENTRIES}
+    text = results.KINDS["solutions"].render(record)
+    assert "| ours | on | 0.380 | 0.418 | 7.89x | 1.05x | 1.05x |" in text
+    assert "| eager | off | 3.000 | 3.300 | 1.00x |" in text
+
+
+# --- notebook 09's exercises --------------------------------------------------------------------
+
+
+def test_the_backward_exercise_fails_until_the_reader_acts():
+    draft = notebook_cell(NB09, "my_backward")["my_backward"]
+    verdict = chapter.backward_verdict(draft)
+    assert verdict.startswith("Not yet") and "0.500 times autograd's" in verdict and "y + y" in verdict
+
+
+def test_the_backward_exercise_passes_when_solved():
+    namespace = notebook_cell(NB09, "my_backward")
+
+    def solved(grad, x, num_groups, gamma, beta, eps, negative_slope):
+        return namespace["my_backward"](grad + grad, x, num_groups, gamma, beta, eps, negative_slope)
+
+    assert chapter.backward_verdict(solved).startswith("PASS")
+    assert chapter.backward_verdict(lambda *a: None).startswith("Not yet: my_backward must return three tensors")
+    assert "raised ZeroDivisionError" in chapter.backward_verdict(lambda *a: 1 / 0)
+
+
+def test_the_fake_exercise_fails_until_the_reader_acts():
+    draft = notebook_cell(NB09, "my_fake")["my_fake"]
+    verdict = chapter.fake_verdict(draft)
+    assert verdict.startswith("Not yet") and "(37, 1)" in verdict and "(1, 115, 37, 1)" in verdict
+
+
+def test_the_fake_exercise_passes_when_solved():
+    def solved(x, num_groups, gamma, beta, eps, bias):
+        N, C = x.shape
+        return x.new_empty((1, C, N, 1))
+
+    assert chapter.fake_verdict(solved).startswith("PASS")
+    assert "on cpu" in chapter.fake_verdict(lambda x, *a: torch.empty(1, x.shape[1], x.shape[0], 1))
+
+
+@pytest.mark.gpu
+def test_measure_solutions_times_every_contender_in_both_protocols():
+    rows = chapter.measure_solutions([62], scale="small", reps=3, progress=False)
+    assert len(rows) == 5 * 2 * 2  # contenders x TF32 off/on x protocols
+    assert {r["protocol"] for r in rows} == {"steady", "per_call"}
+    assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours", "ours + torch.compile"}
+    assert all("compile_s" in r for r in rows if "torch.compile" in r["contender"])
+    assert all(r["max_abs_vs_eager"] < (1e-2 if r["tf32"] else 1e-4) for r in rows)
