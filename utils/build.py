@@ -283,6 +283,36 @@ def load_kernel(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str |
     return _loaded[p.module_name]
 
 
+def _build_only(name: str, kernels_dir: Path | None, max_jobs: int) -> str:
+    # a worker of load_kernels: compile and return; importing the library is the parent's job.
+    # Its share of the cores: each build runs ninja, which would otherwise take them all.
+    os.environ["MAX_JOBS"] = str(max_jobs)
+    p = plan(name, kernels_dir=kernels_dir)
+    if not _is_built(p):
+        _build(p, verbose=False, lock_timeout=600.0)
+    return name
+
+
+def load_kernels(names: Sequence[str], jobs: int | None = None, *, kernels_dir: Path | None = None) -> dict[str, ModuleType]:
+    """load_kernel for several kernels, the cold builds `jobs` at a time (default: one per core, at
+    most one per kernel): nvcc uses one core per kernel file, so a machine with several builds
+    several kernels in the time of one. Returns {name: module}, in the order given."""
+    names = list(dict.fromkeys(names))
+    cold = [n for n in names if not _is_built(plan(n, kernels_dir=kernels_dir))]
+    jobs = max(1, min(len(cold), jobs or os.cpu_count() or 1))
+    if len(cold) > 1 and jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        print(f"building {len(cold)} kernels, {jobs} at a time: {', '.join(cold)}", flush=True)
+        # spawn, not fork: a forked child of a process that has initialised CUDA cannot use CUDA
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            share = max(1, (os.cpu_count() or 1) // jobs)
+            for done in pool.map(_build_only, cold, [kernels_dir] * len(cold), [share] * len(cold)):
+                print(f"  built {done}", flush=True)
+    return {n: load_kernel(n, kernels_dir=kernels_dir) for n in names}
+
+
 def _is_built(p: BuildPlan) -> bool:
     return (p.build_dir / DONE_FILE).is_file() and p.library.is_file()
 
