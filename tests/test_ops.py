@@ -72,6 +72,24 @@ def test_a_launcher_an_op_cannot_express_is_refused():
         build.op_schema(pointer)
 
 
+def test_the_cuda_implementation_loads_its_kernel_once(monkeypatch):
+    # load_kernel hashes the sources to find the build: on every call it would cost more CPU time
+    # than the tail takes on the GPU (seen on the H100: 4-5 ms per call instead of 0.4 ms)
+    loads = []
+
+    class Kernel:
+        def launch(self, x):
+            return x
+
+    monkeypatch.setattr(build, "load_kernel", lambda kernel: loads.append(kernel) or Kernel())
+    build._launcher.cache_clear()
+    try:
+        assert build._launcher("k", "launch")(1) == 1 and build._launcher("k", "launch")(2) == 2
+    finally:
+        build._launcher.cache_clear()
+    assert loads == ["k"]
+
+
 def test_registering_twice_returns_the_same_op():
     again = build.register_op("groupnorm", "swish_bias_group_norm", reference=None, fake=None, backward=None)
     assert again is ops.swish_bias_group_norm

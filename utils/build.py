@@ -24,6 +24,7 @@ error at kernels/<name>.cu:<line>), BuildLockTimeout (another build holds the lo
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
@@ -595,7 +596,7 @@ def register_op(kernel: str, name: str, *, reference, fake, backward, namespace:
     _libraries.append(library)
 
     def cuda_impl(*args):
-        return getattr(load_kernel(kernel), name)(*args)
+        return _launcher(kernel, name)(*args)
 
     torch.library.impl(qualname, "CUDA", cuda_impl, lib=library)
     torch.library.impl(qualname, "CPU", reference, lib=library)
@@ -617,6 +618,14 @@ def register_op(kernel: str, name: str, *, reference, fake, backward, namespace:
     _registered[qualname] = op = getattr(getattr(torch.ops, namespace), name)
     _op_kernels[qualname] = kernel
     return op
+
+
+@functools.cache
+def _launcher(kernel: str, name: str):
+    """The bound launcher behind an op, loaded on its first call and kept: load_kernel re-reads and
+    hashes the kernel's sources to find its build (about 2 ms of CPU), which on every call of an op
+    would cost more than the whole tail kernel takes on the GPU."""
+    return getattr(load_kernel(kernel), name)
 
 
 def op_kernel(qualname: str) -> str:
