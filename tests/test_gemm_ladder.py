@@ -1,12 +1,13 @@
-"""The GEMM ladder: every rung compiles, computes x @ w.T exactly (fp32) on shapes that are
-multiples of nothing, writes every element, and refuses bad input."""
+"""The GEMM ladder: every rung compiles, computes x @ w.T at its declared precision's tier (fp32:
+strict, tf32: tf32) on shapes that are multiples of nothing, writes every element, and refuses bad
+input. The tensor-core rungs (8 on) have more tests in test_gemm_tensor_cores.py."""
 import pytest
 import torch
 import torch.nn.functional as F
 
 from utils import build, check, ladder
 
-RUNGS = ladder.rungs()
+RUNGS = ladder.all_rungs()
 # M x N x K: odd everywhere, one row, a square that is no power of two, the problems' shape.
 SHAPES = [(37, 129, 65), (1, 8192, 8192), (1000, 1000, 1000),
           pytest.param((1024, 8192, 8192), marks=pytest.mark.large)]
@@ -17,11 +18,53 @@ def test_the_ladder_is_numbered_in_order():
     assert [int(name.split("_")[1]) for name in RUNGS] == list(range(1, len(RUNGS) + 1))
 
 
+def test_the_families_split_the_ladder():
+    simt, tensor_cores = ladder.rungs(), ladder.rungs("tensor_cores")
+    assert simt + tensor_cores == RUNGS == ladder.rungs("all")
+    assert [ladder.rung_number(n) for n in simt] == list(range(1, ladder.TENSOR_CORES_FROM))
+    assert all(ladder.rung_number(n) >= ladder.TENSOR_CORES_FROM for n in tensor_cores)
+    with pytest.raises(ValueError, match="family"):
+        ladder.rungs("tensor cores")
+
+
 @pytest.mark.parametrize("name", RUNGS)
 def test_each_rung_exports_the_same_launcher(name):
-    (export,) = build.exported_functions(build.kernel_source(name))
-    assert export.name == "gemm"
-    assert export.prototype == "torch::Tensor gemm(torch::Tensor x, torch::Tensor w)"
+    """Every rung exports gemm(x, w); a rung may export more (rung 10: each of its two kernels)."""
+    exports = {e.name: e for e in build.exported_functions(build.kernel_source(name))}
+    assert "gemm" in exports
+    assert exports["gemm"].prototype == "torch::Tensor gemm(torch::Tensor x, torch::Tensor w)"
+
+
+@pytest.mark.parametrize("name", RUNGS)
+def test_each_rung_declares_a_known_precision(name):
+    assert ladder.precision_of(name) in ladder.TIER_OF_PRECISION
+    assert ladder.tier_of(name) in check.TIERS
+
+
+def test_the_simt_rungs_are_fp32_and_tf32_is_declared():
+    assert {ladder.tier_of(n) for n in ladder.rungs()} == {"strict"}
+    expected = {"gemm_08_mma_tf32": "tf32", "gemm_09_wgmma_tf32": "tf32", "gemm_10_3xtf32": "fp32"}
+    assert {n: ladder.precision_of(n) for n in expected if n in RUNGS} == {n: p for n, p in expected.items() if n in RUNGS}
+
+
+def test_declared_precision_reads_one_mark():
+    assert ladder.declared_precision("// no mark\n") == "fp32"
+    assert ladder.declared_precision("// a header\n// @precision: tf32\n#include <x>\n") == "tf32"
+    assert ladder.declared_precision("  //  @precision:  fp32 \n") == "fp32"
+    with pytest.raises(ValueError, match="k.cu: `// @precision: bf16` is not one of"):
+        ladder.declared_precision("// @precision: bf16\n", "k.cu")
+    with pytest.raises(ValueError, match="more than one"):
+        ladder.declared_precision("// @precision: tf32\n// @precision: fp32\n", "k.cu")
+
+
+def test_groups_pair_each_tier_with_its_cublas():
+    names = ["gemm_07_pipelined", *ladder.rungs("tensor_cores")]
+    grouped = ladder.groups(names)
+    assert [(tier, ref) for tier, ref, _ in grouped] == [("strict", "cuBLAS"), ("tf32", "cuBLAS TF32")][:len(grouped)]
+    assert sorted(n for _, _, group in grouped for n in group) == sorted(names)
+    for tier, _, group in grouped:
+        assert all(ladder.tier_of(n) == tier for n in group)
+    assert ladder.groups(ladder.rungs()) == [("strict", "cuBLAS", ladder.rungs())]  # the SIMT ladder: as before
 
 
 @pytest.mark.compile
@@ -35,8 +78,8 @@ def test_each_rung_compiles(name):
 @pytest.mark.parametrize("name", RUNGS)
 def test_rung_matches_float64_linear(name, shape):
     x, w = ladder.operands(*shape, seed=sum(shape))
-    ok, detail = ladder.verify(ladder.load(name), x, w)
-    assert ok, f"{name} at {shape}: {detail}"
+    ok, detail = ladder.verify(ladder.load(name), x, w, ladder.tier_of(name))
+    assert ok, f"{name} at {shape} ({ladder.tier_of(name)} tier): {detail}"
 
 
 @pytest.mark.gpu
@@ -48,7 +91,7 @@ def test_rung_through_the_harness(name):
         return [torch.rand(37, 65, generator=g), torch.rand(129, 65, generator=g) * 2 - 1]
 
     # A raw kernel: its launcher refuses strided inputs with a clear error (solutions call .contiguous()).
-    report = check.check_fn(gemm, F.linear, operands, name=name, contiguous_only=True)
+    report = check.check_fn(gemm, F.linear, operands, name=name, contiguous_only=True, tier=ladder.tier_of(name))
     report.raise_if_failed()
 
 

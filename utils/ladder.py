@@ -1,15 +1,24 @@
-"""The GEMM ladder (notebooks 02-03): every rung verified against cuBLAS, then timed side by side.
+"""The GEMM ladder (notebooks 02-03, and 08 for the tensor-core rungs): every rung verified
+against float64 at its precision's tier, then timed side by side with cuBLAS.
 
-    python -m utils.ladder                             # the problems' shape, 1024 x 8192 x 8192
+    python -m utils.ladder                             # the SIMT ladder at the problems' shape, 1024 x 8192 x 8192
     python -m utils.ladder --shape 1000 1000 1000 --reps 20 --no-record
+    python -m utils.ladder --tensor-cores              # rung 7 and the tensor-core rungs (8 on)
     python -m utils.ladder --tune                      # rung 7 over slice depth x pipeline stages
 
 A rung is a file kernels/gemm_NN_<idea>.cu exporting `gemm(x, w) = x @ w.T` for x (M, K) and
-w (N, K), nn.Linear's layout. The runner loads every rung, checks it against
-torch.nn.functional.linear in float64 (every element, strict tier) on inputs like the
-problems' (x = torch.rand, w as nn.Linear initialises it), refuses to time a rung that is
-wrong, then times every rung and cuBLAS SGEMM (TF32 off) in one run and records kind
-"ladder" under results/<device>/ with TFLOP/s and % of cuBLAS per rung.
+w (N, K), nn.Linear's layout. Rungs 1-7 run on the FP32 units (SIMT, notebooks 02-03), rungs 8 on
+on tensor cores (notebook 08): `rungs()` is the first family, `rungs("tensor_cores")` the second,
+`all_rungs()` both.
+
+Each rung declares its precision in a line of its own, `// @precision: tf32` (absent: fp32). Its
+tier (utils.check.TIERS) follows: fp32 -> strict (atol = rtol = 1e-4), tf32 -> tf32 (1e-2). The
+runner loads every rung, checks it against torch.nn.functional.linear in float64 (every element,
+at the rung's tier) on inputs like the problems' (x = torch.rand, w as nn.Linear initialises it),
+refuses to time a rung that is wrong, then times the rungs against the cuBLAS of their precision:
+fp32 rungs with cuBLAS SGEMM (TF32 off, contender "cuBLAS"), tf32 rungs with cuBLAS with TF32 on
+("cuBLAS TF32"), each group in one run. It records kind "ladder" (the SIMT ladder) or
+"ladder_tensor_cores" under results/<device>/, with TFLOP/s and % of the reference per rung.
 
 --tune rebuilds rung 7 (kernels/common/gemm_pipelined.cuh) for every slice depth BK and number
 of pipeline stages in TUNE_GRID whose shared memory fits an SM, builds them in parallel, verifies
@@ -32,13 +41,67 @@ import torch
 from utils import REPO, bench, build, precision
 from utils.check import TIERS
 
-REFERENCE = "cuBLAS"
+REFERENCE = "cuBLAS"  # cuBLAS SGEMM, TF32 off: the yardstick of the fp32 rungs
+TF32_REFERENCE = "cuBLAS TF32"  # the same call with TF32 allowed: the yardstick of the tf32 rungs
 SHAPE = (1024, 8192, 8192)  # M, N, K of problems 94, 75 and 62
+TENSOR_CORES_FROM = 8  # rungs 1-7 run on the FP32 units (notebooks 02-03), 8 on on tensor cores (notebook 08)
+FAMILIES = ("simt", "tensor_cores", "all")
+
+# A rung's declared precision -> the tier it is verified at, and the cuBLAS it is timed against.
+TIER_OF_PRECISION = {"fp32": "strict", "tf32": "tf32"}
+REFERENCE_OF_TIER = {"strict": REFERENCE, "tf32": TF32_REFERENCE}
+_PRECISION_MARK = re.compile(r"^[ \t]*//[ \t]*@precision:[ \t]*(?P<precision>\S+)[ \t]*$", re.MULTILINE)
 
 
-def rungs() -> list[str]:
-    """The rungs in ladder order: kernels/gemm_01_*.cu, gemm_02_*.cu, ..."""
+def all_rungs() -> list[str]:
+    """Every rung in ladder order: kernels/gemm_01_*.cu, gemm_02_*.cu, ..."""
     return sorted(p.stem for p in (REPO / "kernels").glob("gemm_[0-9][0-9]_*.cu"))
+
+
+def rung_number(name: str) -> int:
+    return int(name.split("_")[1])
+
+
+def rungs(family: str = "simt") -> list[str]:
+    """The rungs of one family in ladder order: "simt" (1-7, the default: the ladder of notebooks
+    02-03), "tensor_cores" (8 on) or "all"."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    names = all_rungs()
+    if family == "simt":
+        return [n for n in names if rung_number(n) < TENSOR_CORES_FROM]
+    if family == "tensor_cores":
+        return [n for n in names if rung_number(n) >= TENSOR_CORES_FROM]
+    return names
+
+
+def declared_precision(source: str, filename: str = "<kernel source>") -> str:
+    """The precision a kernel's `// @precision: tf32` line declares; "fp32" when it has none."""
+    marks = {m.group("precision") for m in _PRECISION_MARK.finditer(source)}
+    if len(marks) > 1:
+        raise ValueError(f"{filename}: more than one `// @precision:` line ({', '.join(sorted(marks))}); keep one")
+    precision_ = marks.pop() if marks else "fp32"
+    if precision_ not in TIER_OF_PRECISION:
+        raise ValueError(f"{filename}: `// @precision: {precision_}` is not one of {sorted(TIER_OF_PRECISION)}")
+    return precision_
+
+
+def precision_of(name: str) -> str:
+    """A rung's declared precision: "fp32" or "tf32"."""
+    return declared_precision(build.kernel_source(name), f"kernels/{name}.cu")
+
+
+def tier_of(name: str) -> str:
+    """The tier (a key of utils.check.TIERS) a rung is verified at: its declared precision's."""
+    return TIER_OF_PRECISION[precision_of(name)]
+
+
+def groups(names: list[str]) -> list[tuple[str, str, list[str]]]:
+    """(tier, reference contender, rungs) for each tier among `names`, strict first, rungs in the
+    given order: what measure() times together."""
+    tiers = {name: tier_of(name) for name in names}
+    return [(tier, REFERENCE_OF_TIER[tier], [n for n in names if tiers[n] == tier])
+            for tier in ("strict", "tf32") if tier in tiers.values()]
 
 
 def load(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -53,16 +116,16 @@ def operands(M: int, N: int, K: int, *, seed: int = 0, device: str = "cuda") -> 
     return x.to(device), w.to(device)
 
 
-def verify(fn, x: torch.Tensor, w: torch.Tensor) -> tuple[bool, str]:
-    """fn(x, w) against x @ w.T in float64, every element, at the strict tier; the output is
-    poisoned first (NaN left in the allocator's cache) so an element never written fails."""
+def verify(fn, x: torch.Tensor, w: torch.Tensor, tier: str = "strict") -> tuple[bool, str]:
+    """fn(x, w) against x @ w.T in float64, every element, at `tier` (a key of utils.check.TIERS);
+    the output is poisoned first (NaN left in the allocator's cache) so an element never written fails."""
+    tolerance = TIERS[tier]
     ref = torch.nn.functional.linear(x.double(), w.double())
     torch.full((x.shape[0], w.shape[0]), float("nan"), device=x.device)  # freed at once: a NaN block in the cache
     out = fn(x, w)
-    tier = TIERS["strict"]
     if out.shape != ref.shape or out.dtype != torch.float32:
         return False, f"shape {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} float32"
-    close = torch.isclose(out.double(), ref, atol=tier.atol, rtol=tier.rtol)
+    close = torch.isclose(out.double(), ref, atol=tolerance.atol, rtol=tolerance.rtol)
     err = (out.double() - ref).abs()
     detail = f"max abs err {err.max().item():.1e}, {int((~close).sum())} of {close.numel()} elements off"
     return bool(close.all()), detail
@@ -70,26 +133,35 @@ def verify(fn, x: torch.Tensor, w: torch.Tensor) -> tuple[bool, str]:
 
 def measure(shape=SHAPE, *, reps: int = 20, names: list[str] | None = None, ceilings: bench.Ceilings | None = None,
             progress: bool = True) -> list[dict]:
-    """Verify every rung at `shape`, then time them and cuBLAS in one run. Rows in ladder order, cuBLAS last."""
+    """Verify every rung at `shape` at its tier, then time each precision's rungs and their cuBLAS in
+    one run (fp32 rungs with TF32 off, tf32 rungs with TF32 on). Default: the SIMT ladder (rungs()).
+    Rows in ladder order, each group's reference after it; each row has its tier, its reference
+    and pct_of_cublas, the % of that reference."""
     M, N, K = shape
     x, w = operands(M, N, K)
     names = names or rungs()
-    with precision.ieee_fp32():  # cuBLAS in plain fp32: the comparison is SIMT against SIMT
-        contenders = {}
-        for name in names:
-            fn = load(name)
-            ok, detail = verify(fn, x, w)
-            if progress:
-                print(f"  {name:<24} {'ok' if ok else 'WRONG'}: {detail}", flush=True)
-            if not ok:
-                raise AssertionError(f"{name} is wrong at {M}x{N}x{K} ({detail}); not timing a wrong kernel")
-            contenders[name] = lambda fn=fn: fn(x, w)
-        contenders[REFERENCE] = lambda: torch.nn.functional.linear(x, w)
-        rows = bench.compare(contenders, cost=bench.gemm_cost(M, N, K), ceilings=ceilings, baseline=REFERENCE,
-                             reps=reps, progress=progress)
-    for row in rows:
-        row["shape"] = [M, N, K]
-        row["pct_of_cublas"] = 100 * row.pop("speedup")  # cuBLAS time / rung time
+    rows = []
+    for tier, reference, group in groups(names):
+        flags = precision.ieee_fp32() if tier == "strict" else precision.tf32(True)
+        with flags:  # the comparison is like against like: SIMT/3xTF32 against SGEMM, TF32 against TF32
+            contenders = {}
+            for name in group:
+                fn = load(name)
+                ok, detail = verify(fn, x, w, tier)
+                if progress:
+                    print(f"  {name:<24} {'ok' if ok else 'WRONG'} ({tier} tier): {detail}", flush=True)
+                if not ok:
+                    raise AssertionError(f"{name} is wrong at {M}x{N}x{K} ({detail}); not timing a wrong kernel")
+                contenders[name] = lambda fn=fn: fn(x, w)
+            contenders[reference] = lambda: torch.nn.functional.linear(x, w)
+            timed = bench.compare(contenders, cost=bench.gemm_cost(M, N, K), ceilings=ceilings, baseline=reference,
+                                  reps=reps, progress=progress)
+        for row in timed:
+            row["shape"] = [M, N, K]
+            row["tier"] = tier
+            row["reference"] = reference
+            row["pct_of_cublas"] = 100 * row.pop("speedup")  # the reference's time / this one's
+        rows += timed
     return rows
 
 
@@ -162,8 +234,15 @@ def defaults(header: str = "common/gemm_pipelined.cuh") -> tuple[int, int]:
 
 
 def format_ladder(rows: list[dict]) -> str:
-    lines = [f"{'rung':<24} {'median ms':>10} {'TFLOP/s':>8} {'% of cuBLAS':>12}"]
-    lines += [f"{r['contender']:<24} {r['median_ms']:10.3f} {r['tflops']:8.2f} {r['pct_of_cublas']:11.1f}%" for r in rows]
+    references = {r.get("reference", REFERENCE) for r in rows}
+    if references == {REFERENCE}:  # the SIMT ladder, as it always printed
+        lines = [f"{'rung':<24} {'median ms':>10} {'TFLOP/s':>8} {'% of cuBLAS':>12}"]
+        lines += [f"{r['contender']:<24} {r['median_ms']:10.3f} {r['tflops']:8.2f} {r['pct_of_cublas']:11.1f}%"
+                  for r in rows]
+        return "\n".join(lines)
+    lines = [f"{'rung':<24} {'median ms':>10} {'TFLOP/s':>8} {'% of ref':>9}  reference"]
+    lines += [f"{r['contender']:<24} {r['median_ms']:10.3f} {r['tflops']:8.2f} {r['pct_of_cublas']:8.1f}%  "
+              f"{r.get('reference', REFERENCE)}" for r in rows]
     return "\n".join(lines)
 
 
@@ -171,7 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m utils.ladder", description=__doc__.splitlines()[0])
     ap.add_argument("--shape", nargs=3, type=int, default=SHAPE, metavar=("M", "N", "K"))
     ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--rungs", nargs="*", help="a selection (default: every kernels/gemm_NN_*.cu)")
+    ap.add_argument("--rungs", nargs="*", help="a selection (default: the SIMT rungs, 1-7)")
+    ap.add_argument("--tensor-cores", action="store_true",
+                    help="rung 7 and the tensor-core rungs (8 on), each against the cuBLAS of its precision")
     ap.add_argument("--no-record", action="store_true", help="print only; record nothing under results/")
     ap.add_argument("--tune", action="store_true", help="time rung 7 over slice depth x pipeline stages instead")
     args = ap.parse_args(argv)
@@ -187,8 +268,11 @@ def main(argv: list[str] | None = None) -> int:
         rows = tune(tuple(args.shape), reps=args.reps)
         kind, notes = "ladder_tuning", f"python -m utils.ladder --tune, shape {list(args.shape)}"
     else:
-        rows = measure(tuple(args.shape), reps=args.reps, names=args.rungs, ceilings=ceilings)
-        kind, notes = "ladder", f"python -m utils.ladder, shape {list(args.shape)}"
+        names = args.rungs or ([TUNED, *rungs("tensor_cores")] if args.tensor_cores else rungs())
+        rows = measure(tuple(args.shape), reps=args.reps, names=names, ceilings=ceilings)
+        simt = all(rung_number(n) < TENSOR_CORES_FROM for n in names)
+        kind = "ladder" if simt else "ladder_tensor_cores"
+        notes = f"python -m utils.ladder{'' if simt else ' (tensor cores)'}, shape {list(args.shape)}"
     print(format_ladder(rows))
     if not args.no_record:
         print("recorded", results.record(kind, rows, notes=notes))

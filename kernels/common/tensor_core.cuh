@@ -1,0 +1,119 @@
+// kernels/common/tensor_core.cuh: the TF32 tensor-core building blocks that the tensor-core rungs
+// of the GEMM ladder share (gemm_08_mma_tf32.cu, gemm_09_wgmma_tf32.cu, gemm_10_3xtf32.cu;
+// notebooks/08_tensor_cores_and_precision.ipynb).
+//
+//   to_tf32 / split_tf32   fp32 -> TF32, and the 3xTF32 split v = big + small;
+//   mma_tf32               one warp-wide mma.sync m16n8k8 (TF32 in, FP32 accumulate);
+//   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
+//   cp_async_16            a 16-byte cp.async (the 4-byte one, commit and wait are rung 7's);
+//   grouped_tile           which output tile a block computes (a raster that keeps operands in L2).
+//
+// Why these live here: rung 8 runs them with one product per fragment, rung 10 with three (the
+// split), and rung 9 falls back to rung 8's kernel when TMA cannot describe the inputs. One copy
+// of each means the three rungs cannot drift apart in what "TF32" or "the split" means.
+
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "common/gemm_pipelined.cuh"  // gemm07::cp_async_f32 / cp_async_commit / cp_async_wait
+
+namespace tc {
+
+// ---- TF32 ---------------------------------------------------------------------------------
+//
+// TF32 is fp32 with the mantissa cut from 23 bits to 10: same exponent range, 1 + 10 significant
+// bits, relative precision 2^-11. The tensor cores read a 32-bit register and ignore its low 13
+// bits, which truncates. cvt.rna rounds to the nearest TF32 instead (ties away from zero) and
+// clears those bits, so the hardware sees exactly the value we chose: round-to-nearest halves the
+// worst-case error of each operand (2^-11 instead of 2^-10, relative) and, unlike truncation, is
+// unbiased, so errors cancel along K instead of piling up in one direction.
+__device__ __forceinline__ uint32_t to_tf32(float v) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// 3xTF32: v = big + small + (a rest below 2^-22 |v|). big is v rounded to TF32; v - big is exact
+// in fp32 (it is v with its top 11 significant bits removed), and small is that rounded to TF32.
+// Then x·w = xb·wb + xb·ws + xs·wb + xs·ws, where the last term is ~2^-22 of the product and is
+// dropped: three tensor-core products give what fp32 gives, for 3x the TF32 work.
+__device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& small) {
+  big = to_tf32(v);
+  small = to_tf32(v - __uint_as_float(big));
+}
+
+// ---- mma.sync m16n8k8, TF32 ----------------------------------------------------------------
+//
+// One instruction, one warp: D (16 x 8) += A (16 x 8) · B (8 x 8), A row-major, B column-major
+// (which is w's own layout: B's column n is w's row n, contiguous along k). Each lane holds a
+// fragment, pieces of the three matrices at fixed places. With g = lane / 4 (the group, 0..7) and
+// t = lane % 4 (the thread in the group, 0..3):
+//
+//   A: a[0] = A[g][t]      a[1] = A[g + 8][t]      a[2] = A[g][t + 4]      a[3] = A[g + 8][t + 4]
+//   B: b[0] = B[t][g]      b[1] = B[t + 4][g]       (B[k][n] = w[n][k])
+//   D: d[0] = D[g][2t]     d[1] = D[g][2t + 1]     d[2] = D[g + 8][2t]     d[3] = D[g + 8][2t + 1]
+//
+// So a lane's A values are rows g and g + 8 at columns t and t + 4: the 16 x 8 tile seen as four
+// 8 x 4 blocks (rows 0-7 / 8-15, columns 0-3 / 4-7), one value of each per lane, lane l holding
+// element (l / 4, l % 4) of each block. ldmatrix (below) produces exactly that arrangement.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// ---- ldmatrix ------------------------------------------------------------------------------
+//
+// ldmatrix.x4 loads four 8 x 8 matrices of 16-bit values, one register per matrix per lane: lane l
+// gets row l / 4, 16-bit columns 2(l % 4) and 2(l % 4) + 1 of each. Read as 32-bit words, an
+// 8 x 8 b16 matrix is an 8 x 4 block of fp32 values and lane l gets its word (l / 4, l % 4): the
+// fragment arrangement above. Lanes 8i .. 8i + 7 give the addresses of matrix i's 8 rows (16
+// bytes each, 16-byte aligned). One instruction replaces four 32-bit shared loads per lane, and
+// with rows 144 bytes apart (see the padding in gemm_mma.cuh) each 8-row matrix touches all 32
+// banks exactly once: no conflicts.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const float* smem_row) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(smem_row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// ---- cp.async, 16 bytes ----------------------------------------------------------------------
+//
+// Four consecutive floats from global to shared memory in one asynchronous copy (.cg: cached in
+// L2 only, as data used once per block should be). Both addresses must be 16-byte aligned: the
+// launcher takes this path only when K % 4 == 0 and x and w start on 16-byte boundaries, so
+// every row (K * 4 bytes long) and every 4-float chunk of it is aligned. With `valid` false it
+// reads nothing and writes 16 zero bytes (the edge tiles' zero fill).
+__device__ __forceinline__ void cp_async_16(float* smem, const float* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+
+// ---- which tile a block computes --------------------------------------------------------------
+//
+// Block b of a 1-D grid (gemm_grid) takes output tile (tile_m, tile_n). Rungs 1-7 walk the M
+// tiles first (b % tiles_m): at the problems' 1024 x 8192 x 8192 the 8 M tiles of one N tile run
+// together and share that tile of w in L2. At 32768 x 4096 x 1024 there are 256 M tiles, so the
+// blocks resident at one time all sit in one or two columns of N tiles and every column re-reads
+// all of x (128 MB) from DRAM: 16 columns x 128 MB = 2 GB, which at tensor-core speed costs more
+// than the arithmetic. Grouped order: blocks walk GROUP M tiles, then the next N tile, and only
+// after the last N tile move to the next GROUP M tiles. The blocks resident at once then cover a
+// compact GROUP x (a few) rectangle of tiles whose x rows and w rows both stay in L2, and x is
+// read from DRAM about once. With tiles_m <= GROUP (the 1024-row problems) it is rung 7's order.
+__device__ __forceinline__ void grouped_tile(int block, int tiles_m, int tiles_n, int group, int& tile_m,
+                                             int& tile_n) {
+  const long long per_group = static_cast<long long>(group) * tiles_n;  // blocks in a full group
+  const int first_m = static_cast<int>(block / per_group) * group;
+  const int rows = min(tiles_m - first_m, group);  // the last group may hold fewer M tiles
+  const int in_group = static_cast<int>(block % per_group);
+  tile_m = first_m + in_group % rows;
+  tile_n = in_group / rows;
+}
+
+}  // namespace tc

@@ -1,0 +1,98 @@
+// gemm_10_3xtf32.cu: out = x @ w.T at fp32 accuracy on TF32 tensor cores (3xTF32), x (M, K) and
+// w (N, K) row-major as nn.Linear stores them, out (M, N) in float32. Rung 10 of the GEMM ladder
+// (notebooks/08_tensor_cores_and_precision.ipynb). The main loops are rung 9's (wgmma,
+// common/gemm_wgmma.cuh) and rung 8's (mma.sync, common/gemm_mma.cuh) with two changes: every
+// operand is split, and the accumulation is promoted.
+//
+// PRECISION: fp32 (the strict tier, atol = rtol = 1e-4, against float64), like rungs 1-7.
+// @precision: fp32
+// @arch: 9.0a
+//
+// The split. Each fp32 value v becomes big = v rounded to TF32 (cvt.rna) and small = v - big
+// rounded to TF32; v - big is exact in fp32, and big + small equals v to ~2^-22 relative. Then
+//   x·w = xb·wb + xb·ws + xs·wb + xs·ws,
+// and the last term is ~2^-22 of the product: dropped. Three tensor-core products per fragment pair
+// (small·big, big·small, then big·big, the small ones first while the accumulator is small).
+// Each product of two TF32 values (11 x 11 significant bits) is exact in the tensor core, so the
+// PRODUCTS are as good as fp32's.
+//
+// The key finding: the products are not the problem, the accumulation is. The tensor core adds its
+// products into the fp32 accumulator with less care than an FADD (it aligns the terms to the
+// largest and keeps a limited number of extra bits, truncating), so a 3xTF32 kernel that lets one
+// accumulator run over all of K = 8192 drifts by several 1e-5 at the problems' data, and some
+// elements leave the 1e-4 tier. The fix is the one FP8 GEMMs use: promotion. The mma accumulators
+// only ever hold a partial sum over a chunk of at most GEMM10_PROMOTE_K values of k; after each
+// chunk every lane adds its partial sums into separate fp32 registers with plain FADD (round to
+// nearest, IEEE) and restarts the chunk from zero. The per-chunk error is that of a short sum,
+// and the long sum is done in ordinary fp32 arithmetic.
+//
+// Two kernels do this, and the launcher picks the faster one that can take the inputs:
+//   - wgmma (rung 9's machinery, common/gemm_wgmma.cuh), the default: TMA brings raw fp32 tiles;
+//     the 256 consumer threads split each landed stage in shared memory, element by element, big
+//     over the raw value and small into a ring of 3 extra buffers (the split is elementwise, so the
+//     128-byte-swizzled layout carries over and the same descriptors address big and small tiles);
+//     a proxy fence and a barrier of the consumers; then 3 wgmma m64n128k8 per k8 step. Block tile
+//     128 x 128 (not rung 9's 128 x 256: the promoted sums double the accumulators, 64 + 64
+//     registers per thread, and the small-part ring takes 96 KB), 4 TMA stages + 3 ring buffers =
+//     224 KB, 384 threads. Promotion: every GEMM10_PROMOTE_K values of k, wait for the wgmmas, add,
+//     and start the next chunk with scale-d = 0.
+//   - mma.sync (rung 8's, common/gemm_mma.cuh): the split in registers, on each fragment value after
+//     ldmatrix; three mma.sync per fragment pair. 64 + 64 accumulators and 48 split fragment values
+//     per lane need ~220 registers, so 1 block (8 warps) per SM, 4 stages (144 KB). It is the path
+//     for inputs TMA cannot describe (K % 4 != 0, misaligned views), and exported on its own as
+//     gemm_mma_sync so the two can be compared.
+// Everything else (tiles in grouped order, edge handling, 16- and 4-byte load paths) is rung 8's
+// and rung 9's; their headers have the fragments, layouts and the pipeline.
+//
+// Thread -> data: as rung 9 (wgmma path: consumer c, warp v, lane l: rows 64c + 16v + l / 4 (+ 8),
+// columns 8j + 2 (l % 4) (+ 1), j in 0..15) and rung 8 (mma.sync path).
+//
+// GEMM10_PROMOTE_K (default 256): k values per promoted chunk, a multiple of 32; 0 turns promotion
+// off (one tensor-core accumulation over all of K), for the study of what it buys, e.g.
+//   load_kernel("gemm_10_3xtf32", extra_cuda_cflags=["-DGEMM10_PROMOTE_K=0"])
+// GEMM10_WGMMA (default 1): 0 makes gemm() use the mma.sync kernel for every input.
+//
+// PREDICTION (written before measuring): strict tier met at 1024 x 8192 x 8192 and 32768 x 4096 x
+// 1024, max abs error ~1e-5 (and NOT met at K = 8192 with GEMM10_PROMOTE_K=0). Speed, wgmma path:
+// 3x rung 9's tensor-core work, where the wgmmas' and the split's shared-memory traffic (~150 bytes
+// per clock at the TF32 peak rate, the SM has 128) rather than the tensor cores set the pace: 60-70%
+// of a third of the TF32 peak, 1.8-2.3x cuBLAS SGEMM (target: 2.2x), i.e. 25-30% of cuBLAS TF32 (which
+// does a third of the tensor-core work). mma.sync path: 3x rung 8's work plus the split (72 ALU
+// instructions per 48 mma.sync) at half rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
+
+#include "common/gemm_mma.cuh"
+#include "common/gemm_wgmma.cuh"
+
+#ifndef GEMM10_PROMOTE_K
+#define GEMM10_PROMOTE_K 256
+#endif
+#ifndef GEMM10_WGMMA
+#define GEMM10_WGMMA 1
+#endif
+
+namespace gemm10 {
+static_assert(GEMM10_PROMOTE_K >= 0 && GEMM10_PROMOTE_K % 32 == 0,
+              "GEMM10_PROMOTE_K must be a multiple of 32, the k depth of a stage in both kernels (or 0: never promote)");
+static_assert(gemm_mma::Split3Config::BK == 32 && gemm_wgmma::BK == 32, "PROMOTE counts stages of 32 k");
+constexpr int PROMOTE = GEMM10_PROMOTE_K / 32;  // stages per promoted chunk
+using WgmmaConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ true, PROMOTE>;
+}  // namespace gemm10
+
+// @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 10, 3xTF32 with promoted accumulation (strict tier), on wgmma (mma.sync where TMA cannot describe the inputs)
+torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
+  torch::Tensor out = gemm_new_output(x, w);
+  if (out.numel() == 0 || x.size(1) == 0) {
+    return out;  // nothing to compute; K == 0: gemm_new_output's zeros
+  }
+  if (GEMM10_WGMMA && gemm_wgmma::tma_ok(x, w)) {
+    gemm_wgmma::run<gemm10::WgmmaConfig>(x, w, out);
+  } else {
+    gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w, out);
+  }
+  return out;
+}
+
+// @export: rung 10's mma.sync kernel alone (3xTF32, promoted accumulation, strict tier), for comparing the two paths
+torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
+  return gemm_mma::gemm_mma<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w);
+}

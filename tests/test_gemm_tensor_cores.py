@@ -1,0 +1,207 @@
+"""The tensor-core rungs of the GEMM ladder (8: mma.sync TF32, 9: wgmma TF32, 10: 3xTF32 with
+promoted accumulation): they build (on CI too: nvcc, no GPU), contain the instructions they are
+about, and on a GPU compute x @ w.T at their tier for every element on shapes that are multiples
+of nothing, misaligned views, K % 4 != 0 and degenerate shapes, and refuse bad input clearly.
+Rung 10 meets the strict tier at the problems' full shapes on data like the problems'.
+
+test_gemm_ladder.py runs the same rungs through the ladder's checks (the harness, bad input);
+this file adds what is particular to tensor cores: every kernel path (rung 9's and 10's TMA paths
+and their mma.sync fallbacks, rung 10's second export), alignment, and the SASS."""
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from utils import build, ladder, toolchain
+
+RUNG8, RUNG9, RUNG10 = "gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32"
+KERNELS = (RUNG8, RUNG9, RUNG10)
+EXPORTS = {RUNG8: {"gemm"}, RUNG9: {"gemm"}, RUNG10: {"gemm", "gemm_mma_sync"}}
+PATHS = [(k, e) for k in KERNELS for e in sorted(EXPORTS[k])]  # every exported kernel path
+TIER = {RUNG8: "tf32", RUNG9: "tf32", RUNG10: "strict"}
+
+# (M, N, K, which operand starts one float past a 16-byte boundary)
+SHAPES = [
+    (37, 129, 65, None),     # K % 4 != 0: rungs 9 and 10 take their mma.sync kernels
+    (37, 129, 68, None),     # TMA / 16-byte path, M and N multiples of nothing
+    (64, 64, 4, None),       # K shorter than one stage
+    (5, 3, 36, None),        # a tile that is almost all zero fill
+    (130, 257, 1027, None),  # K % 4 != 0 over many stages
+    (130, 257, 1028, "x"),   # K % 4 == 0 but x misaligned: the 4-byte path / the fallback
+    (130, 257, 1028, "w"),
+    (1, 8192, 8192, None),   # one row
+    (1000, 1000, 1000, None),
+]
+FULL = [(1024, 8192, 8192), (32768, 4096, 1024)]  # problems 94, 75, 62; problem 37
+
+
+@pytest.fixture(scope="module")
+def modules():
+    """The three rungs, built once for this module (in parallel where there are cores)."""
+    return build.load_kernels(KERNELS)
+
+
+def fn_of(modules, kernel, export):
+    return getattr(modules[kernel], export)
+
+
+def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
+    """t's values in a contiguous tensor whose data starts 4 bytes past a 16-byte boundary."""
+    flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
+    view = flat[1:].view_as(t)
+    view.copy_(t)
+    assert view.is_contiguous() and view.data_ptr() % 16 == 4
+    return view
+
+
+# ---------------------------------------------------------------------------- CPU
+
+
+def test_the_tensor_core_family_is_these_rungs():
+    assert ladder.rungs("tensor_cores") == list(KERNELS)
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_exports_and_tier(kernel):
+    assert {e.name for e in build.exported_functions(build.kernel_source(kernel))} == EXPORTS[kernel]
+    assert ladder.tier_of(kernel) == TIER[kernel]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_header_states_mapping_and_prediction(kernel):
+    source = build.kernel_source(kernel)
+    header = source[: source.index("#include")]
+    assert "Thread -> data" in header
+    assert "PREDICTION (written before measuring)" in header
+    assert "% of cuBLAS" in header or "x cuBLAS SGEMM" in header
+
+
+def test_wgmma_rungs_ask_for_sm_90a_and_rung_8_does_not():
+    assert build.required_arch(build.kernel_source(RUNG8)) is None
+    assert build.required_arch(build.kernel_source(RUNG9)) == "9.0a"
+    assert build.required_arch(build.kernel_source(RUNG10)) == "9.0a"
+
+
+def test_promotion_interval_is_a_build_knob():
+    source = build.kernel_source(RUNG10)
+    assert re.search(r"#ifndef GEMM10_PROMOTE_K\n#define GEMM10_PROMOTE_K 256\n#endif", source)
+
+
+# ---------------------------------------------------------------------------- compile (CI too)
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_compiles(modules, kernel):
+    assert all(callable(getattr(modules[kernel], e)) for e in EXPORTS[kernel])
+
+
+def _cuobjdump() -> str | None:
+    candidates = [shutil.which("cuobjdump")]
+    home = toolchain.find_cuda_home()
+    if home:
+        candidates.append(str(Path(home) / "bin" / "cuobjdump"))
+    try:
+        import triton
+
+        candidates.append(str(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"))
+    except ImportError:
+        pass
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+# kernel -> the tensor-core instructions its SASS must contain (mma.sync is HMMA, wgmma is HGMMA)
+SASS = {
+    RUNG8: [r"HMMA\.1688\.F32\.TF32"],
+    RUNG9: [r"HGMMA\.64x256x8\.F32\.TF32", r"HMMA\.1688\.F32\.TF32"],  # and its fallback, rung 8's kernel
+    RUNG10: [r"HGMMA\.64x128x8\.F32\.TF32", r"HMMA\.1688\.F32\.TF32"],
+}
+
+
+@pytest.mark.compile
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_sass_has_the_tensor_core_instructions(modules, kernel):
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("no cuobjdump (CUDA toolkit or triton's copy) to disassemble with")
+    sass = subprocess.run([tool, "-sass", modules[kernel].__file__], capture_output=True, text=True, timeout=300).stdout
+    for pattern in SASS[kernel]:
+        assert re.search(pattern, sass), f"{kernel}: no {pattern} in its SASS"
+    if kernel != RUNG8:
+        assert "USETMAXREG" in sass and "UTMALDG" in sass, f"{kernel}: no setmaxnreg / TMA load in its SASS"
+
+
+# ---------------------------------------------------------------------------- GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:3])) + (f"-{s[3]}-misaligned" if s[3] else ""))
+@pytest.mark.parametrize("kernel,export", PATHS)
+def test_matches_float64_at_its_tier(modules, kernel, export, shape):
+    M, N, K, misaligned = shape
+    x, w = ladder.operands(M, N, K, seed=M + N + K)
+    if misaligned == "x":
+        x = misaligned_copy(x)
+    elif misaligned == "w":
+        w = misaligned_copy(w)
+    ok, detail = ladder.verify(fn_of(modules, kernel, export), x, w, TIER[kernel])
+    assert ok, f"{kernel}.{export} at {shape} ({TIER[kernel]} tier): {detail}"
+
+
+@pytest.mark.gpu
+@pytest.mark.large
+@pytest.mark.parametrize("shape", FULL, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("kernel,export", PATHS)
+def test_full_shapes(modules, kernel, export, shape):
+    """At the problems' shapes, on data like theirs (x = torch.rand, w = nn.Linear's U(±1/√K)): the
+    TF32 rungs inside the tf32 tier, rung 10 (both kernels) inside the strict tier."""
+    x, w = ladder.operands(*shape, seed=11)
+    ok, detail = ladder.verify(fn_of(modules, kernel, export), x, w, TIER[kernel])
+    assert ok, f"{kernel}.{export} at {shape} ({TIER[kernel]} tier): {detail}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,export", PATHS)
+def test_repeatable(modules, kernel, export):
+    """Deterministic: no atomics, a fixed order of accumulation (a race would show here)."""
+    fn = fn_of(modules, kernel, export)
+    x, w = ladder.operands(300, 260, 1028, seed=5)
+    assert torch.equal(fn(x, w), fn(x, w))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,export", PATHS)
+def test_degenerate_shapes(modules, kernel, export, cuda):
+    fn = fn_of(modules, kernel, export)
+    assert fn(torch.rand(0, 8, device=cuda), torch.rand(5, 8, device=cuda)).shape == (0, 5)
+    assert fn(torch.rand(3, 8, device=cuda), torch.rand(0, 8, device=cuda)).shape == (3, 0)
+    assert torch.equal(fn(torch.rand(3, 0, device=cuda), torch.rand(5, 0, device=cuda)), torch.zeros(3, 5, device=cuda))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,export", PATHS)
+def test_rejects_bad_input(modules, kernel, export, cuda):
+    fn = fn_of(modules, kernel, export)
+    x, w = torch.rand(4, 8, device=cuda), torch.rand(5, 8, device=cuda)
+    for bad, message in [((x, torch.rand(5, 7, device=cuda)), r"same K.*\[4, 8\].*\[5, 7\]"),
+                         ((x.double(), w), "float32"),
+                         ((x, w.double()), "float32"),
+                         ((x.cpu(), w), "CUDA"),
+                         ((torch.rand(8, 4, device=cuda).t(), w), "contiguous"),
+                         ((x, torch.rand(8, 5, device=cuda).t()), "contiguous"),
+                         ((x[0], w), "2-D")]:
+        with pytest.raises(RuntimeError, match=message):
+            fn(*bad)
+
+
+@pytest.mark.gpu
+def test_3xtf32_is_far_more_accurate_than_tf32(modules):
+    """The point of rung 10: at K = 8192 its error is a small fraction of rung 8's."""
+    x, w = ladder.operands(256, 1024, 8192, seed=3)
+    ref = torch.nn.functional.linear(x.double(), w.double())
+    err8 = (modules[RUNG8].gemm(x, w).double() - ref).abs().max().item()
+    err10 = (modules[RUNG10].gemm(x, w).double() - ref).abs().max().item()
+    assert err10 < 1e-4 and err10 < err8 / 10, f"rung 10 max abs err {err10:.2e}, rung 8 {err8:.2e}"
