@@ -104,3 +104,15 @@ def test_measure_solutions_times_every_contender_in_both_protocols():
     assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours", "ours + torch.compile"}
     assert all("compile_s" in r for r in rows if "torch.compile" in r["contender"])
     assert all(r["max_abs_vs_eager"] < (1e-2 if r["tf32"] else 1e-4) for r in rows)
+
+
+def test_quiet_inductor_silences_the_autotuner_and_its_warnings():
+    import logging
+    import warnings
+
+    with warnings.catch_warnings():
+        chapter.quiet_inductor()
+        assert logging.getLogger("torch._inductor").getEffectiveLevel() >= logging.CRITICAL
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.warn("TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled")
+        assert not caught

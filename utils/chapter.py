@@ -73,6 +73,18 @@ def session(device: str = "auto", scale: str = "auto", reps: int = 50, results_d
                    ("full" if gpu else "small") if scale == "auto" else scale, int(reps), Path(results_dir))
 
 
+def quiet_inductor() -> None:
+    """Keep a notebook's output to what it measures: Inductor's autotuner logs every candidate GEMM
+    it rejects (hundreds of lines per compile), and torch warns about TF32 and typed storages on
+    the way. The results are timed and checked against eager all the same."""
+    import logging
+    import warnings
+
+    torch._logging.set_logs(inductor=logging.CRITICAL)
+    for message in ("TensorFloat32 tensor cores", "TypedStorage is deprecated", ".*Profiler clears events"):
+        warnings.filterwarnings("ignore", message=message)
+
+
 def solution_pair(pid: int, scale: str = "small", device: str | torch.device = "cpu", seed: int = 0
                   ) -> tuple[nn.Module, nn.Module]:
     """(the reference Model, solutions' ModelNew) built under one seed, so with the same weights, in eval mode."""
