@@ -2,25 +2,19 @@
 
 What runs where, for a float32 x (N, in_features) on a CUDA device:
 
-1. The GEMM and Linear's own bias, `self.gemm(x)`: cuBLAS (aten::addmm), called on purpose.
-   It follows PyTorch's fp32 matmul setting exactly as nn.Linear does: IEEE fp32 SGEMM by
-   default (the strict tier), TF32 tensor cores once the caller allows TF32 (the tf32 tier).
-   At the strict tier it is the fastest GEMM this workbook has (notebook 03's ladder).
-2. Everything after it, `GroupNorm -> min over channels -> + bias(1, C, 1, 1)`:
-   workbook::group_norm_min_bias (kernels/min_bias_broadcast.cu, notebook 07). One kernel
-   reads the GEMM's output once and keeps each row's minimum of the normalised values, with no
-   normalised tensor in memory; a second, launched as its programmatic dependent, writes the
-   broadcast. The output has the reference's shape, (1, C, N, 1): (N, 1) + (1, C, 1, 1)
-   broadcasts, it is not an error (seed 002's slip).
+1. `self.gemm(x)`, the GEMM with Linear's own bias: cuBLAS (aten::addmm), called on purpose and
+   named in `allow_torch_ops`. It follows PyTorch's fp32 matmul setting as nn.Linear does: IEEE
+   fp32 by default (the strict tier), TF32 tensor cores once the caller allows TF32.
+2. `GroupNorm -> min over channels -> + bias(1, C, 1, 1)`: workbook::group_norm_min_bias
+   (kernels/min_bias_broadcast.cu, notebook 07). One kernel reads the GEMM's output once and keeps
+   each row's minimum of the normalised values, with no normalised tensor in memory; a second,
+   launched as its programmatic dependent, writes the broadcast. The output has the reference's
+   shape, (1, C, N, 1): (N, 1) + (1, C, 1, 1) broadcasts, it is not an error (seed 002's slip).
+   Its backward passes the minimum's gradient to the element it selected, as torch.min does.
 
-On the CPU the same op runs the reference PyTorch math, so the module moves between devices
-like any nn.Module. Backward: the op's autograd formula (utils/ops.py; the minimum passes its
-gradient to the element it selected, as torch.min does) and nn.Linear's.
-Inherits Model, so the constructor, parameter names, shapes and creation order are the
-reference's: ModelNew(...).load_state_dict(Model(...).state_dict()) works.
-
-Measured against eager and torch.compile, TF32 off and on: notebooks/09_fused_solutions.ipynb,
-recorded in results/<device>/solutions.json.
+Why this split, and what all four solutions share (the inherited constructor, the CPU path,
+backward, torch.compile): solutions/__init__.py. Measured against eager and torch.compile,
+TF32 off and on: notebooks/09_fused_solutions.ipynb, recorded in results/<device>/solutions.json.
 """
 from utils import ops
 from utils.kernelbench.p075_gemm_groupnorm_min_biasadd import Model, get_init_inputs, get_inputs  # noqa: F401
