@@ -11,19 +11,11 @@ import torch
 
 from solutions import solution
 from utils import check, precision
+from utils.chapter import solution_pair
 from utils.problems import all_problems, get_problem
 
 PIDS = [p.id for p in all_problems()]
 SEEDS = range(5)
-
-
-def _pair(pid: int, scale: str = "small", seed: int = 0, device="cpu"):
-    """(reference Model, ModelNew with the reference's weights), both built under `seed`."""
-    p = get_problem(pid)
-    ref = p.make_model(scale, seed=seed)
-    torch.manual_seed(seed)
-    new = solution(pid).ModelNew(*p.init_inputs(scale))
-    return ref.to(device).eval(), new.to(device).eval()
 
 
 def _x(pid: int, batch: int, device="cpu", seed=1) -> torch.Tensor:
@@ -49,7 +41,7 @@ def test_the_module_is_a_drop_in_with_the_references_weights(pid):
     p = get_problem(pid)
     assert module.get_inputs is p.module.get_inputs and module.get_init_inputs is p.module.get_init_inputs
     assert issubclass(module.ModelNew, p.Model)  # the same __init__, names, shapes and creation order
-    ref, new = _pair(pid)
+    ref, new = solution_pair(pid)
     assert list(ref.state_dict()) == list(new.state_dict())
     assert all(torch.equal(ref.state_dict()[k], new.state_dict()[k]) for k in ref.state_dict())
     new.load_state_dict(p.make_model("small", seed=7).state_dict(), strict=True)
@@ -67,14 +59,14 @@ def test_the_harness_passes_on_the_cpu_path(pid):
 @pytest.mark.parametrize("batch", [0, 1, 37])
 @pytest.mark.parametrize("pid", PIDS)
 def test_any_batch_size(pid, batch):
-    ref, new = _pair(pid)
+    ref, new = solution_pair(pid)
     with torch.no_grad():
         assert _close(new(_x(pid, batch)), ref(_x(pid, batch)))
 
 
 @pytest.mark.parametrize("pid", PIDS)
 def test_strided_and_transposed_inputs(pid):
-    ref, new = _pair(pid)
+    ref, new = solution_pair(pid)
     x = _x(pid, 37)
     wide = torch.full((37, x.shape[1] + 8), float("nan"))
     views = {"row-padded slice": wide[:, 3:3 + x.shape[1]].copy_(x), "transposed": x.T.contiguous().T,
@@ -89,7 +81,7 @@ def test_strided_and_transposed_inputs(pid):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("pid", PIDS)
 def test_other_dtypes_get_an_error_naming_float32(pid, dtype):
-    _, new = _pair(pid)
+    _, new = solution_pair(pid)
     new = new.to(dtype)
     with torch.no_grad(), pytest.raises(TypeError, match=f"float32 only: x is {dtype}"):
         new(_x(pid, 4).to(dtype))
@@ -97,7 +89,7 @@ def test_other_dtypes_get_an_error_naming_float32(pid, dtype):
 
 @pytest.mark.parametrize("pid", PIDS)
 def test_compiles_fullgraph_through_the_registered_ops(pid):
-    ref, new = _pair(pid)
+    ref, new = solution_pair(pid)
     torch._dynamo.reset()
     compiled = torch.compile(new, fullgraph=True, backend="aot_eager")  # no graph break, or this raises
     x = _x(pid, 13).requires_grad_()
@@ -151,7 +143,7 @@ def test_the_harness_at_full_scale_on_five_seeds(pid, tier):
 @pytest.mark.parametrize("batch", [0, 1, 37])
 @pytest.mark.parametrize("pid", PIDS)
 def test_any_batch_size_on_the_gpu(pid, batch, cuda):
-    ref, new = _pair(pid, device=cuda)
+    ref, new = solution_pair(pid, device=cuda)
     with torch.no_grad():
         out = new(_x(pid, batch, cuda))
         assert _close(out, ref(_x(pid, batch, cuda))) and out.is_cuda
@@ -160,7 +152,7 @@ def test_any_batch_size_on_the_gpu(pid, batch, cuda):
 @pytest.mark.gpu
 @pytest.mark.parametrize("pid", PIDS)
 def test_strided_and_transposed_inputs_on_the_gpu(pid, cuda):
-    ref, new = _pair(pid, device=cuda)
+    ref, new = solution_pair(pid, device=cuda)
     x = _x(pid, 37, cuda)
     with torch.no_grad():
         assert _close(new(x.T.contiguous().T), ref(x))
@@ -170,7 +162,7 @@ def test_strided_and_transposed_inputs_on_the_gpu(pid, cuda):
 @pytest.mark.gpu
 @pytest.mark.parametrize("pid", PIDS)
 def test_to_cpu_and_back(pid, cuda):
-    ref, new = _pair(pid, device=cuda)
+    ref, new = solution_pair(pid, device=cuda)
     with torch.no_grad():
         on_gpu = new(_x(pid, 9, cuda))
         new.to("cpu")
@@ -184,7 +176,7 @@ def test_to_cpu_and_back(pid, cuda):
 @pytest.mark.gpu
 @pytest.mark.parametrize("pid", PIDS)
 def test_a_cpu_input_to_a_gpu_model_gets_pytorchs_error(pid, cuda):
-    _, new = _pair(pid, device=cuda)
+    _, new = solution_pair(pid, device=cuda)
     with torch.no_grad(), pytest.raises(RuntimeError, match="same device|Expected all tensors"):
         new(_x(pid, 4))
 
@@ -193,7 +185,7 @@ def test_a_cpu_input_to_a_gpu_model_gets_pytorchs_error(pid, cuda):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("pid", PIDS)
 def test_other_dtypes_on_the_gpu_get_an_error_naming_float32(pid, dtype, cuda):
-    _, new = _pair(pid, device=cuda)
+    _, new = solution_pair(pid, device=cuda)
     new = new.to(dtype)
     with torch.no_grad(), pytest.raises(RuntimeError, match="must be float32"):
         new(_x(pid, 4, cuda).to(dtype))
@@ -203,7 +195,7 @@ def test_other_dtypes_on_the_gpu_get_an_error_naming_float32(pid, dtype, cuda):
 @pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
 @pytest.mark.parametrize("pid", PIDS)
 def test_torch_compile_with_inductor_fullgraph(pid, tf32, cuda):
-    ref, new = _pair(pid, device=cuda)
+    ref, new = solution_pair(pid, device=cuda)
     torch._dynamo.reset()
     compiled = torch.compile(new, fullgraph=True)
     x = _x(pid, 37, cuda)

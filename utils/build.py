@@ -628,6 +628,11 @@ def _launcher(kernel: str, name: str):
     return getattr(load_kernel(kernel), name)
 
 
+def is_registered(qualname: str) -> bool:
+    """Whether register_op has registered the op `namespace::name` in this process."""
+    return qualname in _op_kernels
+
+
 def op_kernel(qualname: str) -> str:
     """The kernel file whose launcher the registered op `namespace::name` is ("groupnorm" for kernels/groupnorm.cu)."""
     if qualname not in _op_kernels:

@@ -105,7 +105,7 @@ def read_solution(path: Path | str) -> Solution:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ops":
             if node.attr not in used:
                 used.append(node.attr)
-    unknown = [n for n in used if f"{build.OP_NAMESPACE}::{n}" not in build._op_kernels]
+    unknown = [n for n in used if not build.is_registered(f"{build.OP_NAMESPACE}::{n}")]
     if unknown:
         raise ExportError(f"{path.name} calls ops.{', ops.'.join(unknown)}, which utils/ops.py does not register")
     return Solution(path, source, tree, reference[0], tuple(used))
