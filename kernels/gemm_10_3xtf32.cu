@@ -41,6 +41,10 @@
 //     per lane need ~220 registers, so 1 block (8 warps) per SM, 4 stages (144 KB). It is the path
 //     for inputs TMA cannot describe (K % 4 != 0, misaligned views), and exported on its own as
 //     gemm_mma_sync so the two can be compared.
+// `linear` is what the solutions call (utils/ops.py registers it as workbook::linear): nn.Linear's
+// forward with the bias added in the epilogue, on this rung when PyTorch asks for IEEE fp32 and
+// the GPU is an sm_90, on cuBLAS (as nn.Linear) otherwise.
+//
 // Everything else (tiles in grouped order, edge handling, 16- and 4-byte load paths) is rung 8's
 // and rung 9's; their headers have the fragments, layouts and the pipeline.
 //
@@ -95,4 +99,55 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
 // @export: rung 10's mma.sync kernel alone (3xTF32, promoted accumulation, strict tier), for comparing the two paths
 torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
   return gemm_mma::gemm_mma<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w);
+}
+
+// Compute capability of a device, asked once per device (a host query costs microseconds).
+static bool is_sm90(int device) {
+  static int capability[64] = {};  // 10 * major + minor, 0 = not asked yet
+  TORCH_CHECK(device >= 0 && device < 64, "device index ", num(device), " out of range");
+  if (capability[device] == 0) {
+    int major = 0, minor = 0;
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    capability[device] = 10 * major + minor;
+  }
+  return capability[device] == 90;
+}
+
+// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs
+torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
+  // The checks of both paths (contiguity is only the kernel's business: it copies views below).
+  CHECK_CUDA(x);
+  CHECK_CUDA(w);
+  CHECK_CUDA(bias);
+  CHECK_FLOAT(x);
+  CHECK_FLOAT(w);
+  CHECK_FLOAT(bias);
+  CHECK_SAME_DEVICE(x, w);
+  CHECK_SAME_DEVICE(x, bias);
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+              "x (M, K) and w (N, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,) = (", num(w.size(0)),
+              ",), got ", shape_string(bias));
+  // The dispatch nn.Linear would make, read on every call: TF32 (or lower) allowed means cuBLAS's
+  // TF32 GEMM, which rung 9 does not beat; wgmma and this file's binary exist for sm_90 only.
+  if (at::globalContext().allowTF32CuBLAS() || !is_sm90(x.get_device())) {
+    return at::addmm(bias, x, w.t());
+  }
+  const torch::Tensor xc = x.contiguous();  // any view of x (rows padded, transposed, strided)
+  const torch::Tensor wc = w.contiguous();
+  const torch::Tensor bc = bias.contiguous();
+  torch::Tensor out = gemm_new_output(xc, wc);
+  if (out.numel() == 0) {
+    return out;
+  }
+  if (xc.size(1) == 0) {
+    return out.copy_(bc.expand_as(out));  // an empty sum: the bias alone
+  }
+  if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
+    gemm_wgmma::run<gemm10::WgmmaConfig>(xc, wc, out, bc.data_ptr<float>());
+  } else {
+    gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());
+  }
+  return out;
 }

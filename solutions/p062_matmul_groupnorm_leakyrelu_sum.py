@@ -2,9 +2,11 @@
 
 What runs where, for a float32 x (N, in_features) on a CUDA device:
 
-1. `self.fc(x)`, the GEMM with Linear's own bias: cuBLAS (aten::addmm), called on purpose and
-   named in `allow_torch_ops`. It follows PyTorch's fp32 matmul setting as nn.Linear does: IEEE
-   fp32 by default (the strict tier), TF32 tensor cores once the caller allows TF32.
+1. The GEMM with Linear's own bias, `self.fc`'s weight and bias: workbook::linear. It follows
+   PyTorch's fp32 matmul setting as nn.Linear does. At the default (IEEE fp32, the strict tier) on
+   an sm_90 GPU it is rung 10 of the GEMM ladder (kernels/gemm_10_3xtf32.cu): 3xTF32 on the tensor
+   cores, fp32-accurate, the bias added in its epilogue. With TF32 allowed, or on another GPU,
+   it is cuBLAS's addmm, nn.Linear's own GEMM, named in `allow_torch_ops`.
 2. `GroupNorm -> LeakyReLU -> x + x`: one kernel, workbook::group_norm_leaky_relu_x2
    (kernels/groupnorm.cu, notebook 06), with the eps and the slope the modules were built with.
 
@@ -17,9 +19,9 @@ from utils.kernelbench.p062_matmul_groupnorm_leakyrelu_sum import Model, get_ini
 
 
 class ModelNew(Model):
-    allow_torch_ops = ("aten::addmm",)  # the GEMM: cuBLAS, on purpose (see above)
+    allow_torch_ops = ("aten::addmm",)  # the GEMM with TF32 allowed, or off sm_90: cuBLAS, on purpose
 
     def forward(self, x):
         gn = self.gn
-        return ops.group_norm_leaky_relu_x2(self.fc(x), gn.num_groups, gn.weight, gn.bias, gn.eps,
-                                            self.leaky_relu.negative_slope)
+        y = ops.linear(x, self.fc.weight, self.fc.bias)
+        return ops.group_norm_leaky_relu_x2(y, gn.num_groups, gn.weight, gn.bias, gn.eps, self.leaky_relu.negative_slope)

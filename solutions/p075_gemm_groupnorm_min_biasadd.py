@@ -2,9 +2,11 @@
 
 What runs where, for a float32 x (N, in_features) on a CUDA device:
 
-1. `self.gemm(x)`, the GEMM with Linear's own bias: cuBLAS (aten::addmm), called on purpose and
-   named in `allow_torch_ops`. It follows PyTorch's fp32 matmul setting as nn.Linear does: IEEE
-   fp32 by default (the strict tier), TF32 tensor cores once the caller allows TF32.
+1. The GEMM with Linear's own bias, `self.gemm`'s weight and bias: workbook::linear. It follows
+   PyTorch's fp32 matmul setting as nn.Linear does. At the default (IEEE fp32, the strict tier) on
+   an sm_90 GPU it is rung 10 of the GEMM ladder (kernels/gemm_10_3xtf32.cu): 3xTF32 on the tensor
+   cores, fp32-accurate, the bias added in its epilogue. With TF32 allowed, or on another GPU,
+   it is cuBLAS's addmm, nn.Linear's own GEMM, named in `allow_torch_ops`.
 2. `GroupNorm -> min over channels -> + bias(1, C, 1, 1)`: workbook::group_norm_min_bias
    (kernels/min_bias_broadcast.cu, notebook 07). One kernel reads the GEMM's output once and keeps
    each row's minimum of the normalised values, with no normalised tensor in memory; a second,
@@ -21,8 +23,9 @@ from utils.kernelbench.p075_gemm_groupnorm_min_biasadd import Model, get_init_in
 
 
 class ModelNew(Model):
-    allow_torch_ops = ("aten::addmm",)  # the GEMM: cuBLAS, on purpose (see above)
+    allow_torch_ops = ("aten::addmm",)  # the GEMM with TF32 allowed, or off sm_90: cuBLAS, on purpose
 
     def forward(self, x):
         gn = self.group_norm
-        return ops.group_norm_min_bias(self.gemm(x), gn.num_groups, gn.weight, gn.bias, gn.eps, self.bias)
+        y = ops.linear(x, self.gemm.weight, self.gemm.bias)
+        return ops.group_norm_min_bias(y, gn.num_groups, gn.weight, gn.bias, gn.eps, self.bias)

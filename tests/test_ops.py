@@ -1,4 +1,4 @@
-"""utils.ops and build.register_op: the fused tails as torch.library operators.
+"""utils.ops and build.register_op: the GEMM and the fused tails as torch.library operators.
 
 On the CPU (CI): the schemas derived from the launchers' prototypes, torch.library.opcheck on
 the CPU implementation (schema, autograd registration, fake tensors, AOT dispatch with dynamic
@@ -23,8 +23,12 @@ def _args(name: str, N: int, C: int, G: int, device="cpu", seed=0) -> list:
     sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
     gamma, beta = (torch.rand(C, generator=g) + 0.5) * sign, 0.5 * torch.randn(C, generator=g)
     bias = 0.5 * torch.randn(C, generator=g)
-    x, gamma, beta, bias = (t.to(device) for t in (x, gamma, beta, bias))
+    # the GEMM: x (N, C) against a weight of C + 3 rows (no tile's multiple), nn.Linear's scale
+    weight = torch.randn(C + 3, C, generator=g) / max(C, 1) ** 0.5
+    linear_bias = 0.5 * torch.randn(C + 3, generator=g)
+    x, gamma, beta, bias, weight, linear_bias = (t.to(device) for t in (x, gamma, beta, bias, weight, linear_bias))
     return {
+        "linear": [x, weight, linear_bias],
         "bias_hardtanh_mish_group_norm": [x, bias, -1.0, 1.0, G, gamma, beta, EPS],
         "swish_bias_group_norm": [x, bias, G, gamma, beta, EPS],
         "group_norm_leaky_relu_x2": [x, G, gamma, beta, EPS, 0.01],
@@ -34,6 +38,10 @@ def _args(name: str, N: int, C: int, G: int, device="cpu", seed=0) -> list:
 
 def _reference(name: str):
     return getattr(ops, f"_{name}_reference")
+
+
+def _out_shape(name: str, N: int, C: int) -> tuple:
+    return {"group_norm_min_bias": (1, C, N, 1), "linear": (N, C + 3)}.get(name, (N, C))
 
 
 def _with_grad(args: list) -> list:
@@ -46,11 +54,11 @@ SHAPES = [(5, 128, 4), (3, 64, 4), (4, 256, 4), (7, 115, 5)]
 
 
 def test_every_op_is_registered_in_the_workbook_namespace():
-    assert NAMES == ["bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2",
+    assert NAMES == ["linear", "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2",
                      "group_norm_min_bias"]
     for name, op in ops.ALL.items():
         assert op is getattr(torch.ops.workbook, name)
-        assert build.op_kernel(f"workbook::{name}") in ("groupnorm", "min_bias_broadcast")
+        assert build.op_kernel(f"workbook::{name}") in ("gemm_10_3xtf32", "groupnorm", "min_bias_broadcast")
 
 
 def test_schemas_come_from_the_launchers_prototypes():
@@ -106,8 +114,7 @@ def test_fake_implementation_on_cuda_fake_tensors(name):
     with FakeTensorMode():
         args = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in _args(name, 7, 115, 5)]
         out = getattr(ops, name)(*args)
-    shape = (1, 115, 7, 1) if name == "group_norm_min_bias" else (7, 115)
-    assert (tuple(out.shape), out.dtype, out.device.type) == (shape, torch.float32, "cuda")
+    assert (tuple(out.shape), out.dtype, out.device.type) == (_out_shape(name, 7, 115), torch.float32, "cuda")
     assert out.is_contiguous()
 
 
@@ -144,12 +151,17 @@ def test_shape_errors_say_what_to_fix():
     x, G, gamma, beta, eps, bias = _args("group_norm_min_bias", 3, 64, 4)
     with pytest.raises(ValueError, match=r"bias must have shape \(1, 64, 1, 1\)"):
         ops.group_norm_min_bias(x, G, gamma, beta, eps, bias.view(64))
+    x, weight, bias = _args("linear", 3, 64, 4)
+    with pytest.raises(ValueError, match="must be 2-D with the same K"):
+        ops.linear(x[:, :63], weight, bias)
+    with pytest.raises(ValueError, match=r"bias must have shape \(67,\)"):
+        ops.linear(x, weight, bias[:64])
 
 
 def test_empty_batch_on_the_cpu():
     for name in NAMES:
         out = getattr(ops, name)(*_args(name, 0, 64, 4))
-        assert out.shape == ((1, 64, 0, 1) if name == "group_norm_min_bias" else (0, 64))
+        assert out.shape == _out_shape(name, 0, 64)
 
 
 # --- on the GPU: the kernels ---------------------------------------------------------------------
@@ -196,3 +208,51 @@ def test_a_half_tensor_on_the_gpu_gets_the_launchers_error(cuda):
     args = [a.half() if isinstance(a, torch.Tensor) else a for a in _args("swish_bias_group_norm", 3, 64, 4, cuda)]
     with pytest.raises(RuntimeError, match="must be float32"):
         ops.swish_bias_group_norm(*args)
+
+
+# --- workbook::linear: which GEMM runs --------------------------------------------------------------
+
+
+def _gemm10():
+    return build.load_kernel("gemm_10_3xtf32")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(37, 1027, 515), (64, 1024, 8192), (5, 13, 7), (3, 0, 9)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_linear_runs_rung_10_with_the_bias_in_its_epilogue_at_the_default_setting(shape, cuda):
+    from utils import precision
+    if torch.cuda.get_device_capability(cuda) != (9, 0):
+        pytest.skip("rung 10 is sm_90 only; elsewhere the op is cuBLAS's addmm (tested below)")
+    M, K, N = shape
+    g = torch.Generator(device=cuda).manual_seed(sum(shape))
+    x = torch.randn(M, K, device=cuda, generator=g)
+    w = torch.randn(N, K, device=cuda, generator=g) / max(K, 1) ** 0.5
+    b = torch.randn(N, device=cuda, generator=g)
+    with precision.tf32(False):
+        out = ops.linear(x, w, b)
+        ref = F.linear(x.double(), w.double(), b.double()).float()
+        # the epilogue adds the bias to the kernel's sum once, as adding it afterwards does: bitwise equal
+        assert torch.equal(out, _gemm10().gemm(x, w) + b)
+        assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.1e}"
+        # a transposed view of x is copied, not misread
+        xt = x.t().contiguous().t()
+        assert not xt.is_contiguous() or min(M, K) <= 1
+        assert torch.equal(ops.linear(xt, w, b), out)
+
+
+@pytest.mark.gpu
+def test_linear_is_cublas_addmm_when_tf32_is_allowed(cuda):
+    from utils import precision
+    x, w, b = _args("linear", 64, 1024, 4, cuda)
+    with precision.tf32(True):
+        assert torch.equal(ops.linear(x, w, b), torch.addmm(b, x, w.t()))
+
+
+@pytest.mark.gpu
+def test_linear_on_the_gpu_names_float32(cuda):
+    x, w, b = _args("linear", 3, 64, 4, cuda)
+    with pytest.raises(RuntimeError, match="x must be float32"):
+        _gemm10().linear(x.half(), w, b)
+    with pytest.raises(RuntimeError, match=r"bias must have shape \(N,\)"):
+        _gemm10().linear(x, w, b[:3])

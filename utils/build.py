@@ -571,7 +571,7 @@ def op_schema(export: Export) -> str:
     return f"({', '.join(params)}) -> Tensor"
 
 
-def register_op(kernel: str, name: str, *, reference, fake, backward, namespace: str = OP_NAMESPACE):
+def register_op(kernel: str, name: str, *, reference, fake, backward, cuda=None, namespace: str = OP_NAMESPACE):
     """Register the launcher `name` of kernels/<kernel>.cu as the operator `namespace::name`; return it.
 
     reference(*args): the same computation in PyTorch ops; the CPU implementation, so a module
@@ -580,7 +580,10 @@ def register_op(kernel: str, name: str, *, reference, fake, backward, namespace:
         that can be made without data), for torch.compile's tracing.
     backward(grad, *args): the gradients of the tensor arguments, in their order (None where
         there is none), written with PyTorch ops.
-    The CUDA implementation is the kernel itself, compiled on its first call.
+    cuda(launch, *args): the CUDA implementation, when it must choose between the kernel (call
+        launch(*args)) and something else, e.g. on a GPU the kernel is not built for. By default
+        the CUDA implementation is the kernel itself.
+    The kernel is compiled on its first call.
     """
     import torch
 
@@ -595,8 +598,11 @@ def register_op(kernel: str, name: str, *, reference, fake, backward, namespace:
     library.define(f"{name}{schema}")
     _libraries.append(library)
 
-    def cuda_impl(*args):
+    def launch(*args):
         return _launcher(kernel, name)(*args)
+
+    def cuda_impl(*args):
+        return launch(*args) if cuda is None else cuda(launch, *args)
 
     torch.library.impl(qualname, "CUDA", cuda_impl, lib=library)
     torch.library.impl(qualname, "CPU", reference, lib=library)

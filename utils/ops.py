@@ -16,10 +16,16 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
 
 | op | kernel file | problem | computes, for x (N, C), the GEMM's output |
 |---|---|---|---|
+| linear | gemm_10_3xtf32.cu | all four | x @ w.T + bias (the GEMM itself, x the model's input; see below) |
 | bias_hardtanh_mish_group_norm | groupnorm.cu | 94 | group_norm(mish(hardtanh(x + bias))) |
 | swish_bias_group_norm | groupnorm.cu | 37 | group_norm(x * sigmoid(x) + bias) |
 | group_norm_leaky_relu_x2 | groupnorm.cu | 62 | y = leaky_relu(group_norm(x)); y + y |
 | group_norm_min_bias | min_bias_broadcast.cu | 75 | min(group_norm(x), dim=1, keepdim) + bias(1, C, 1, 1): (1, C, N, 1) |
+
+`linear` is nn.Linear's forward. At PyTorch's default fp32 setting (IEEE) on an sm_90 GPU it runs
+rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation and the bias in its epilogue, which
+meets the strict tier at about 1.5x cuBLAS SGEMM's speed; with TF32 allowed, or on another GPU,
+it runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice on every call.
 
 Only float32 is supported, on both devices, and every other dtype gets an error that says so:
 the kernels are written for float32, and a CPU path that accepted float16 would make a model
@@ -64,6 +70,44 @@ def _group_norm_backward(grad: Tensor, x: Tensor, num_groups: int, gamma: Tensor
     _, mean, rstd = aten.native_group_norm(x, gamma, beta, N, C, 1, num_groups, eps)
     return aten.native_group_norm_backward(grad.contiguous(), x, mean, rstd, gamma, N, C, 1, num_groups,
                                            [True, True, True])
+
+
+# --- the GEMM: nn.Linear's forward ----------------------------------------------------------------
+
+def _check_linear(x, weight, bias):
+    _require_float32("linear", x=x, weight=weight, bias=bias)
+    if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
+        raise ValueError(f"workbook::linear: x (M, K) and weight (N, K) must be 2-D with the same K, "
+                         f"got x {tuple(x.shape)} and weight {tuple(weight.shape)}")
+    if tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"workbook::linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+
+
+def _linear_reference(x, weight, bias):
+    _check_linear(x, weight, bias)
+    return F.linear(x, weight, bias)
+
+
+def _linear_fake(x, weight, bias):
+    _check_linear(x, weight, bias)
+    return x.new_empty((x.shape[0], weight.shape[0]))
+
+
+def _linear_cuda(launch, x, weight, bias):
+    # gemm_10_3xtf32.cu is built for sm_90 alone (wgmma): on any other GPU, nn.Linear's own GEMM
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        _check_linear(x, weight, bias)
+        return aten.addmm(bias, x, weight.t())
+    return launch(x, weight, bias)
+
+
+def _linear_backward(grad, x, weight, bias):
+    # PyTorch's matmuls, at whatever precision the caller's fp32 setting allows, as nn.Linear's backward
+    return grad @ weight, grad.t() @ x, grad.sum(0)
+
+
+linear = build.register_op("gemm_10_3xtf32", "linear", reference=_linear_reference, fake=_linear_fake,
+                           backward=_linear_backward, cuda=_linear_cuda)
 
 
 # --- problem 94: + bias -> Hardtanh -> Mish -> GroupNorm ----------------------------------------
@@ -179,6 +223,6 @@ group_norm_min_bias = build.register_op(
     fake=_group_norm_min_bias_fake, backward=_group_norm_min_bias_backward)
 
 
-# name -> op, in the workbook's problem order (94, 37, 62, 75 as above)
+# name -> op, in the order above (the GEMM, then the tails of 94, 37, 62, 75)
 ALL = {name: getattr(torch.ops.workbook, name) for name in (
-    "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2", "group_norm_min_bias")}
+    "linear", "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2", "group_norm_min_bias")}

@@ -113,8 +113,8 @@ __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__
 // vec_stores: N % 2 == 0, so each lane's two adjacent outputs go out as one 8-byte store.
 template <class C, bool VEC, bool SPLIT, int PROMOTE>
 __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
-    gemm_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int M, int N,
-                    int K, bool vec_stores) {
+    gemm_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+                    const float* __restrict__ bias, int M, int N, int K, bool vec_stores) {
   static_assert(PROMOTE >= 0, "PROMOTE counts slices; 0 means never");
   extern __shared__ __align__(16) float smem[];
 
@@ -272,6 +272,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
           v0 += total[i][j][2 * h];
           v1 += total[i][j][2 * h + 1];
         }
+        tc::add_bias(bias, n, N, v0, v1);
         float* row = out + static_cast<int64_t>(m) * N;
         if (vec_stores) {
           if (n < N) {  // N even and n even: n + 1 < N too
@@ -287,21 +288,22 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
 }
 
 template <class C, bool VEC, bool SPLIT, int PROMOTE>
-void launch(const float* x, const float* w, float* out, int M, int N, int K) {
+void launch(const float* x, const float* w, float* out, const float* bias, int M, int N, int K) {
   auto kernel = gemm_mma_kernel<C, VEC, SPLIT, PROMOTE>;
   // More than 48 KB of shared memory per block must be asked for, per kernel and device (rung 7
   // does the same, on every launch: a microsecond of host time for a GEMM of milliseconds).
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(C::SMEM_BYTES)));
   kernel<<<gemm_grid(M, N, C::BM, C::BN), C::THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
-      x, w, out, M, N, K, N % 2 == 0);
+      x, w, out, bias, M, N, K, N % 2 == 0);
   LAUNCH_CHECK();
 }
 
-// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T; x and w already checked. Picks
-// the 16-byte load path when K % 4 == 0 and both operands start on a 16-byte boundary.
+// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null); x
+// and w already checked. Picks the 16-byte load path when K % 4 == 0 and both operands start on a
+// 16-byte boundary.
 template <class C, bool SPLIT, int PROMOTE>
-void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out) {
+void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
   const int64_t K = x.size(1);
   if (out.numel() == 0 || K == 0) {
     return;  // nothing to compute (a 0-block launch is an error); K == 0: gemm_new_output's zeros
@@ -313,9 +315,9 @@ void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out) {
   const float* wp = w.data_ptr<float>();
   float* outp = out.data_ptr<float>();
   if (K % 4 == 0 && aligned16(xp) && aligned16(wp)) {
-    launch<C, true, SPLIT, PROMOTE>(xp, wp, outp, M, N, static_cast<int>(K));
+    launch<C, true, SPLIT, PROMOTE>(xp, wp, outp, bias, M, N, static_cast<int>(K));
   } else {
-    launch<C, false, SPLIT, PROMOTE>(xp, wp, outp, M, N, static_cast<int>(K));
+    launch<C, false, SPLIT, PROMOTE>(xp, wp, outp, bias, M, N, static_cast<int>(K));
   }
 }
 

@@ -89,7 +89,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
 template <class C>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
-                      float* __restrict__ out, int M, int N, int K) {
+                      float* __restrict__ out, const float* __restrict__ bias, int M, int N, int K) {
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
@@ -243,6 +243,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         v0 = acc[4 * j + 2 * h];
         v1 = acc[4 * j + 2 * h + 1];
       }
+      tc::add_bias(bias, n, N, v0, v1);
       float* dst = out + static_cast<int64_t>(m) * N;
       if (vec_stores) {
         if (n < N) {  // N even and n even: n + 1 < N too
@@ -262,10 +263,10 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
-// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T. x and w checked, tma_ok(x, w),
-// M, N, K > 0.
+// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null). x
+// and w checked, tma_ok(x, w), M, N, K > 0.
 template <class C>
-void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out) {
+void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t M = x.size(0);
   const int64_t N = w.size(0);
@@ -276,7 +277,7 @@ void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out) {
   C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(C::SMEM_BYTES)));
   kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
-      tmap_x, tmap_w, out.data_ptr<float>(), static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
+      tmap_x, tmap_w, out.data_ptr<float>(), bias, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
   LAUNCH_CHECK();
 }
 

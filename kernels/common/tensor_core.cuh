@@ -6,7 +6,8 @@
 //   mma_tf32               one warp-wide mma.sync m16n8k8 (TF32 in, FP32 accumulate);
 //   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
 //   cp_async_16            a 16-byte cp.async (the 4-byte one, commit and wait are rung 7's);
-//   grouped_tile           which output tile a block computes (a raster that keeps operands in L2).
+//   grouped_tile           which output tile a block computes (a raster that keeps operands in L2);
+//   add_bias               nn.Linear's bias, added to a lane's two finished outputs.
 //
 // Why these live here: rung 8 runs them with one product per fragment, rung 10 with three (the
 // split), and rung 9 falls back to rung 8's kernel when TMA cannot describe the inputs. One copy
@@ -114,6 +115,18 @@ __device__ __forceinline__ void grouped_tile(int block, int tiles_m, int tiles_n
   const int in_group = static_cast<int>(block % per_group);
   tile_m = first_m + in_group % rows;
   tile_n = in_group / rows;
+}
+
+// ---- epilogue -------------------------------------------------------------------------------
+//
+// A lane finishes two adjacent outputs of a row, columns n and n + 1 (the D fragment of mma.sync
+// and wgmma alike). bias (N,), or null for none, is added to the finished sum once, as cuBLAS's
+// addmm does: one rounding, the same as adding it afterwards, without a second pass over out.
+__device__ __forceinline__ void add_bias(const float* __restrict__ bias, int n, int N, float& v0, float& v1) {
+  if (bias != nullptr) {
+    if (n < N) v0 += __ldg(bias + n);
+    if (n + 1 < N) v1 += __ldg(bias + n + 1);
+  }
 }
 
 }  // namespace tc
