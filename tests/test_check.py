@@ -194,6 +194,41 @@ def test_a_parameter_left_out_of_backward_fails_gradients():
     assert "no gradient reaches fc.bias" in report["gradients"].detail
 
 
+def _kinked_gradients(flips: int, seed: int = 0) -> dict:
+    """A gradient of a million elements (float64 truth) and an fp32 one that jumps by about its rms
+    at `flips` elements (which ones: `seed`), as a forward rounded to the other side of a kink makes it."""
+    truth = torch.randn(1_000_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    fp32 = truth.float()
+    idx = torch.randperm(1_000_000, generator=torch.Generator().manual_seed(seed))[:flips]
+    fp32[idx] += 1.0
+    return {"w": fp32}, {"w": truth}
+
+
+def test_gradients_are_judged_elementwise_where_the_reference_is_determined():
+    strict = check.TIERS["strict"]
+    ref, exact = _kinked_gradients(0)
+    calls = []
+    new = {"w": ref["w"] + 1e-3 * torch.randn(1_000_000)}  # small but beyond the tier everywhere
+    status, detail = check.judge_gradients(new, ref, lambda: calls.append(1) or exact, strict)
+    assert status == "fail" and "wrong gradients for 1 of 1" in detail and calls == [1]
+    status, _ = check.judge_gradients({"w": ref["w"].clone()}, ref, lambda: calls.append(2) or exact, strict)
+    assert status == "pass" and calls == [1]  # float64 is computed only when needed
+
+
+def test_gradients_across_kinks_are_judged_norm_wise_against_float64():
+    strict = check.TIERS["strict"]
+    ref, exact = _kinked_gradients(3, seed=1)   # the reference flipped 3 elements ...
+    new, _ = _kinked_gradients(5, seed=2)       # ... ours 5 others: rounding, not a wrong formula
+    status, detail = check.judge_gradients(new, ref, lambda: exact, strict)
+    assert status == "pass" and "norm-wise vs float64" in detail
+    # a formula that loses a factor 2 is far outside the band, kinks or not
+    status, detail = check.judge_gradients({"w": new["w"] / 2}, ref, lambda: exact, strict)
+    assert status == "fail" and "beyond the band" in detail
+    # NaN is not rounding either
+    status, _ = check.judge_gradients({"w": new["w"] * float("nan")}, ref, lambda: exact, strict)
+    assert status == "fail"
+
+
 def test_an_inference_only_model_skips_gradients_and_says_so():
     report = check_model(62, hacks.DetachedOutput, device="cpu", training=False)
     assert report.ok and "inference only" in report["gradients"].detail

@@ -94,8 +94,9 @@ def _linear_fake(x, weight, bias):
 
 
 def _linear_cuda(launch, x, weight, bias):
-    # gemm_10_3xtf32.cu is built for sm_90 alone (wgmma): on any other GPU, nn.Linear's own GEMM
-    if torch.cuda.get_device_capability(x.device) != (9, 0):
+    # gemm_10_3xtf32.cu is built for sm_90 alone (wgmma): on any other GPU, nn.Linear's own GEMM.
+    # Tensors on different devices go there too, for PyTorch's own error.
+    if x.device != weight.device or torch.cuda.get_device_capability(weight.device) != (9, 0):
         _check_linear(x, weight, bias)
         return aten.addmm(bias, x, weight.t())
     return launch(x, weight, bias)
