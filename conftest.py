@@ -1,4 +1,11 @@
-"""nbval: compare the machine-independent cells with a recorded GPU run.
+"""The test session (`make test`: tests/ and the notebooks under nbval) records nothing into
+results/, and nbval compares the machine-independent cells with a recorded GPU run.
+
+results/ holds the recorded GPU runs; the tests and the notebooks nbval executes read them,
+and never write into it. At the start of the session $WORKBOOK_RECORD_DIR points at a temporary
+folder (utils.results.write_root sends what a notebook or a test would record into results/
+there: the notebooks' kernels inherit the variable from this process), and results/ is
+snapshotted; at the end, a file added, removed or modified under results/ fails the session.
 
 Notebooks are committed without outputs, so nbval alone has nothing to compare a cell
 marked `# NBVAL_CHECK_OUTPUT` with: it would only execute it. Before the run, each such
@@ -10,11 +17,47 @@ summary lists it, so an unchecked cell is never mistaken for a checked one.
 """
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from pathlib import Path
+
+import pytest
 
 MARK = "# NBVAL_CHECK_OUTPUT"
 RESULTS = Path(__file__).resolve().parent / "results"
 _unchecked: list[str] = []
+_results_before: dict = {}
+_results_changed: list[str] = []
+_record_dir: str | None = None  # the temporary folder this session made, removed at its end
+
+
+def pytest_configure(config):
+    global _record_dir
+    from utils import results
+
+    if not os.environ.get(results.RECORD_DIR_ENV):  # a folder set by hand is kept, to look at afterwards
+        _record_dir = tempfile.mkdtemp(prefix="workbook-records-")
+        os.environ[results.RECORD_DIR_ENV] = _record_dir
+    _results_before.update(results.snapshot(RESULTS))
+
+
+def pytest_sessionfinish(session):
+    from utils import results
+
+    _results_changed.extend(results.changes(_results_before, results.snapshot(RESULTS)))
+    if _results_changed:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_unconfigure(config):
+    global _record_dir
+    from utils import results
+
+    if _record_dir is not None:
+        shutil.rmtree(_record_dir)
+        del os.environ[results.RECORD_DIR_ENV]
+        _record_dir = None
 
 
 def recorded_outputs(notebook: str) -> dict[str, list]:
@@ -45,6 +88,10 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def pytest_terminal_summary(terminalreporter):
+    if _results_changed:
+        terminalreporter.write_line(
+            f"FAILED: the test session wrote into {RESULTS} (tests and nbval record into $WORKBOOK_RECORD_DIR "
+            "through utils.results.write_root, never into results/):\n  " + "\n  ".join(_results_changed), red=True)
     if _unchecked:
         terminalreporter.write_line(
             "NBVAL_CHECK_OUTPUT cells executed but not compared (no recorded GPU run has them yet): "

@@ -152,16 +152,45 @@ def test_git_commit(tmp_path, monkeypatch):
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     assert results.git_commit(tmp_path) == "unknown"  # no commit yet
-    (tmp_path / "a.py").write_text("x = 1\n")
-    subprocess.run([*git, "add", "a.py"], check=True)
+    for path in ("kernels/k.cu", "utils/a.py", "README.md"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("x = 1\n")
+    subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
     sha = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     assert results.git_commit(tmp_path) == sha
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "x.json").write_text("{}")
     assert results.git_commit(tmp_path) == sha  # a new recording does not make the code dirty
-    (tmp_path / "a.py").write_text("x = 2\n")
+    (tmp_path / "README.md").write_text("prose\n")
+    assert results.git_commit(tmp_path) == sha  # nor does prose: it measures nothing
+
+
+@pytest.mark.parametrize("change", ["kernels/k.cu", "kernels/common/new.cuh", "utils/a.py", "notebooks/00_x.ipynb",
+                                    "solutions/p.py"])
+def test_git_commit_is_dirty_when_the_code_differs(tmp_path, monkeypatch, change):
+    """A changed kernel, or a new one git does not track yet, marks the record: the kernels are what it measured."""
+    monkeypatch.delenv("WORKBOOK_GIT_COMMIT", raising=False)
+    if shutil.which("git") is None:
+        pytest.skip("no git here")
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("// a kernel\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a"], check=True)
+    sha = results.git_commit(tmp_path)
+    assert not sha.endswith("-dirty")
+    (tmp_path / change).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / change).write_text("// changed\n")
     assert results.git_commit(tmp_path) == sha + "-dirty"
+
+
+def test_commit_cli_prints_what_a_record_carries(monkeypatch, capsys):
+    """A GPU runner's copy has no .git: the checkout tells it the commit, dirty mark included."""
+    monkeypatch.setenv("WORKBOOK_GIT_COMMIT", "1234abc-dirty")
+    assert results.main(["--commit"]) == 0
+    assert capsys.readouterr().out == "1234abc-dirty\n"
 
 
 # --------------------------------------------------------------------------- README table

@@ -4,6 +4,7 @@
     rec = load("baselines")            # this GPU's record, or without a GPU the latest of any device
     python -m utils.results --update-readme   # regenerate README.md's results table
     python -m utils.results --check-readme    # exit 1 if the table is out of date (a test runs this)
+    python -m utils.results --commit          # the git_commit a record made here carries (for a GPU runner)
 
 A record (schema 1) is one JSON object:
 
@@ -19,6 +20,13 @@ A record (schema 1) is one JSON object:
 
 Results are GPU recordings: `record` refuses to write one on a machine without a GPU.
 One file per kind and device; recording again replaces it (git keeps the history).
+
+Reading and writing: `load` and `latest` read under `root_dir` (the argument, else
+$WORKBOOK_RESULTS_DIR, else results/); `record` and the notebooks' plots write under
+`write_root`, which is the same folder except while $WORKBOOK_RECORD_DIR is set: then what would
+be written into the repository's results/ goes there instead. The test session sets it
+(conftest.py), so that `make test` and nbval, which execute the notebooks with their default
+RESULTS_DIR, still show the recorded runs and never write into results/.
 
 Entry conventions of the kinds known so far (every listed key is required):
 
@@ -65,6 +73,7 @@ records; the README lists them without rendering them.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -80,6 +89,10 @@ from utils import REPO
 
 SCHEMA = 1
 README = REPO / "README.md"
+RESULTS = REPO / "results"
+RECORD_DIR_ENV = "WORKBOOK_RECORD_DIR"  # where writes aimed at results/ go instead (the test session's temp folder)
+# What a recorded measurement depends on: a record made with any of these differing from HEAD is "-dirty".
+CODE_PATHS = ("kernels", "notebooks", "solutions", "utils", "pyproject.toml", "Makefile")
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
 DEVICE_KEYS = ("name", "slug", "cc", "sm_count", "memory_gb", "l2_mb")
@@ -111,10 +124,12 @@ def short_commit(commit: str) -> str:
 
 
 def git_commit(repo: Path = REPO) -> str:
-    """Short sha of HEAD, "-dirty" if code differs from it; "unknown" outside a git checkout.
+    """Short sha of HEAD, "-dirty" if the code (CODE_PATHS: the kernels among them) differs from it,
+    untracked files included; "unknown" outside a git checkout.
 
     $WORKBOOK_GIT_COMMIT wins: a GPU runner that gets a copy of the tree without .git says
-    there which commit the copy is of."""
+    there which commit the copy is of. The copy cannot check itself, so the runner passes what
+    the checkout says, dirty mark included: WORKBOOK_GIT_COMMIT=$(python -m utils.results --commit)."""
     if os.environ.get("WORKBOOK_GIT_COMMIT"):
         return short_commit(os.environ["WORKBOOK_GIT_COMMIT"])
     if shutil.which("git") is None:
@@ -122,8 +137,9 @@ def git_commit(repo: Path = REPO) -> str:
     head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:  # not a checkout, or no commit yet
         return "unknown"
-    # results/ is left out: recording writes there, and would make every later record "dirty".
-    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", ".", ":(exclude)results"],
+    # Only the code: results/ is written by recording (it would make every later record dirty), and
+    # the docs, tests and experiments/ do not change what a notebook measures.
+    status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--", *CODE_PATHS],
                             capture_output=True, text=True, check=True)
     return head.stdout.strip() + ("-dirty" if status.stdout.strip() else "")
 
@@ -362,19 +378,30 @@ def validate(rec: dict) -> dict:
 
 
 def root_dir(results_dir: str | Path | None = None) -> Path:
-    """The results root: the argument, else $WORKBOOK_RESULTS_DIR, else REPO/results."""
-    return Path(results_dir or os.environ.get("WORKBOOK_RESULTS_DIR") or REPO / "results")
+    """The results root that records are read from: the argument, else $WORKBOOK_RESULTS_DIR, else REPO/results."""
+    return Path(results_dir or os.environ.get("WORKBOOK_RESULTS_DIR") or RESULTS)
+
+
+def write_root(results_dir: str | Path | None = None) -> Path:
+    """Where records and plots aimed at `results_dir` are written: root_dir(results_dir), except
+    that while $WORKBOOK_RECORD_DIR is set, the repository's results/ is replaced by that folder.
+    Only results/ is redirected: a test that records into its own tmp_path gets its tmp_path."""
+    root = root_dir(results_dir)
+    redirect = os.environ.get(RECORD_DIR_ENV)
+    if redirect and root.resolve() == RESULTS.resolve():
+        return Path(redirect)
+    return root
 
 
 def record(kind: str, entries: list[dict], *, notes: str = "", results_dir: str | Path | None = None) -> Path:
-    """Write results/<device-slug>/<kind>.json with this machine's metadata; return its path."""
+    """Write results/<device-slug>/<kind>.json (under write_root) with this machine's metadata; return its path."""
     meta = metadata()
     if meta["device"]["slug"] == "cpu":
         raise RuntimeError(f"not recording {kind!r}: there is no GPU here, and results/ holds GPU recordings only "
                            "(run this on a GPU, or read the recorded runs with utils.results.load)")
     rec = validate({"schema": SCHEMA, **meta, "kind": kind, "notes": notes, "entries": list(entries)})
     rec = {k: rec[k] for k in TOP_KEYS}  # a stable key order in the file
-    path = root_dir(results_dir) / rec["device"]["slug"] / f"{kind}.json"
+    path = write_root(results_dir) / rec["device"]["slug"] / f"{kind}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1, allow_nan=False) + "\n")
     return path
@@ -405,6 +432,24 @@ def load(kind: str, device: str | None = None, results_root: str | Path | None =
             return latest(kind, results_root)[0]
     path = root_dir(results_root) / device / f"{kind}.json"
     return read(path) if path.exists() else None
+
+
+# --------------------------------------------------------------------------- results/ left untouched
+
+def snapshot(root: str | Path) -> dict[str, tuple[int, int, str]]:
+    """Every file under `root`: its path relative to root -> (size, mtime in ns, sha256 of its bytes).
+    The mtime catches a file rewritten with the same bytes: that is a write into results/ too."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): (p.stat().st_size, p.stat().st_mtime_ns,
+                                             hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def changes(before: dict, after: dict) -> list[str]:
+    """What differs between two snapshots, one line per file ("added x", "removed x", "modified x")."""
+    return ([f"added {p}" for p in sorted(after.keys() - before.keys())]
+            + [f"removed {p}" for p in sorted(before.keys() - after.keys())]
+            + [f"modified {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]])
 
 
 # --------------------------------------------------------------------------- README table
@@ -459,16 +504,22 @@ def update_readme(readme: str | Path = README, check: bool = False, results_root
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m utils.results", description="README results table from results/")
+    ap = argparse.ArgumentParser(prog="python -m utils.results",
+                                 description="README results table from results/; the commit a record carries")
     what = ap.add_mutually_exclusive_group(required=True)
     what.add_argument("--update-readme", action="store_true", help="rewrite the README's results table")
     what.add_argument("--check-readme", action="store_true", help="exit 1 if the README's table is out of date")
     what.add_argument("--show", action="store_true", help="print the table")
+    what.add_argument("--commit", action="store_true",
+                      help="print the git_commit a record made here carries (a GPU runner's WORKBOOK_GIT_COMMIT)")
     ap.add_argument("--readme", type=Path, default=README)
     ap.add_argument("--results-dir", type=Path, default=None, help="results root (default results/)")
     args = ap.parse_args(argv)
     if args.show:
         print(render_readme_table(args.results_dir))
+        return 0
+    if args.commit:
+        print(git_commit())
         return 0
     current = update_readme(args.readme, check=args.check_readme, results_root=args.results_dir)
     if args.check_readme and not current:

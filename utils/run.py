@@ -70,10 +70,13 @@ def default_parameters(mode: str, reps: int | None, results_root: Path) -> dict:
 
 
 def output_dir(mode: str, results_root: Path) -> Path:
+    """Where the executed notebooks go: on a GPU beside the records (results.write_root, so that a
+    run inside the test session lands in its temporary folder), else build/run-<mode>/."""
     if mode == "gpu":
+        from utils import results
         from utils.env import device_slug
 
-        return results_root / device_slug() / "notebooks"
+        return results.write_root(results_root) / device_slug() / "notebooks"
     return REPO / "build" / f"run-{mode}"
 
 
