@@ -5,6 +5,8 @@
 - compile: every exercise kernel compiles as committed; what a checker reads without a GPU
   (the padding exercise's row length, the tile-shape knobs) is what the notebooks say; a tile
   shape the kernel cannot run stops at compile time with its reason.
+- The padding checker counts bank conflicts at the width nvcc loads a row of ws with (LDS,
+  LDS.64 or LDS.128: the SASS of rows 32-40), so every conflict-free row length passes.
 - gpu: each starting point fails its checker the way its notebook says, and a solved copy (the
   starting point with its TODO done, built under build/exercise_solutions/) passes. The inputs
   repeat the notebooks' checker cells (operands_n515, operands_odd).
@@ -78,14 +80,20 @@ def test_the_verdict_says_pass_or_not_yet_with_hints(notebook):
     assert "poisoned_output: columns never written" in text and "not shown" not in text
 
 
-def test_the_padding_verdict_counts_bank_conflicts():
+def test_the_padding_verdict_counts_bank_conflicts_at_the_load_width():
     cell = notebook_cell("03_tiled_gemm.ipynb", "padding_verdict")
-    degree, verdict = cell["conflict_degree"], cell["padding_verdict"]
-    assert [degree([tx * row for tx in range(32)]) for row in range(32, 41)] == [32, 1, 2, 1, 4, 1, 2, 1, 8]
+    degree, width, passes, verdict = (cell[f] for f in ("conflict_degree", "ws_load_floats", "ws_passes", "padding_verdict"))
+    assert [degree([tx * row for tx in range(32)]) for row in range(32, 41)] == [32, 1, 2, 1, 4, 1, 2, 1, 8]  # 4-byte loads
     assert degree([7] * 32) == 1  # one word for every lane: a broadcast
-    assert verdict(32).startswith("Not yet") and "32-way" in verdict(32)
-    assert verdict(34).startswith("Not yet") and "2-way" in verdict(34)
-    assert verdict(33).startswith("PASS") and "skipped" in verdict(33)
+    # nvcc's loads of ws[tx][kk..] (the SASS of rows 32-40 on sm_90): LDS.128 for rows of 4k floats, LDS.64 for 2k,
+    # LDS otherwise; a wide load is served in phases of 8 or 16 lanes.
+    assert [width(row) for row in range(32, 41)] == [4, 1, 2, 1, 4, 1, 2, 1, 4]
+    assert [passes(row) for row in range(32, 41)] == [8, 1, 1, 1, 1, 1, 1, 1, 2]
+    assert passes(34, load_floats=1) == 2 and passes(36, load_floats=1) == 4  # what 4-byte loads would take
+    assert verdict(32).startswith("Not yet") and "8 passes per kk" in verdict(32)
+    assert verdict(40).startswith("Not yet") and "2 passes per kk" in verdict(40)
+    assert verdict(34).startswith("PASS") and "LDS.64" in verdict(34) and "skipped" in verdict(34)
+    assert verdict(34, load_floats=1).startswith("Not yet")  # if the SASS showed 4-byte loads
     assert verdict(33, report(("trials", "pass"))).startswith("PASS")
     assert verdict(33, report(("trials", "fail"))).startswith("Not yet: trials failed")
 

@@ -7,12 +7,15 @@
 //     acc += xs[ty][kk] * ws[tx][kk]     for kk = 0..31.
 // At each kk the 32 lanes of a warp (tx = 0..31) read ws[tx][kk]: one word from each of 32 rows.
 // With rows of 32 floats, word (tx, kk) is word 32 tx + kk, in bank (32 tx + kk) % 32 = kk for
-// every lane: all 32 lanes queue on one bank.
+// every lane: the lanes queue on one bank. (nvcc reads 4 consecutive kk with one 16-byte LDS.128
+// where a row is a multiple of 16 bytes, as here, and 2 with an 8-byte LDS.64 where it is a
+// multiple of 8. A wide load is served a quarter- or half-warp at a time; the lanes of each part
+// still share banks.)
 //
 // It computes the right answer, only slowly: the checker in notebook 03 reports "Not yet" until
-// the layout is conflict-free. Your job: change kWsRowFloats so that the 32 words a warp reads
-// from ws at one kk fall in 32 different banks. (The notebook tabulates the conflict degree of
-// every row length from 32 to 40: predict it first.)
+// the read is conflict-free at the load width nvcc uses. Your job: change kWsRowFloats so that it
+// is. (The notebook tabulates the passes per kk of every row length from 32 to 40: predict them
+// first.)
 
 #include "common/gemm_tile.cuh"  // gemm_new_output, gemm_grid: the ladder's launcher helpers
 
