@@ -19,11 +19,12 @@
 // fused kernel loads an element once, applies the whole chain in registers, stores it once.
 //
 // Thread -> data: a grid-stride loop over the tensor viewed as float4s: thread i of the grid
-// handles float4s i, i + S, i + 2S, ... (S = threads in the grid, one resident wave; two per
-// trip, loaded together), so a warp moves 512 contiguous bytes per instruction. The channel of float4 i is (4i) % cols; with cols
-// a multiple of 4 its 4 floats share a row, and the 4 biases come in one 16-byte load (the
-// 32 KB bias vector stays in L1/L2). Tensors whose cols is not a multiple of 4, or whose pointers
-// are not 16-byte aligned, take a scalar loop with the same structure.
+// handles float4s i, i + S, i + 2S, ... (S = threads in the grid, sized by resident_grid in
+// common/elementwise.cuh; two per trip, loaded together), so a warp moves 512 contiguous bytes
+// per instruction. The channel of float4 i is (4i) % cols; with cols a multiple of 4 its 4
+// floats share a row, and the 4 biases come in one 16-byte load (the 32 KB bias vector stays in
+// L1/L2). Tensors whose cols is not a multiple of 4, or whose pointers are not 16-byte aligned,
+// take a scalar loop with the same structure.
 //
 // Bytes and FLOPs: each element is read once (4 B) and written once (4 B); the bias adds
 // cols * 4 B, from cache. Problem 94 (1024 x 8192) and 62 (1024 x 8192): 67.1 MB; problem 37
@@ -39,15 +40,12 @@
 // bias_hardtanh_mish at 75-85% (issue-bound in places); each 2.5-3.5x faster than the eager
 // chain it replaces (2-3 kernels of the same memory-bound kind, plus launches).
 //
-// MEASURED (H100 80GB HBM3, torch 2.11, CUDA events, L2 flushed, median of 30; copy bandwidth
-// 3000 GB/s for 1 GiB, 2446 GB/s for a 33.5 MB tensor, whose ~25 us are partly launch and ramp):
-//   swish_bias          (32768, 4096)  0.361 ms  2976 GB/s  99% of copy   3.7x eager
-//   bias_hardtanh_mish  (1024, 8192)   28.7 us   2341 GB/s  96% of the same-size copy  2.8x eager
-//   leaky_relu_x2       (1024, 8192)   28-33 us  2025-2363 GB/s (run-to-run)          1.6-1.8x eager
-//   mish alone          (1024, 8192)   as fast as F.mish (both at the same-size copy's speed)
-// So: at 37's size, copy speed; at the 33.5 MB sizes, within a few percent of a same-size copy,
-// which itself reaches only 82% of the 1 GiB figure. The 80%-of-3000 GB/s target is out of reach
-// there for any kernel; against eager, 94 gains most, because it replaces three kernels.
+// MEASURED: notebook 05 times each kernel against a copy of the same size and the eager chain it
+// replaces, in one run, and records it in results/<device>/fused_activations.json: the numbers
+// live there, with the device, torch version and commit they were measured at. The yardstick is
+// the same-size copy, not the 1 GiB copy bandwidth: a 33.5 MB copy is itself slower (launch and
+// ramp-up are a larger share of its few tens of microseconds), and no kernel moves the bytes
+// faster than a copy does.
 
 #include "common/activations.cuh"
 #include "common/check.cuh"
@@ -58,7 +56,7 @@ constexpr int kThreads = 256;
 // y = op(x) over float4 i of n4, channel (4i) % cols (only computed when op has a bias).
 // Each trip through the loop handles two float4s a grid apart, both loads issued before either
 // is used: 32 bytes in flight per thread rather than 16, so that memory stays busy while a
-// thread spends its time on Mish's exp, log1p and tanh.
+// thread spends its time on Mish's exp and division.
 template <class Op>
 __global__ void __launch_bounds__(kThreads)
     map_vec4_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t n4, int64_t cols, Op op) {

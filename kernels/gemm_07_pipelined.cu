@@ -54,4 +54,6 @@
 #include "common/gemm_pipelined.cuh"
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 7, cp.async pipeline (BK = 32, double-buffered) and warp tiling
-torch::Tensor gemm(torch::Tensor x, torch::Tensor w) { return gemm07::gemm_pipelined(x, w, gemm07::NoEpilogue{}); }
+torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
+  return gemm_pipelined::gemm_pipelined(x, w, gemm_pipelined::NoEpilogue{});
+}

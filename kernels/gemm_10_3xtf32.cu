@@ -64,6 +64,7 @@
 // does a third of the tensor-core work). mma.sync path: 3x rung 8's work plus the split (72 ALU
 // instructions per 48 mma.sync) at half rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
 
+#include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"
 
@@ -101,17 +102,10 @@ torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
   return gemm_mma::gemm_mma<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w);
 }
 
-// Compute capability of a device, asked once per device (a host query costs microseconds).
+// Whether a device is sm_90; its compute capability is asked once per device (common/device_cache.cuh).
 static bool is_sm90(int device) {
-  static int capability[64] = {};  // 10 * major + minor, 0 = not asked yet
-  TORCH_CHECK(device >= 0 && device < 64, "device index ", num(device), " out of range");
-  if (capability[device] == 0) {
-    int major = 0, minor = 0;
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    capability[device] = 10 * major + minor;
-  }
-  return capability[device] == 90;
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
 }
 
 // @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs

@@ -69,12 +69,12 @@ static void check_bias(const torch::Tensor& bias, const char* name, const torch:
 // @export: F.linear(x, w, bias) = x @ w.T + bias, the bias added in the GEMM's epilogue (rung 7's kernel)
 torch::Tensor linear_bias(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
   check_bias(bias, "bias", x, w);
-  return gemm07::gemm_pipelined(x, w, BiasEpilogue{bias.data_ptr<float>()});
+  return gemm_pipelined::gemm_pipelined(x, w, BiasEpilogue{bias.data_ptr<float>()});
 }
 
 // @export: problem 94's first two ops: (x @ w.T + bias) + extra_bias, both biases added in the epilogue
 torch::Tensor linear_two_biases(torch::Tensor x, torch::Tensor w, torch::Tensor bias, torch::Tensor extra_bias) {
   check_bias(bias, "bias", x, w);
   check_bias(extra_bias, "extra_bias", x, w);
-  return gemm07::gemm_pipelined(x, w, TwoBiasEpilogue{bias.data_ptr<float>(), extra_bias.data_ptr<float>()});
+  return gemm_pipelined::gemm_pipelined(x, w, TwoBiasEpilogue{bias.data_ptr<float>(), extra_bias.data_ptr<float>()});
 }

@@ -21,10 +21,10 @@
 // warp owns 32 / L consecutive groups, i.e. 1 KB of consecutive bytes, and the statistics take
 // log2(L) register shuffles per value (Welford: 3 values per step), then a broadcast from the
 // team's first lane. A block of 256 threads covers 8 KB per trip; a grid of at most
-// 64 resident waves of blocks strides over the tensor. Shapes whose groups are not whole float4s
-// (C = 115, G = 5: D = 23), groups over 256 floats and unaligned views take the block path: one
-// block per group, scalar loads, a shared-memory step in the reduction. Both paths read each
-// element once.
+// WORKBOOK_GRID_WAVES resident waves of blocks (common/elementwise.cuh) strides over the tensor.
+// Shapes whose groups are not whole float4s (C = 115, G = 5: D = 23), groups over 256 floats and
+// unaligned views take the block path: one block per group, scalar loads, a shared-memory step in
+// the reduction. Both paths read each element once.
 //
 // Why Welford: with data around 1e3 (a GEMM output with a large bias, say) and unit spread,
 // sum of squares / D is ~1e6 and float32 holds it to ~0.06, so E[x^2] - E[x]^2 ~ 1 keeps about

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "common/check.cuh"
+#include "common/device_cache.cuh"
 
 // A grid-stride loop: thread t handles elements t, t + stride, t + 2*stride, ... where stride
 // is the number of threads in the whole grid. The grid then need not match n: any n works
@@ -47,12 +48,12 @@ torch::Tensor vector_add(torch::Tensor a, torch::Tensor b) {
 
   // 256 threads per block is a good default for a memory-bound kernel. The grid is as many
   // blocks as the GPU can keep resident at once (one full "wave"); the grid-stride loop covers
-  // the rest of the elements, so larger n never needs a larger grid.
+  // the rest of the elements, so larger n never needs a larger grid. The GPU's SM count and
+  // threads per SM never change, so they are asked of the CUDA runtime once per device
+  // (common/device_cache.cuh), not again on every call.
   const int threads = 256;
-  int sm_count = 0;
-  int threads_per_sm = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, a.get_device()));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, a.get_device()));
+  const int sm_count = device_attribute<cudaDevAttrMultiProcessorCount>(a.get_device());
+  const int threads_per_sm = device_attribute<cudaDevAttrMaxThreadsPerMultiProcessor>(a.get_device());
   const int64_t resident_blocks = static_cast<int64_t>(sm_count) * (threads_per_sm / threads);
   const int64_t blocks = std::min((n + threads - 1) / threads, resident_blocks);
 

@@ -239,6 +239,24 @@ def test_rejects_bad_input(kernels, cuda):
 
 @pytest.mark.gpu
 @pytest.mark.large
+def test_the_largest_group_and_one_past_it(kernels, cuda):
+    """A group of 2^24 floats, the most the kernels take (their float counts are exact up to there),
+    is normalised right, by one block; one float more is refused with the limit in the message."""
+    D = 1 << 24
+    g = torch.Generator(device=cuda).manual_seed(24)
+    x = torch.randn(1, D, device=cuda, generator=g) * 2 + 3
+    gamma, beta = torch.rand(D, device=cuda, generator=g) + 0.5, torch.randn(D, device=cuda, generator=g)
+    torch.testing.assert_close(kernels.group_norm_welford(x, 1, gamma, beta, EPS), F.group_norm(x, 1, gamma, beta, EPS),
+                               rtol=1e-4, atol=1e-4)
+    del x
+    over = torch.zeros(1, D + 1, device=cuda)
+    ones = torch.ones(D + 1, device=cuda)
+    with pytest.raises(RuntimeError, match=r"a group of 16777217 channels .* \(16777216 = 2\^24\)"):
+        kernels.group_norm_welford(over, 1, ones, ones, EPS)
+
+
+@pytest.mark.gpu
+@pytest.mark.large
 @pytest.mark.parametrize("problem", sorted(FULL))
 def test_full_size(kernels, cuda, problem):
     N, C, G = FULL[problem]

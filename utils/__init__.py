@@ -1,17 +1,23 @@
 """The workbook's machinery: one module per job.
 
-problems  the four KernelBench problems, at full / small / odd scale
-toolchain what can compile CUDA here (nvcc, CUDA_HOME, ninja, torch's CUDA)
-build     load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash
-env       the machine's mode (gpu, compile-only, reference-only) and a one-screen report
-check     the correctness harness (KernelBench protocol, hardened)
-bench     timing, FLOP/byte counts, floors, measured device ceilings
-results   the schema of recorded measurements under results/<device>/, the README table
-plots     speedup bars, ladders, rooflines, each titled with device, torch and date
-run       `make run`: the notebooks, in order, through papermill
-ops       the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
-export    a solution as one self-contained KernelBench file; KernelBench's evaluation of it
-chapter   what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
+problems    the four KernelBench problems, at full / small / odd scale
+kernelbench the problems' reference files, verbatim as KernelBench has them (a package of data)
+toolchain   what can compile CUDA here (nvcc, CUDA_HOME, ninja, torch's CUDA)
+build       load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash
+env         the machine's mode (gpu, compile-only, reference-only) and a one-screen report
+check       the correctness harness (KernelBench protocol, hardened)
+precision   PyTorch's fp32 matmul settings (TF32): read, switch for a block, restore exactly
+bench       timing, FLOP/byte counts, floors, measured device ceilings
+ladder      the GEMM ladder: every rung checked, then timed side by side with cuBLAS; tuning rung 7
+show        kernel source in notebooks, rendered from kernels/ (a file, a function, a header's);
+            a kernel header's labelled paragraphs ("PREDICTION", ...)
+results     the schema of recorded measurements under results/<device>/, the README table
+plots       speedup bars, ladders, rooflines, each titled with device, torch and date
+run         `make run`: the notebooks, in order, through papermill
+sanitize    `make sanitize`: the kernels' GPU tests under compute-sanitizer's tools
+ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
+export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
+chapter     what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
 """
 from pathlib import Path
 

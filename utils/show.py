@@ -4,6 +4,11 @@ notebooks, so what the reader sees is always what gets compiled.
     show_kernel("vector_add")                        # the whole file
     show_kernel("vector_add", "vector_add_kernel")   # one function: kernel, device function or launcher
     show_kernel("common/gemm_pipelined.cuh", "gemm_pipelined_kernel")   # a shared header's function
+
+A kernel file opens with a comment in labelled paragraphs ("The idea", "Thread -> data",
+"PREDICTION", ...) that the notebooks quote; header and header_section read them:
+
+    header_section("gemm_07_pipelined", "PREDICTION")
 """
 from __future__ import annotations
 
@@ -78,9 +83,33 @@ def show_kernel(name: str, symbol: str | None = None, *, kernels_dir: Path | Non
     text = KernelText("\n".join(lines[span.first_line - 1: span.last_line]))
     text.path, text.first_line, text.last_line = path, span.first_line, span.last_line
     what = f" ({symbol})" if symbol else ""
-    header = f"{build.display_path(path)}, lines {span.first_line}-{span.last_line}{what}"
-    display(_Listing(header, Code(str(text), language="cuda")))
+    title = f"{build.display_path(path)}, lines {span.first_line}-{span.last_line}{what}"
+    display(_Listing(title, Code(str(text), language="cuda")))
     return text
+
+
+def header(name: str, kernels_dir: Path | None = None) -> str:
+    """The comment block that opens kernels/<name>.cu (or a header, "common/<file>.cuh"), without
+    its // markers."""
+    lines = []
+    for line in source_path(name, kernels_dir).read_text().splitlines():
+        if not line.startswith("//"):
+            break
+        lines.append(line[3:] if line.startswith("// ") else line[2:])
+    return "\n".join(lines)
+
+
+def header_section(name: str, label: str, kernels_dir: Path | None = None) -> str | None:
+    """The paragraph of the header that starts with `label` ("The idea", "PREDICTION", ...) and the
+    indented paragraphs (formulas, lists) right after it; None if no paragraph starts so."""
+    paragraphs = re.split(r"\n[ \t]*\n", header(name, kernels_dir))
+    for i, paragraph in enumerate(paragraphs):
+        if paragraph.startswith(label):
+            j = i + 1
+            while j < len(paragraphs) and paragraphs[j].startswith(" "):
+                j += 1
+            return "\n\n".join(paragraphs[i:j])
+    return None
 
 
 def find_definition(source: str, symbol: str) -> Span:

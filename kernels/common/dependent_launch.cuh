@@ -20,6 +20,7 @@
 #pragma once
 
 #include "common/check.cuh"
+#include "common/device_cache.cuh"
 
 __device__ __forceinline__ void wait_for_producer() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -29,10 +30,7 @@ __device__ __forceinline__ void wait_for_producer() {
 
 template <class... Params, class... Args>
 void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, cudaStream_t stream, Args... args) {
-  int device = 0;
-  int major = 0;
-  C10_CUDA_CHECK(cudaGetDevice(&device));
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  const int major = device_attribute<cudaDevAttrComputeCapabilityMajor>(current_device());  // asked once per device
   cudaLaunchAttribute attribute[1];
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;

@@ -7,7 +7,8 @@
 //   load4 / store4      16-byte (float4) accesses: one instruction moves 4 floats, so a warp
 //                       moves 512 contiguous bytes per instruction instead of 128;
 //   index_mod           i % m for the channel of a flat index, 32-bit when the numbers allow;
-//   resident_blocks     (host) how many blocks of a kernel the GPU keeps resident at once;
+//   resident_blocks     (host) how many blocks of a kernel the GPU keeps resident at once
+//                       (asked once per device and kernel: common/device_cache.cuh);
 //   resident_grid       (host) the grid of a grid-stride kernel.
 
 #pragma once
@@ -16,6 +17,7 @@
 #include <cstdint>
 
 #include "common/check.cuh"
+#include "common/device_cache.cuh"
 
 __device__ __forceinline__ float4 load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
 
@@ -34,13 +36,13 @@ __device__ __forceinline__ int64_t index_mod(int64_t i, int64_t m) {
 
 // How many blocks of `kernel` (with `threads` threads and `smem_bytes` of dynamic shared memory)
 // the GPU keeps resident at once. The occupancy query looks at the kernel's actual registers and
-// shared memory, so the answer is right for every instantiation.
+// shared memory, so the answer is right for every instantiation; it and the SM count are asked
+// once per device (common/device_cache.cuh), not on every launch. The launcher holds a CUDAGuard
+// for `device`, so the occupancy query, which is about the current device, is about it too.
 template <class Kernel>
 inline int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes, int device) {
-  int sm_count = 0;
-  int blocks_per_sm = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device));
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, threads, smem_bytes));
+  const int sm_count = device_attribute<cudaDevAttrMultiProcessorCount>(device);
+  const int blocks_per_sm = occupancy_blocks_per_sm(kernel, threads, smem_bytes);
   return static_cast<int64_t>(sm_count) * std::max(blocks_per_sm, 1);
 }
 

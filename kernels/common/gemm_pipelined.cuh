@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/device_cache.cuh"
 #include "common/gemm_launch.cuh"
 #include "common/gemm_tile.cuh"  // GEMM_SMEM_PAD: the same padded k-major layout as rungs 4-6
 
@@ -32,7 +33,7 @@
 #define GEMM07_STAGES 2
 #endif
 
-namespace gemm07 {
+namespace gemm_pipelined {
 
 constexpr int BM = 128;  // block tile: 128 x 128 outputs
 constexpr int BN = 128;
@@ -157,12 +158,14 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
     const Stage& s = stages[slice % STAGES];
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      float a[8];
-      float b[8];
-      *reinterpret_cast<float4*>(&a[0]) = *reinterpret_cast<const float4*>(&s.xs[k][tm]);
-      *reinterpret_cast<float4*>(&a[4]) = *reinterpret_cast<const float4*>(&s.xs[k][tm + HALF_M]);
-      *reinterpret_cast<float4*>(&b[0]) = *reinterpret_cast<const float4*>(&s.ws[k][tn]);
-      *reinterpret_cast<float4*>(&b[4]) = *reinterpret_cast<const float4*>(&s.ws[k][tn + HALF_N]);
+      // Four 16-byte shared loads (the rows are 16-byte aligned: tm, tn, HALF_M, HALF_N and the
+      // padded row length are multiples of 4 floats), then their floats by name into a and b.
+      const float4 a0 = *reinterpret_cast<const float4*>(&s.xs[k][tm]);
+      const float4 a1 = *reinterpret_cast<const float4*>(&s.xs[k][tm + HALF_M]);
+      const float4 b0 = *reinterpret_cast<const float4*>(&s.ws[k][tn]);
+      const float4 b1 = *reinterpret_cast<const float4*>(&s.ws[k][tn + HALF_N]);
+      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
 #pragma unroll
@@ -224,11 +227,8 @@ torch::Tensor gemm_pipelined(const torch::Tensor& x, const torch::Tensor& w, con
   const int N = static_cast<int>(w.size(0));
   const int K = static_cast<int>(x.size(1));
   const c10::cuda::CUDAGuard guard(x.device());
-  // More than 48 KB of shared memory per block must be asked for, per kernel and device. Asking
-  // on every launch is simpler than remembering for which devices it was done, and costs about a
-  // microsecond of host time (the GEMM runs for milliseconds).
-  C10_CUDA_CHECK(cudaFuncSetAttribute(gemm_pipelined_kernel<Epilogue>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(SMEM_BYTES)));
+  // More than 48 KB of shared memory per block must be asked for, once per kernel and device.
+  allow_dynamic_smem(gemm_pipelined_kernel<Epilogue>, SMEM_BYTES);
   float* outp = out.data_ptr<float>();
   gemm_pipelined_kernel<Epilogue><<<gemm_grid(M, N, BM, BN), THREADS, SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
       x.data_ptr<float>(), w.data_ptr<float>(), outp, M, N, K, N % 4 == 0 && aligned16(outp), epilogue);
@@ -236,4 +236,4 @@ torch::Tensor gemm_pipelined(const torch::Tensor& x, const torch::Tensor& w, con
   return out;
 }
 
-}  // namespace gemm07
+}  // namespace gemm_pipelined

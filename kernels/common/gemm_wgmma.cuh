@@ -14,6 +14,7 @@
 
 #include <cstdint>
 
+#include "common/device_cache.cuh"
 #include "common/gemm_launch.cuh"
 #include "common/hopper.cuh"
 #include "common/tensor_core.cuh"
@@ -274,8 +275,7 @@ void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, con
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
   const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
   auto kernel = gemm_wgmma_kernel<C>;
-  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(C::SMEM_BYTES)));
+  allow_dynamic_smem(kernel, C::SMEM_BYTES);  // over 48 KB: asked for once per kernel and device
   kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
       tmap_x, tmap_w, out.data_ptr<float>(), bias, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
   LAUNCH_CHECK();

@@ -28,7 +28,8 @@
 //               floats t, t + T, ... (up to R of them, coalesced scalar loads), and the
 //               statistics add a shared-memory step across warps (common/reduce.cuh). Groups
 //               larger than T * R (R = 8, T <= 1024: 8192 floats) are summarised chunk by chunk
-//               and read a second time to normalise, from L2 when the group fits there.
+//               and read a second time to normalise, from L2 when the group fits there. A group
+//               holds at most 2^24 floats (kMaxGroupSize: the statistics count in float).
 //
 // Statistics come in two policies with one interface:
 //   WelfordStats  (n, mean, M2) per thread, merged with Chan's formula (common/reduce.cuh):
@@ -310,6 +311,8 @@ __device__ __forceinline__ void block_group_norm(const float* __restrict__ x, co
                                                  const float* __restrict__ beta, int64_t q, int64_t G, int D,
                                                  float eps, const Pre& pre, Sink& sink,
                                                  typename Stats::Partial* scratch) {
+  // Indices within the segment are 32-bit: D <= kMaxGroupSize (2^24, check_group_norm_inputs), so
+  // e and start + chunk stay far below 2^31.
   constexpr int R = kBlockValues;
   const int T = blockDim.x;
   const int t = threadIdx.x;
@@ -380,8 +383,8 @@ inline int team_lanes(int64_t D) {
 }
 
 // Whether the team path applies: whole float4s per group, no more than a warp holds (32 lanes of
-// GROUPNORM_TEAM_VECS float4s: 512 floats at the default), and every pointer it reads or writes
-// with float4 accesses 16-byte aligned.
+// GROUPNORM_TEAM_VECS float4s: 32 x 4 x 2 = 256 floats at the default), and every pointer it
+// reads or writes with float4 accesses 16-byte aligned.
 inline bool team_path_ok(int64_t D, std::initializer_list<const void*> pointers) {
   if (D <= 0 || D % 4 != 0 || D > 32 * 4 * GROUPNORM_TEAM_VECS) return false;
   for (const void* p : pointers) {
@@ -404,6 +407,13 @@ void with_team_lanes(int64_t D, Launch&& launch) {
   }
 }
 
+// The largest group, D = C / G, the kernels take. The statistics count a group's values in float
+// (the n of Welford's summary, the n of sum/sum-of-squares), and float counts exactly only up
+// to 2^24: past it, n + 1 rounds back to n and the mean and variance are divided by a wrong
+// count. The same bound keeps the block path's 32-bit indices (start + t + r * T, e += T) far
+// from overflowing, whatever the block size.
+constexpr int64_t kMaxGroupSize = int64_t{1} << 24;
+
 // The launcher's checks for GroupNorm of x (N, C) with `num_groups` groups and affine gamma,
 // beta of shape (C,), the messages naming what to fix.
 inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
@@ -422,8 +432,9 @@ inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor&
               num(C), "] to match x ", shape_string(x), ", got ", shape_string(gamma));
   TORCH_CHECK(beta.dim() == 1 && beta.size(0) == C, "beta (the GroupNorm bias) must have shape [", num(C),
               "] to match x ", shape_string(x), ", got ", shape_string(beta));
-  TORCH_CHECK(C / num_groups <= INT32_MAX, "a group of ", num(C / num_groups),
-              " channels is more than the kernels index (2^31 - 1)");
+  TORCH_CHECK(C / num_groups <= kMaxGroupSize, "a group of ", num(C / num_groups), " channels (C = ", num(C),
+              ", num_groups = ", num(num_groups), ") is more than the kernels handle (", num(kMaxGroupSize),
+              " = 2^24): use more groups, or F.group_norm");
 }
 
 // A per-channel bias (C,) applied before GroupNorm (problems 94 and 37).

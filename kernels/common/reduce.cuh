@@ -91,7 +91,8 @@ __device__ __forceinline__ float warp_min(float v) {
 //   M2 = M2a + M2b + delta^2 * na * nb / n.
 // That merge is what makes Welford parallel: every thread summarises its own values, and the
 // summaries merge across lanes, teams and warps like the sums do. n is a float: the counts here
-// are at most a group's size, far below 2^24, where float stops counting exactly. The divisions
+// are at most a group's size, which the launchers bound by 2^24 (kMaxGroupSize in
+// common/groupnorm.cuh), where float stops counting exactly. The divisions
 // are __fdividef (a reciprocal and a multiply, 2 ulp) rather than IEEE division (a dozen
 // instructions): they only weigh partial means, exact anyway for the power-of-two counts of
 // the problems' groups, and instruction issue, not memory, limits the fused kernels.

@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/gemm_pipelined.cuh"  // gemm07::cp_async_f32 / cp_async_commit / cp_async_wait
+#include "common/gemm_pipelined.cuh"  // gemm_pipelined::cp_async_f32 / cp_async_commit / cp_async_wait
 
 namespace tc {
 
