@@ -18,6 +18,8 @@ sanitize    `make sanitize`: the kernels' GPU tests under compute-sanitizer's to
 ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
 export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
 chapter     what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
+ladder_chapter  notebooks 02-03: quoting rungs' headers, their PREDICTIONs against measurements, parallel builds
+memory_chapter  notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
 """
 from pathlib import Path
 
