@@ -1,4 +1,12 @@
-"""Markers: `gpu` tests skip without a CUDA device; `compile` tests skip where nothing can compile."""
+"""Markers: `gpu` tests skip without a CUDA device; `compile` tests skip where nothing can compile.
+
+Before the first test that compiles, every kernel file of kernels/ is built, cold builds side by
+side (build.load_kernels, one per core): nvcc uses one core per file, so on the 2-core CI machine
+the ~20 cold builds take about half the time they take one by one on first use. Set
+WORKBOOK_PREBUILD=0 to build on first use instead (a narrow selection of tests).
+"""
+import os
+
 import pytest
 import torch
 
@@ -30,3 +38,15 @@ def restore_precision_settings():
 def cuda():
     """The current CUDA device; tests using it carry the gpu marker."""
     return torch.device("cuda")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernels_built_side_by_side(request):
+    from utils import build, env
+
+    wanted = any(item.get_closest_marker("compile") or item.get_closest_marker("gpu") for item in request.session.items)
+    if os.environ.get("WORKBOOK_PREBUILD", "1") == "0" or not wanted or env.mode() == "reference-only":
+        return
+    names = sorted(path.stem for path in build.KERNELS_DIR.glob("*.cu"))
+    # built, not imported: each test still loads (warm) what it uses; the others' tests say why they cannot run
+    build.load_kernels([n for n in names if build.builds_here(n)], build_only=True)

@@ -137,10 +137,12 @@ def test_a_kernel_can_ask_for_an_arch_specific_target(kernels_dir, monkeypatch):
     source = (kernels_dir / "k.cu").read_text()
     (kernels_dir / "k.cu").write_text("// @arch: 9.0a\n" + source)
     monkeypatch.setattr(toolchain.detect(), "gpu_arch", None)  # no GPU: the kernel's own arch
-    assert build.plan("k", kernels_dir=kernels_dir).arch == "9.0a"
+    assert build.plan("k", kernels_dir=kernels_dir).arch == "9.0a" and build.builds_here("k", kernels_dir)
     monkeypatch.setattr(toolchain.detect(), "gpu_arch", "9.0")  # a Hopper GPU: sm_90a is its family
     assert "-gencode=arch=compute_90a,code=sm_90a" in build.plan("k", kernels_dir=kernels_dir).cuda_cflags
+    assert build.builds_here("k", kernels_dir)
     monkeypatch.setattr(toolchain.detect(), "gpu_arch", "8.0")  # an A100 cannot run sm_90a code: say so
+    assert not build.builds_here("k", kernels_dir)
     with pytest.raises(toolchain.UnsupportedArchError, match=r"k\.cu is built for sm_90a only .* this GPU is sm_80"):
         build.plan("k", kernels_dir=kernels_dir)
 

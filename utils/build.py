@@ -144,13 +144,25 @@ def _target_arch(needed: str | None, gpu_arch: str | None, filename: str) -> str
     """The kernel's own arch when it names one (its family must be the visible GPU's), else the GPU's, else 9.0."""
     if needed is None:
         return gpu_arch or toolchain.DEFAULT_ARCH
-    if gpu_arch is not None and toolchain._base_arch(needed) != gpu_arch:
+    if not _arch_fits(needed, gpu_arch):
         raise toolchain.UnsupportedArchError(
             f"{filename} is built for sm_{toolchain.arch_code(needed)} only (its `// @arch: {needed}` line: it uses "
             f"instructions of that GPU family alone, such as wgmma), and this GPU is sm_{toolchain.arch_code(gpu_arch)}. "
             "Run it on a GPU of that family; the other kernels of the workbook run here."
         )
     return needed
+
+
+def _arch_fits(needed: str | None, gpu_arch: str | None) -> bool:
+    """A kernel that names its arch builds for that GPU family only; without a GPU, anything builds."""
+    return needed is None or gpu_arch is None or toolchain._base_arch(needed) == gpu_arch
+
+
+def builds_here(name: str, kernels_dir: Path | None = None) -> bool:
+    """Whether load_kernel(name) can build for this machine: false only for a kernel whose
+    `// @arch` line names another GPU family than the visible GPU's (wgmma kernels on an A100)."""
+    path = kernel_path(name, kernels_dir)
+    return _arch_fits(required_arch(path.read_text(), display_path(path)), toolchain.detect().gpu_arch)
 
 
 def kernel_path(name: str, kernels_dir: Path | None = None) -> Path:
@@ -294,14 +306,17 @@ def _build_only(name: str, kernels_dir: Path | None, max_jobs: int) -> str:
     return name
 
 
-def load_kernels(names: Sequence[str], jobs: int | None = None, *, kernels_dir: Path | None = None) -> dict[str, ModuleType]:
+def load_kernels(names: Sequence[str], jobs: int | None = None, *, kernels_dir: Path | None = None,
+                 build_only: bool = False) -> dict[str, ModuleType]:
     """load_kernel for several kernels, the cold builds `jobs` at a time (default: one per core, at
     most one per kernel): nvcc uses one core per kernel file, so a machine with several builds
-    several kernels in the time of one. Returns {name: module}, in the order given."""
+    several kernels in the time of one. Returns {name: module}, in the order given; with
+    build_only, builds and imports nothing into this process (returns {}): later loads are warm."""
     names = list(dict.fromkeys(names))
     cold = [n for n in names if not _is_built(plan(n, kernels_dir=kernels_dir))]
     jobs = max(1, min(len(cold), jobs or os.cpu_count() or 1))
-    if len(cold) > 1 and jobs > 1:
+    # in worker processes: several builds at once, or (build_only) none imported into this one
+    if cold and (build_only or (len(cold) > 1 and jobs > 1)):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
@@ -311,7 +326,7 @@ def load_kernels(names: Sequence[str], jobs: int | None = None, *, kernels_dir: 
             share = max(1, (os.cpu_count() or 1) // jobs)
             for done in pool.map(_build_only, cold, [kernels_dir] * len(cold), [share] * len(cold)):
                 print(f"  built {done}", flush=True)
-    return {n: load_kernel(n, kernels_dir=kernels_dir) for n in names}
+    return {} if build_only else {n: load_kernel(n, kernels_dir=kernels_dir) for n in names}
 
 
 def _is_built(p: BuildPlan) -> bool:

@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print("compute-sanitizer not found: it ships with the CUDA toolkit (bin/compute-sanitizer).")
         return 1
     args.log_dir.mkdir(parents=True, exist_ok=True)
-    environ = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1")
+    # WORKBOOK_PREBUILD=0: a selection builds what it uses, not every kernel (tests/conftest.py)
+    environ = dict(os.environ, PYTORCH_NO_CUDA_MEMORY_CACHING="1", WORKBOOK_PREBUILD="0")
     results = []
     for tool in args.tools:
         log = args.log_dir / f"{tool}.log"
