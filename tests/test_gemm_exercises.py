@@ -16,7 +16,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import build, check, ladder
+from utils import REPO, build, check, ladder, ladder_chapter
 
 from kernel_tests import fake_report, notebook_cell
 
@@ -72,7 +72,10 @@ def solved(name: str):
 
 @pytest.mark.parametrize("notebook", ["02_naive_gemm.ipynb", "03_tiled_gemm.ipynb"])
 def test_the_verdict_says_pass_or_not_yet_with_hints(notebook):
-    verdict = notebook_cell(notebook, "exercise_verdict")["exercise_verdict"]
+    # the notebooks' checkers use utils.ladder_chapter's verdict
+    text = (REPO / "notebooks" / notebook).read_text()
+    assert "from utils.ladder_chapter import exercise_verdict" in text and "def exercise_verdict(" not in text
+    verdict = ladder_chapter.exercise_verdict
     assert verdict(report(("trials", "pass"), ("stream", "skip")), {}, "PASS: done.") == "PASS: done."
     text = verdict(report(("trials", "fail"), ("poisoned_output", "fail"), ("stream", "pass")),
                    {"poisoned_output": "columns never written", "stream": "not shown: it passed"})

@@ -107,3 +107,10 @@ def test_rung_result_without_a_gpu_or_a_record_says_so(tmp_path, monkeypatch, ca
     assert f"{SKIP_MARKER} measuring gemm_01_naive (no GPU)" in out
     assert "no recorded ladder has gemm_01_naive yet" in out
     assert chapter.measured == {}
+
+
+def test_operands_odd_fit_no_tile():
+    import torch
+
+    x, w = lc.operands_odd(torch.Generator().manual_seed(0))
+    assert x.shape == (37, 65) and w.shape == (129, 65) and w.min() < 0 < w.max()

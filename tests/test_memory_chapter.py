@@ -94,3 +94,13 @@ def test_the_chapter_on_a_gpu_saves_its_plot_beside_its_records(tmp_path, monkey
     monkeypatch.setattr(mc.env, "device_slug", lambda: "h100")
     chapter = mc.MemoryChapter(tmp_path, on_gpu=True, can_compile=True, scale="full", reps=3)
     assert chapter.plot_path("fused_activations") == tmp_path / "h100" / "fused_activations.png"
+
+
+def test_gn_inputs_are_never_the_defaults():
+    import torch
+
+    x, gamma, beta = mc.gn_inputs(5, 16, offset=3.0)(torch.Generator().manual_seed(0))
+    assert x.shape == (5, 16) and abs(x.mean().item() - 3.0) < 2.0
+    assert gamma.abs().min() >= 0.5 and (gamma < 0).any() and (gamma > 0).any() and beta.abs().max() > 0
+    *_, bias = mc.gn_inputs(5, 16, with_bias=True)(torch.Generator().manual_seed(0))
+    assert bias.shape == (1, 16, 1, 1)

@@ -111,3 +111,9 @@ def test_a_session_that_writes_into_results_fails(tmp_path):
     assert writes.returncode == 1, writes.stdout + writes.stderr
     assert "1 passed" in writes.stdout  # the test itself passed: the session's end caught the writes
     assert "added plot.png" in writes.stdout and "modified rec.json" in writes.stdout
+
+
+def test_plot_path_is_under_the_write_root_on_the_gpu_only(monkeypatch, tmp_path):
+    monkeypatch.setenv(results.RECORD_DIR_ENV, str(tmp_path))
+    assert results.plot_path("ladder", results.RESULTS, on_gpu=False) is None
+    assert results.plot_path("ladder", results.RESULTS, on_gpu=True) == tmp_path / env.device_slug() / "ladder.png"

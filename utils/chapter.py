@@ -46,11 +46,10 @@ class Session:
         return self.mode != "reference-only"
 
     def plot_path(self, kind: str) -> Path | None:
-        """Where a plot of this machine's own measurement is saved, beside its JSON (results.write_root:
-        under test, a temporary folder); None for a replot of a record."""
-        from utils import env, results
+        """results.plot_path for this session."""
+        from utils import results
 
-        return results.write_root(self.results_dir) / env.device_slug() / f"{kind}.png" if self.on_gpu else None
+        return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
 
     def recorded(self, kind: str) -> dict | None:
         """This GPU's record of `kind`; without a GPU the latest of any device; None when there is none."""

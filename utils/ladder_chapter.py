@@ -24,7 +24,7 @@ from utils.ladder import rung_number
 from utils.run import skip
 from utils.show import header, header_section
 
-__all__ = ["LadderChapter", "build_all", "global_kernels", "header", "header_section", "predicted_pct",
+__all__ = ["LadderChapter", "build_all", "exercise_verdict", "global_kernels", "operands_odd", "header", "header_section", "predicted_pct",
            "predicted_speedup", "prediction_sentence", "prediction_vs_measurement", "provenance", "quote",
            "rung_name", "rung_number"]
 
@@ -196,3 +196,21 @@ class LadderChapter:
             print(f"no recorded ladder has {name} yet: run this notebook (or `make ladder`) on a GPU")
         else:
             prediction_vs_measurement(name, record["entries"], provenance(record))
+
+
+def exercise_verdict(report, hints, passed="PASS: every check passed."):
+    """An exercise checker's verdict on a harness report: PASS when the harness found nothing wrong;
+    else "Not yet:", the checks that failed and a hint for each one that has a hint."""
+    if report.ok:
+        return passed
+    lines = [f"Not yet: {', '.join(report.failed)} failed."]
+    lines += [f"  - {name}: {hints[name]}" for name in report.failed if name in hints]
+    return "\n".join(lines)
+
+
+def operands_odd(generator):
+    """GEMM operands x (37, 65) and w (129, 65) for the harness: no tile divides M, N or K."""
+    import torch
+
+    return [torch.rand(37, 65, generator=generator), torch.rand(129, 65, generator=generator) * 2 - 1]
+

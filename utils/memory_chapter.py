@@ -24,7 +24,7 @@ from utils.run import skip
 from utils.show import header_section
 
 __all__ = ["ROLE_COLOURS", "TARGET_PCT", "MemoryChapter", "bandwidth_plot", "findings", "header_section", "measure",
-           "quoted", "stamp", "table", "verdict"]
+           "gn_inputs", "quoted", "stamp", "table", "verdict"]
 
 TARGET_PCT = 80  # the chapter's target: each fused kernel at >= 80% of the copy bandwidth measured at the same size
 ROLE_COLOURS = {"ours": plots.COLOURS["ours"], "eager": plots.COLOURS["eager"], "torch": "#3182bd",
@@ -162,9 +162,8 @@ class MemoryChapter:
     reps: int
 
     def plot_path(self, kind: str) -> Path | None:
-        """Plots of this machine's own measurements are recorded beside their JSON (results.write_root:
-        under test, a temporary folder); replots of a recorded run are not (None)."""
-        return results.write_root(self.results_dir) / env.device_slug() / f"{kind}.png" if self.on_gpu else None
+        """results.plot_path for this chapter's parameters."""
+        return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
 
     def recorded(self, kind: str) -> dict | None:
         """This GPU's record of `kind`, else the latest of any device; None when there is none."""
@@ -200,3 +199,17 @@ class MemoryChapter:
         print(table(rec["entries"]))
         display(bandwidth_plot(rec["entries"], title, recorded_from=rec))
         display(Markdown(findings(rec["entries"], f"Recorded on {stamp(rec)}", predictions, prediction_text)))
+
+
+def gn_inputs(N, C, offset=0.0, scale=2.0, with_bias=False):
+    """A harness input factory for GroupNorm kernels: x (N, C) around `offset`, γ (|γ| in [0.5, 1.5],
+    random signs) and β ~ N(0, 0.5²), never the defaults 1 and 0; with_bias adds a (1, C, 1, 1) bias."""
+    import torch
+
+    def factory(g):
+        sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
+        out = [torch.randn(N, C, generator=g) * scale + offset, (torch.rand(C, generator=g) + 0.5) * sign,
+               0.5 * torch.randn(C, generator=g)]
+        return out + [torch.randn(1, C, 1, 1, generator=g)] if with_bias else out
+    return factory
+

@@ -393,6 +393,14 @@ def write_root(results_dir: str | Path | None = None) -> Path:
     return root
 
 
+def plot_path(kind: str, results_dir: str | Path | None = None, *, on_gpu: bool) -> Path | None:
+    """Where a plot of this machine's own measurement is saved: beside its JSON, under write_root
+    (under test, a temporary folder). None off the GPU: a replot of a recorded run is not saved."""
+    from utils import env
+
+    return write_root(results_dir) / env.device_slug() / f"{kind}.png" if on_gpu else None
+
+
 def record(kind: str, entries: list[dict], *, notes: str = "", results_dir: str | Path | None = None) -> Path:
     """Write results/<device-slug>/<kind>.json (under write_root) with this machine's metadata; return its path."""
     meta = metadata()
