@@ -26,21 +26,28 @@
 // nearest, IEEE) and restarts the chunk from zero. The per-chunk error is that of a short sum,
 // and the long sum is done in ordinary fp32 arithmetic.
 //
-// Two kernels do this, and the launcher picks the faster one that can take the inputs:
-//   - wgmma (rung 9's machinery, common/gemm_wgmma.cuh), the default: TMA brings raw fp32 tiles;
-//     the 256 consumer threads split each landed stage in shared memory, element by element, big
-//     over the raw value and small into a ring of 3 extra buffers (the split is elementwise, so the
-//     128-byte-swizzled layout carries over and the same descriptors address big and small tiles);
-//     a proxy fence and a barrier of the consumers; then 3 wgmma m64n128k8 per k8 step. Block tile
-//     128 x 128 (not rung 9's 128 x 256: the promoted sums double the accumulators, 64 + 64
-//     registers per thread, and the small-part ring takes 96 KB), 4 TMA stages + 3 ring buffers =
-//     224 KB, 384 threads. Promotion: every GEMM10_PROMOTE_K values of k, wait for the wgmmas, add,
-//     and start the next chunk with scale-d = 0.
+// Three kernels do this:
+//   - wgmma on pre-split operands (rung 9's machinery, common/gemm_wgmma.cuh), what gemm() and
+//     linear() run: an elementwise kernel splits x (and w) into big and small parts in global
+//     memory first; each stage is then four TMA boxes (x big, w big, x small, w small) and the
+//     consumers only issue wgmmas, three m64n128k8 per k8 step, exactly rung 9's loop otherwise.
+//     Block tile 128 x 128 (not rung 9's 128 x 256: the promoted sums double the accumulators,
+//     64 + 64 registers per thread), 3 stages of 64 KB, 384 threads. Promotion: every
+//     GEMM10_PROMOTE_K values of k, wait for the wgmmas, add, and start the next chunk with
+//     scale-d = 0. The split costs one pass over x per call (read 4, write 8 bytes per element);
+//     linear() keeps w's split while the weight is unchanged (WeightSplits below), gemm() splits
+//     both operands on every call.
+//   - wgmma splitting in shared memory (gemm_split_in_smem, the first version, kept to compare):
+//     TMA brings raw fp32 tiles; the 256 consumer threads split each landed stage in place, big
+//     over the raw value and small into a ring of 3 extra buffers, then a proxy fence and a
+//     barrier of the consumers, then the same 3 wgmmas. Its shared-memory traffic per k tile (the
+//     split reads 32 KB and writes 64 KB, on top of the wgmmas' own operand reads) and the split
+//     sitting between a stage's arrival and its wgmmas hold it well below 3x rung 9's time.
 //   - mma.sync (rung 8's, common/gemm_mma.cuh): the split in registers, on each fragment value after
 //     ldmatrix; three mma.sync per fragment pair. 64 + 64 accumulators and 48 split fragment values
 //     per lane need ~220 registers, so 1 block (8 warps) per SM, 4 stages (144 KB). It is the path
 //     for inputs TMA cannot describe (K % 4 != 0, misaligned views), and exported on its own as
-//     gemm_mma_sync so the two can be compared.
+//     gemm_mma_sync so the paths can be compared.
 // `linear` is what the solutions call (utils/ops.py registers it as workbook::linear): nn.Linear's
 // forward with the bias added in the epilogue, on this rung when PyTorch asks for IEEE fp32 and
 // the GPU is an sm_90, on cuBLAS (as nn.Linear) otherwise.
@@ -57,12 +64,21 @@
 // GEMM10_WGMMA (default 1): 0 makes gemm() use the mma.sync kernel for every input.
 //
 // PREDICTION (written before measuring): strict tier met at 1024 x 8192 x 8192 and 32768 x 4096 x
-// 1024, max abs error ~1e-5 (and NOT met at K = 8192 with GEMM10_PROMOTE_K=0). Speed, wgmma path:
-// 3x rung 9's tensor-core work, where the wgmmas' and the split's shared-memory traffic (~150 bytes
-// per clock at the TF32 peak rate, the SM has 128) rather than the tensor cores set the pace: 60-70%
-// of a third of the TF32 peak, 1.8-2.3x cuBLAS SGEMM (target: 2.2x), i.e. 25-30% of cuBLAS TF32 (which
-// does a third of the tensor-core work). mma.sync path: 3x rung 8's work plus the split (72 ALU
-// instructions per 48 mma.sync) at half rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
+// 1024, max abs error ~1e-5 (and NOT met at K = 8192 with GEMM10_PROMOTE_K=0). Speed: the
+// pre-split kernel does 3x rung 9's tensor-core work with no other work in its loop, at a 128-wide
+// tile (less reuse per loaded byte than rung 9's 256) and with a pipeline drain every promotion:
+// 3.2-3.7x cuBLAS TF32's time (which does a third of the work), i.e. 27-31% of its rate, 2.2-2.6x
+// cuBLAS SGEMM for linear() with a kept weight split; gemm() adds the split of both operands (at 1024 x 8192 x 8192 the 256 MB
+// weight: read 4 + write 8 bytes per element, ~0.25 ms at ~3 TB/s), ~1.8-2.0x cuBLAS SGEMM. The
+// in-shared-memory split (measured first: 1.49x and 1.63x cuBLAS SGEMM at the two shapes) should
+// be ~1.5x slower than the pre-split kernel. mma.sync path: 3x rung 8's work plus the split at half
+// rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
+
+#include <c10/cuda/CUDAStream.h>
+
+#include <memory>
+#include <mutex>
+#include <vector>
 
 #include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
@@ -80,7 +96,110 @@ static_assert(GEMM10_PROMOTE_K >= 0 && GEMM10_PROMOTE_K % 32 == 0,
               "GEMM10_PROMOTE_K must be a multiple of 32, the k depth of a stage in both kernels (or 0: never promote)");
 static_assert(gemm_mma::Split3Config::BK == 32 && gemm_wgmma::BK == 32, "PROMOTE counts stages of 32 k");
 constexpr int PROMOTE = GEMM10_PROMOTE_K / 32;  // stages per promoted chunk
-using WgmmaConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ true, PROMOTE>;
+// Split in shared memory by the consumers: 4 raw stages + a ring of 3 small-part buffers.
+using SmemSplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ true, PROMOTE>;
+// Pre-split operands: 3 stages of four boxes (x big, w big, x small, w small: 64 KB each).
+using PresplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE, /*PRESPLIT*/ true>;
+
+// The split of a weight, kept while the weight does not change. nn.Linear's weight is the same
+// tensor on every forward and changes only in place (an optimizer step, load_state_dict's copy_,
+// `with torch.no_grad(): w.mul_(2)`), and every in-place write bumps the tensor's version counter.
+// So an entry is valid while its tensor is alive (a weak reference to the TensorImpl, so that a
+// freed weight's address reused by another tensor cannot match), has the same version, the same
+// data pointer (`w.data = ...` swaps the storage) and the same shape. Anything else splits anew.
+// Not cached: inference tensors (they have no version counter), weights that are views (the
+// kernel's contiguous copy is a new tensor on every call) and splits made while a CUDA graph is
+// being captured (their memory belongs to the graph's pool).
+// An entry split on one stream and used on another: that stream waits for the split's event and
+// the parts are recorded as used there, so the caching allocator does not hand them out early.
+class WeightSplits {
+ public:
+  // The split of w (contiguous); kept only when `keep` (the caller's weight is w itself, not a
+  // contiguous copy of a view, which is a new tensor on every call).
+  torch::Tensor parts(const torch::Tensor& w, bool keep) {
+    if (!keep || w.is_inference() || capturing(w.get_device())) {
+      return gemm_wgmma::split_parts(w);
+    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const auto stream = at::cuda::getCurrentCUDAStream(w.get_device());
+    std::vector<Entry> kept;
+    torch::Tensor found;
+    for (Entry& e : entries_) {
+      const auto impl = e.impl.lock();
+      if (!impl) {
+        continue;  // the weight is gone: drop its split
+      }
+      if (impl.get() == w.unsafeGetTensorImpl()) {
+        if (e.version == w._version() && e.data == w.data_ptr() && e.parts.sizes().slice(1).equals(w.sizes())) {
+          found = e.parts;
+          if (e.stream != stream) {
+            C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), e.ready.get(), 0));
+            found.record_stream(stream);
+          }
+        } else {
+          continue;  // the weight changed: its old split goes
+        }
+      }
+      kept.push_back(std::move(e));
+    }
+    entries_ = std::move(kept);
+    if (found.defined()) {
+      ++hits_;
+      return found;
+    }
+    ++misses_;
+    Entry e{c10::weak_intrusive_ptr<c10::TensorImpl>(w.getIntrusivePtr()), w._version(), w.data_ptr(),
+            gemm_wgmma::split_parts(w), stream, new_event()};
+    C10_CUDA_CHECK(cudaEventRecord(e.ready.get(), stream.stream()));
+    if (entries_.size() >= MAX_ENTRIES) {
+      entries_.erase(entries_.begin());  // the oldest
+    }
+    entries_.push_back(e);
+    return e.parts;
+  }
+
+  // hits, misses, live entries
+  std::vector<int64_t> stats() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return {hits_, misses_, static_cast<int64_t>(entries_.size())};
+  }
+
+  void clear() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    entries_.clear();
+    hits_ = misses_ = 0;
+  }
+
+ private:
+  static constexpr size_t MAX_ENTRIES = 16;
+  struct Entry {
+    c10::weak_intrusive_ptr<c10::TensorImpl> impl;
+    int64_t version;
+    const void* data;
+    torch::Tensor parts;  // (2, N, K): big, small
+    c10::cuda::CUDAStream stream;
+    std::shared_ptr<CUevent_st> ready;  // recorded after the split, on `stream`
+  };
+  static std::shared_ptr<CUevent_st> new_event() {
+    cudaEvent_t event = nullptr;
+    C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return std::shared_ptr<CUevent_st>(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
+  }
+  static bool capturing(int device) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    C10_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(device), &status));
+    return status != cudaStreamCaptureStatusNone;
+  }
+  std::mutex mutex_;
+  std::vector<Entry> entries_;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+};
+
+inline WeightSplits& weight_splits() {
+  static WeightSplits cache;  // one per process (per module that compiles this file)
+  return cache;
+}
 }  // namespace gemm10
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 10, 3xTF32 with promoted accumulation (strict tier), on wgmma (mma.sync where TMA cannot describe the inputs)
@@ -90,11 +209,37 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
     return out;  // nothing to compute; K == 0: gemm_new_output's zeros
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(x, w)) {
-    gemm_wgmma::run<gemm10::WgmmaConfig>(x, w, out);
+    gemm_wgmma::run_presplit<gemm10::PresplitConfig>(gemm_wgmma::split_parts(x), gemm_wgmma::split_parts(w), out);
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w, out);
   }
   return out;
+}
+
+// @export: rung 10's first wgmma kernel (3xTF32, promoted accumulation, strict tier), which splits each stage in shared memory inside the main loop (gemm pre-splits instead; both take the mma.sync kernel where TMA cannot describe the inputs). Kept for comparing the two
+torch::Tensor gemm_split_in_smem(torch::Tensor x, torch::Tensor w) {
+  torch::Tensor out = gemm_new_output(x, w);
+  if (out.numel() == 0 || x.size(1) == 0) {
+    return out;
+  }
+  if (gemm_wgmma::tma_ok(x, w)) {
+    gemm_wgmma::run<gemm10::SmemSplitConfig>(x, w, out);
+  } else {
+    gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w, out);  // as gemm()
+  }
+  return out;
+}
+
+// @export: the weight-split cache of linear: [hits, misses, live entries] since the last clear
+torch::Tensor weight_split_cache_stats() {
+  const std::vector<int64_t> s = gemm10::weight_splits().stats();
+  return torch::tensor(s, torch::kInt64);
+}
+
+// @export: empties the weight-split cache of linear (frees the kept splits) and zeroes its counters; returns 0
+int64_t weight_split_cache_clear() {
+  gemm10::weight_splits().clear();
+  return 0;
 }
 
 // @export: rung 10's mma.sync kernel alone (3xTF32, promoted accumulation, strict tier), for comparing the two paths
@@ -139,7 +284,9 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
     return out.copy_(bc.expand_as(out));  // an empty sum: the bias alone
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
-    gemm_wgmma::run<gemm10::WgmmaConfig>(xc, wc, out, bc.data_ptr<float>());
+    // x split on every call; w's split kept while the weight does not change (WeightSplits).
+    const torch::Tensor w_parts = gemm10::weight_splits().parts(wc, /*keep*/ w.is_contiguous());
+    gemm_wgmma::run_presplit<gemm10::PresplitConfig>(gemm_wgmma::split_parts(xc), w_parts, out, bc.data_ptr<float>());
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());
   }

@@ -15,8 +15,11 @@ Each module follows the drop-in contract of ARCHITECTURE.md, the same way:
 - The GEMM, over 90% of every model's time, is the workbook's fastest at the precision PyTorch's
   fp32 matmul setting asks for, with nn.Linear's weight and bias: workbook::linear. At the default
   (IEEE fp32, the strict tier) on an sm_90 GPU that is rung 10 of the GEMM ladder, 3xTF32 on the
-  tensor cores with promoted accumulation: fp32's accuracy at about 1.5x cuBLAS SGEMM's speed
-  (the FP32 units' best, rung 7 of notebook 03, reaches about 86% of cuBLAS). With TF32 allowed
+  tensor cores with promoted accumulation: fp32's accuracy at over twice cuBLAS SGEMM's speed
+  (notebook 08 measures it; the FP32 units' best, rung 7 of notebook 03, stays below cuBLAS). x is
+  split into its big and small parts on every call; the weight's split is kept between calls, at
+  the cost of twice the weight's memory on the GPU, and made again whenever the weight changes
+  (an optimizer step, load_state_dict, any in-place write: its version counter moves). With TF32 allowed
   the fastest is cuBLAS's TF32 GEMM (rung 9 reaches 90-98% of it), and on GPUs other than sm_90
   cuBLAS again: aten::addmm, exactly nn.Linear's, named in `ModelNew.allow_torch_ops` so the
   harness knows it is deliberate.

@@ -5,7 +5,8 @@ What runs where, for a float32 x (N, in_features) on a CUDA device:
 1. The GEMM with Linear's own bias, `self.gemm`'s weight and bias: workbook::linear. It follows
    PyTorch's fp32 matmul setting as nn.Linear does. At the default (IEEE fp32, the strict tier) on
    an sm_90 GPU it is rung 10 of the GEMM ladder (kernels/gemm_10_3xtf32.cu): 3xTF32 on the tensor
-   cores, fp32-accurate, the bias added in its epilogue. With TF32 allowed, or on another GPU,
+   cores, fp32-accurate, the bias added in its epilogue; the weight's split is kept between calls
+   while the weight is unchanged. With TF32 allowed, or on another GPU,
    it is cuBLAS's addmm, nn.Linear's own GEMM, named in `allow_torch_ops`.
 2. `GroupNorm -> min over channels -> + bias(1, C, 1, 1)`: workbook::group_norm_min_bias
    (kernels/min_bias_broadcast.cu, notebook 07). One kernel reads the GEMM's output once and keeps

@@ -24,7 +24,8 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
 
 `linear` is nn.Linear's forward. At PyTorch's default fp32 setting (IEEE) on an sm_90 GPU it runs
 rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation and the bias in its epilogue, which
-meets the strict tier at about 1.5x cuBLAS SGEMM's speed; with TF32 allowed, or on another GPU,
+meets the strict tier at over twice cuBLAS SGEMM's speed (the weight's split is kept between calls
+while the weight is unchanged; see gemm_10_3xtf32.cu); with TF32 allowed, or on another GPU,
 it runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice on every call.
 
 Only float32 is supported, on both devices, and every other dtype gets an error that says so:

@@ -3,7 +3,8 @@
 // it and runs it in TF32, gemm_10_3xtf32.cu runs it with the 3xTF32 split and promoted
 // accumulation. sm_90a only (wgmma, setmaxnreg): a kernel file including this says `// @arch: 9.0a`.
 //
-//   Config<BN, STAGES, SPLIT, PROMOTE>   tile width, pipeline depth, TF32 or 3xTF32, promotion;
+//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT>   tile width, pipeline depth, TF32 or 3xTF32,
+//                                        promotion, and where the 3xTF32 split happens;
 //   gemm_wgmma_kernel                    the kernel;
 //   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
 //   run                                  encodes the two tensor maps and launches.
@@ -12,6 +13,7 @@
 
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "common/device_cache.cuh"
@@ -29,16 +31,18 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_>
+template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false>
 struct Config {
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
+  static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
   static constexpr int A_BYTES = BM * BK * 4;
   static constexpr int B_BYTES = BN * BK * 4;
-  static constexpr int STAGE_BYTES = A_BYTES + B_BYTES;  // what TMA brings per stage
-  static constexpr int RING = SPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
+  static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
+  static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
+  static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
   static constexpr int ACC = BN / 2;          // accumulators per consumer thread: 64 x BN / 128
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
                                        static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + 2 * STAGES * sizeof(uint64_t);
@@ -46,6 +50,7 @@ struct Config {
   static_assert(BN <= 256, "a TMA box is at most 256 rows");
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
+  static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
 };
 
 template <int N>
@@ -76,7 +81,7 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
 // tile's group is done: its stage goes back to the producer. The tensor core thus always has the
 // next group queued behind the running one.
 //
-// SPLIT (3xTF32): after a stage lands, the 256 consumer threads split it in place, element by
+// SPLIT (3xTF32), split in shared memory (PRESPLIT false): after a stage lands, the 256 consumer threads split it in place, element by
 // element: big (round to nearest TF32) over the raw value, small (the rest, rounded) into ring
 // buffer kt % 3 at the same offset. The split is elementwise, so the swizzled layout carries over
 // and the same descriptors address big and small tiles. Then a fence (the async proxy must see
@@ -85,18 +90,29 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
 // ring buffer kt % 3 is written at step kt while the wgmmas of step kt - 3 might still read it;
 // every warp group has waited for those (at the end of step kt - 2) before it reaches step kt - 1's
 // barrier, which the writer has passed. With 2 buffers it would need a second barrier per step.
+// SPLIT with PRESPLIT: x and w arrive already split, as four matrices in global memory (big and
+// small of each, split_tf32_kernel below), and each stage is four TMA boxes: [x big][w big][x small]
+// [w small]. The consumers only issue wgmmas, exactly as in the TF32 loop but three per k8 step:
+// no split in the loop, no ring, no barrier between the consumers. The price is paid outside: x's
+// split is one elementwise pass per call (read 4, write 8 bytes per element), and w's, nn.Linear's
+// weight, can be split once and kept while the parameter does not change (gemm_10_3xtf32.cu).
 // PROMOTE: every PROMOTE k tiles, wait for all wgmmas, add the accumulators into FP32 registers
 // (`total`, plain FADD), and start the next chunk with scale-d = 0 (D = A·B, the old D ignored).
 template <class C>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
+                      const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
                       float* __restrict__ out, const float* __restrict__ bias, int M, int N, int K) {
+  // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
+  // the small parts under PRESPLIT, unused otherwise.
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_addr(smem_raw) & 1023)) & 1023);
   auto stage_a = [&](int s) { return smem + s * C::STAGE_BYTES; };
   auto stage_b = [&](int s) { return smem + s * C::STAGE_BYTES + C::A_BYTES; };
+  auto stage_as = [&](int s) { return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES; };  // PRESPLIT only
+  auto stage_bs = [&](int s) { return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES + C::A_BYTES; };
   auto ring_a = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES; };
   auto ring_b = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES; };
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
@@ -125,6 +141,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (threadIdx.x == 0) {
       hopper::tma_prefetch_descriptor(&tmap_x);
       hopper::tma_prefetch_descriptor(&tmap_w);
+      if constexpr (C::PRESPLIT) {
+        hopper::tma_prefetch_descriptor(&tmap_xs);
+        hopper::tma_prefetch_descriptor(&tmap_ws);
+      }
       for (int kt = 0; kt < k_tiles; ++kt) {
         const int s = kt % C::STAGES;
         if (kt >= C::STAGES) {
@@ -133,6 +153,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
         hopper::tma_load_2d(stage_a(s), &tmap_x, &full[s], kt * BK, m0);
         hopper::tma_load_2d(stage_b(s), &tmap_w, &full[s], kt * BK, n0);
+        if constexpr (C::PRESPLIT) {
+          hopper::tma_load_2d(stage_as(s), &tmap_xs, &full[s], kt * BK, m0);
+          hopper::tma_load_2d(stage_bs(s), &tmap_ws, &full[s], kt * BK, n0);
+        }
       }
     }
     return;
@@ -160,24 +184,30 @@ __global__ void __launch_bounds__(THREADS, 1)
     const uint64_t a_big = hopper::wgmma_desc_sw128(stage_a(s) + c * 64 * BK * 4);
     const uint64_t b_big = hopper::wgmma_desc_sw128(stage_b(s));
     if constexpr (C::SPLIT) {
-      const int r = kt % C::RING;
-      float4* raw = reinterpret_cast<float4*>(stage_a(s));  // the whole stage: x tile, then w tile
-      float4* small = reinterpret_cast<float4*>(ring_a(r));
+      uint64_t a_small, b_small;
+      if constexpr (C::PRESPLIT) {
+        a_small = hopper::wgmma_desc_sw128(stage_as(s) + c * 64 * BK * 4);
+        b_small = hopper::wgmma_desc_sw128(stage_bs(s));
+      } else {
+        const int r = kt % C::RING;
+        float4* raw = reinterpret_cast<float4*>(stage_a(s));  // the whole stage: x tile, then w tile
+        float4* small = reinterpret_cast<float4*>(ring_a(r));
 #pragma unroll 4
-      for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
-        const float4 v = raw[i];
-        uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-        tc::split_tf32(v.x, b0, s0);
-        tc::split_tf32(v.y, b1, s1);
-        tc::split_tf32(v.z, b2, s2);
-        tc::split_tf32(v.w, b3, s3);
-        raw[i] = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
-        small[i] = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
+        for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
+          const float4 v = raw[i];
+          uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+          tc::split_tf32(v.x, b0, s0);
+          tc::split_tf32(v.y, b1, s1);
+          tc::split_tf32(v.z, b2, s2);
+          tc::split_tf32(v.w, b3, s3);
+          raw[i] = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
+          small[i] = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
+        }
+        hopper::fence_proxy_async();
+        hopper::named_barrier(1, 128 * CONSUMERS);
+        a_small = hopper::wgmma_desc_sw128(ring_a(r) + c * 64 * BK * 4);
+        b_small = hopper::wgmma_desc_sw128(ring_b(r));
       }
-      hopper::fence_proxy_async();
-      hopper::named_barrier(1, 128 * CONSUMERS);
-      const uint64_t a_small = hopper::wgmma_desc_sw128(ring_a(r) + c * 64 * BK * 4);
-      const uint64_t b_small = hopper::wgmma_desc_sw128(ring_b(r));
       // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
       const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
       hopper::fence_operands(acc);
@@ -264,21 +294,89 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
+template <class C>
+void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
+            int64_t M, int64_t N, int64_t K, torch::Tensor& out, const float* bias) {
+  auto kernel = gemm_wgmma_kernel<C>;
+  allow_dynamic_smem(kernel, C::SMEM_BYTES);  // over 48 KB: asked for once per kernel and device
+  kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
+      tmap_x, tmap_w, tmap_xs, tmap_ws, out.data_ptr<float>(), bias, static_cast<int>(M), static_cast<int>(N),
+      static_cast<int>(K));
+  LAUNCH_CHECK();
+}
+
 // Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null). x
 // and w checked, tma_ok(x, w), M, N, K > 0.
 template <class C>
 void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
+  static_assert(!C::PRESPLIT, "pre-split operands go through run_presplit");
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t M = x.size(0);
   const int64_t N = w.size(0);
   const int64_t K = x.size(1);
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
   const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
-  auto kernel = gemm_wgmma_kernel<C>;
-  allow_dynamic_smem(kernel, C::SMEM_BYTES);  // over 48 KB: asked for once per kernel and device
-  kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
-      tmap_x, tmap_w, out.data_ptr<float>(), bias, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
+  launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, out, bias);
+}
+
+// ---- pre-split operands (PRESPLIT) ------------------------------------------------------------
+
+// parts[0] = big, parts[1] = small of every value of v (n floats, n % 4 == 0, 16-byte aligned, as
+// are both parts: split_parts allocates them). One float4 per thread and step, grid-stride.
+__global__ void split_tf32_kernel(const float4* __restrict__ v, float4* __restrict__ big, float4* __restrict__ small,
+                                  int64_t n4) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float4 a = v[i];
+    uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+    tc::split_tf32(a.x, b0, s0);
+    tc::split_tf32(a.y, b1, s1);
+    tc::split_tf32(a.z, b2, s2);
+    tc::split_tf32(a.w, b3, s3);
+    big[i] = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
+    small[i] = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
+  }
+}
+
+// The 3xTF32 split of a contiguous (rows, cols) float matrix, cols % 4 == 0 and 16-byte aligned
+// (tma_ok): a (2, rows, cols) tensor, [0] the big parts, [1] the small parts. Each part starts
+// rows * cols * 4 bytes after the other, a multiple of 16, so both stay TMA-describable.
+inline torch::Tensor split_parts(const torch::Tensor& v) {
+  TORCH_CHECK(v.is_contiguous() && v.size(-1) % 4 == 0 && aligned16(v.data_ptr()),
+              "split_parts needs a contiguous, 16-byte-aligned matrix with a multiple of 4 columns");
+  const c10::cuda::CUDAGuard guard(v.device());
+  torch::Tensor parts = torch::empty({2, v.size(0), v.size(1)}, v.options());
+  const int64_t n4 = v.numel() / 4;
+  if (n4 == 0) {
+    return parts;
+  }
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((n4 + threads - 1) / threads,
+                                           static_cast<int64_t>(device_attribute<cudaDevAttrMultiProcessorCount>(v.get_device())) * 8);
+  split_tf32_kernel<<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const float4*>(v.data_ptr<float>()), reinterpret_cast<float4*>(parts[0].data_ptr<float>()),
+      reinterpret_cast<float4*>(parts[1].data_ptr<float>()), n4);
   LAUNCH_CHECK();
+  return parts;
+}
+
+// Fills `out` (M, N) with x @ w.T (+ bias) from split_parts of x (M, K) and of w (N, K): the PRESPLIT
+// kernel. M, N, K > 0, K % 4 == 0.
+template <class C>
+void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, torch::Tensor& out,
+                  const float* bias = nullptr) {
+  static_assert(C::PRESPLIT, "run_presplit is the pre-split path");
+  const c10::cuda::CUDAGuard guard(x_parts.device());
+  const int64_t M = x_parts.size(1);
+  const int64_t N = w_parts.size(1);
+  const int64_t K = x_parts.size(2);
+  const float* xp = x_parts.data_ptr<float>();
+  const float* wp = w_parts.data_ptr<float>();
+  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(xp, M, K, BM, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(wp, N, K, C::BN, BK);
+  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(xp + M * K, M, K, BM, BK);
+  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(wp + N * K, N, K, C::BN, BK);
+  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, out, bias);
 }
 
 }  // namespace gemm_wgmma
