@@ -6,32 +6,22 @@
 //
 // x (M, K), w (N, K) and the biases (N,) as nn.Linear and problem 94 store them; out (M, N).
 //
-// The idea: the seeds weigh fusing the bias into the GEMM and back away from it. Seed 001 keeps
-// cuBLAS and adds the biases in a second kernel, since fusing them "would require a custom GEMM
-// implementation, which is not practical"; seed 000 plans a fused GEMM + bias kernel, then leaves
-// the Linear to PyTorch because cuBLAS is faster than its GEMM (and along the way believes
-// nn.Linear's bias starts at zero: it starts uniform in +-1/sqrt(in_features), like the weight).
-// With a GEMM of our own (rung 7) the fusion is nearly free: the epilogue already holds every
-// finished dot product in a register just before storing it, so adding bias[n] there costs one
-// load (of N floats shared by all M rows: it stays in L1/L2) and one add per output, against
-// K = 8192 FMAs per output. A separate pass instead reads and writes the whole (M, N) output once
-// more: 2 x 4 x M x N bytes, 64 MB at 1024 x 8192, about 20 us at 3.3 TB/s, for every bias added
-// that way.
+// Why in the epilogue: after the K loop every finished dot product sits in a register just
+// before its store, so adding bias[n] there costs one load (N floats shared by all M rows: they
+// stay in L1/L2) and one add per output, against K FMAs per output. A separate pass instead reads
+// and writes the whole (M, N) output once more, for every bias added that way.
 //
-// Both functions run rung 7's kernel (common/gemm_pipelined.cuh, the fastest rung of the ladder)
-// unchanged, with a different epilogue: the main loop, its tiles and its pipeline are identical,
-// so a difference in time between gemm_07_pipelined's `gemm` and these comes from the epilogue or
-// from the compiler scheduling each instantiation a little differently (notebook 04 separates the
-// two: a second bias that is faster than one is not the bias).
+// Both functions run rung 7's kernel (common/gemm_pipelined.cuh) unchanged, with a different
+// epilogue: the main loop is the same source, but each instantiation is compiled on its own, so
+// a time difference against rung 7's `gemm` is the epilogue's or the compiler's scheduling
+// (notebook 04 tells the two apart).
 //
-// The two biases of problem 94 stay two parameters: they are `gemm.bias` and `self.bias` in the
-// model's state dict, and a drop-in replacement must load that state dict unchanged. Summing them
-// once per call into one vector would cost a tiny extra kernel; summing them once at load time
-// would break training and any later edit of either parameter. The epilogue adds both, in the
-// order eager PyTorch does: (acc + bias) + extra_bias, each a float32 rounding.
+// Problem 94's two biases stay two parameters (`gemm.bias` and `self.bias` in its state dict),
+// so a drop-in loads the reference's state dict unchanged; the epilogue adds both in eager's
+// order, (acc + bias) + extra_bias, each a float32 rounding.
 //
 // PREDICTION (written before measuring): the fused bias costs < 1% over the same GEMM without a
-// bias (the issue's target), most likely below the run-to-run noise of about 0.3%; GEMM + a
+// bias (the chapter's target), most likely below the run-to-run noise of about 0.3%; GEMM + a
 // separate add costs about 20 us more per bias, some 0.6% of the 3.1 ms GEMM (H100): so even a
 // perfect fusion buys ~1% for 94's first two ops. The GEMM is over 90% of these models' eager
 // time (notebook 01): fusing what comes after it cannot buy more than the remaining 10%.

@@ -24,6 +24,30 @@ def test_session_resolves_auto_from_the_machines_mode(monkeypatch):
     assert "mode reference-only" in str(s)
 
 
+def test_session_reads_one_device_for_every_kind(tmp_path, monkeypatch):
+    """Without a GPU: one device (results.reading_device) for every kind; on a GPU: only its own records."""
+    import json
+
+    def write(slug, kind, entries, date):
+        rec = {"schema": 1, "kind": kind, "device": {"name": slug.upper(), "slug": slug, "cc": "9.0", "sm_count": 132,
+                                                    "memory_gb": 80.0, "l2_mb": 50.0},
+               "torch": "2", "cuda": "12.8", "git_commit": "abc1234", "date": date, "notes": "", "entries": entries}
+        (tmp_path / slug).mkdir(exist_ok=True)
+        (tmp_path / slug / f"{kind}.json").write_text(json.dumps(rec))
+
+    profile = [{"problem": 94, "op": "aten::addmm", "cuda_ms": 9.0, "pct": 90.0}]
+    write("gpu-a", "eager_profile", profile, "2025-06-01T00:00:00+00:00")
+    write("gpu-a", "x", [{}], "2025-06-01T00:00:00+00:00")
+    write("gpu-b", "eager_profile", profile, "2025-07-01T00:00:00+00:00")  # newer, but gpu-a recorded more
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "cpu")
+    off = chapter.Session("reference-only", "cpu", "small", 5, tmp_path)
+    assert off.reading_device == "gpu-a" and off.recorded("eager_profile")["device"]["slug"] == "gpu-a"
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "gpu-b")
+    on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
+    assert on.reading_device == "gpu-b" and on.recorded("x") is None  # gpu-a's is another device's
+    assert results.reading_device(tmp_path, on_gpu=False) == "gpu-a"
+
+
 def test_harness_summary_says_what_failed_and_what_was_skipped():
     ok = CheckReport("ModelNew vs problem 62", "strict", "cuda:0", [CheckResult("trials", "pass"), CheckResult("stream", "skip")])
     bad = CheckReport("ModelNew vs problem 75", "tf32", "cuda:0", [CheckResult("trials", "fail")])

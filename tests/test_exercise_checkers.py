@@ -16,12 +16,14 @@ import io
 import itertools
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
 
-from utils import REPO, build, check
+from utils import REPO, build, check, ladder_chapter
 from utils.problems import get_problem
+from utils.run import SKIP_MARKER
 
 from kernel_tests import notebook_cell
 
@@ -138,20 +140,25 @@ def test_01_seed000_hardtanh_is_not_yet_until_fixed():
 
 def test_02_the_timing_waits_for_a_guess():
     cell = code_cell(NB02, "MY_GUESS = ")
-    skipped = []
-    namespace = {"ON_GPU": False, "warp_ok": False, "skip": lambda what, why: skipped.append(what)}
     assert starting_value(NB02, "MY_GUESS") is None
+    assert "lc.time_warp_exercise(MY_GUESS," in cell
+    chapter = ladder_chapter.LadderChapter(SimpleNamespace(on_gpu=False, scale="small", reps=3))
+    namespace = {"lc": ladder_chapter, "C": chapter, "warp_ex": None, "warp_ok": False, "RUNG2_STEP": {}}
     printed = run(cell, dict(namespace))
-    assert printed.startswith("Not yet") and not skipped
+    assert printed.startswith("Not yet") and SKIP_MARKER not in printed
     solved = re.sub(r"^MY_GUESS = None", "MY_GUESS = 1.3", cell, flags=re.MULTILINE)
-    assert "Not yet" not in run(solved, namespace) and skipped  # on to the timing (here: skipped, no GPU)
+    printed = run(solved, namespace)
+    assert "Not yet" not in printed and SKIP_MARKER in printed  # on to the timing (here: skipped, no GPU)
 
 
 # --- 03: the tile shapes, the padding, the pipeline depths ----------------------------------
 
 @pytest.fixture(scope="module")
 def nb03():
-    return notebook_cell(NB03, "padding_verdict") | notebook_cell(NB03, "order_verdict")
+    """Notebook 03's checkers: utils.ladder_chapter's, called by the exercise cells as committed."""
+    for call in ("lc.tile_exercise(TILE_VARIANTS, MY_ORDER, C)", "lc.pad_exercise(C)", "lc.pipeline_exercise(MY_BEST, C)"):
+        assert code_cell(NB03, call)
+    return vars(ladder_chapter)
 
 
 def test_03_tile_shapes_wait_for_a_variant_and_a_prediction(nb03):
@@ -203,8 +210,13 @@ def test_03_pipeline_depths_wait_for_a_prediction(nb03):
 # --- 04: the prediction at problem 37's shape -------------------------------------------------
 
 def test_04_the_prediction_is_not_yet_until_written():
-    verdict = notebook_cell(NB04, "prediction_verdict")["prediction_verdict"]
+    from utils.bias_chapter import exercise_37, prediction_verdict as verdict
+
+    cell = code_cell(NB04, "MY_PREDICTION_PCT = ")
+    assert "bc.exercise_37(MY_PREDICTION_PCT," in cell  # the cell hands its value to the checker tested here
     mine = starting_value(NB04, "MY_PREDICTION_PCT")
+    assert run("exercise_37(mine, None, {}, False, 1, (32768, 4096, 1024))",
+               {"exercise_37": exercise_37, "mine": mine}).startswith("Not yet")
     assert all(verdict(mine, actual, "measured").startswith("Not yet") for actual in (0.0, 0.5, 2.5, 40.0))
     assert verdict(2.0, 2.5, "measured").startswith("PASS")
     assert "too high" in verdict(20.0, 2.5, "measured") and "too low" in verdict(0.5, 2.5, "measured")

@@ -87,6 +87,17 @@ def test_op_breakdown_bars_reach_100_percent():
     assert all(w == pytest.approx(100.0) for w in per_bar.values())
 
 
+def test_ladder_has_a_log_axis_so_rung_1_is_visible():
+    """Rung 1 runs at about 1% of cuBLAS: on a linear axis its bar is a line at the bottom."""
+    rows = [{"contender": "gemm_01_naive", "median_ms": 286.0, "tflops": 0.48}, *LADDER[1:]]
+    ax = plots.ladder(rows).axes[0]
+    assert ax.get_yscale() == "log"
+    heights = [p.get_height() for p in ax.patches]
+    assert heights == [0.48, 8.0, 40.0]
+    low, high = ax.get_ylim()
+    assert low < 0.48 and high > 40.0  # every bar, and the labels above the tallest, inside the axes
+
+
 def test_ladder_needs_its_reference():
     with pytest.raises(ValueError, match="no 'cuBLAS' row"):
         plots.ladder(LADDER[:2])

@@ -86,16 +86,85 @@ def test_refuses_to_record_without_a_gpu(tmp_path, monkeypatch):
     assert not any(tmp_path.iterdir())
 
 
-def test_load_without_a_gpu_takes_the_latest_recording(tmp_path, monkeypatch):
+def test_load_without_a_gpu_takes_the_newer_of_two_equal_recordings(tmp_path, monkeypatch):
     from utils import env
 
     monkeypatch.setattr(env, "device_slug", lambda name=None: "cpu")
-    a100 = {**H100, "name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "cc": "8.0"}
     write(tmp_path, make_record("ceilings", CEILINGS, date="2025-06-01T12:00:00+00:00"))
-    write(tmp_path, make_record("ceilings", CEILINGS, device=a100, date="2025-07-01T08:00:00+00:00"))
+    write(tmp_path, make_record("ceilings", CEILINGS, device=A100, date="2025-07-01T08:00:00+00:00"))
     assert results.load("ceilings", results_root=tmp_path)["device"]["name"] == "NVIDIA A100-SXM4-80GB"
     assert results.load("baselines", results_root=tmp_path) is None
     assert results.latest("baselines", tmp_path) == (None, None)
+
+
+A100 = {**H100, "name": "NVIDIA A100-SXM4-80GB", "slug": "nvidia-a100-sxm4-80gb", "cc": "8.0"}
+H200 = {**H100, "name": "NVIDIA H200", "slug": "nvidia-h200", "memory_gb": 143.8, "l2_mb": 60.0}
+PROFILE = [{"problem": 94, "op": "aten::addmm", "cuda_ms": 9.0, "pct": 90.0}]
+
+
+@pytest.fixture
+def two_devices(tmp_path):
+    """The H100 recorded every kind; the H200 recorded two of them later (as results/ once held)."""
+    write(tmp_path, make_record("ceilings", CEILINGS, date="2025-06-01T12:00:00+00:00"))
+    write(tmp_path, make_record("baselines", BASELINES, date="2025-06-01T12:10:00+00:00"))
+    write(tmp_path, make_record("eager_profile", PROFILE, date="2025-06-01T12:20:00+00:00"))
+    write(tmp_path, make_record("ceilings", CEILINGS, device=H200, date="2025-07-01T08:00:00+00:00"))
+    write(tmp_path, make_record("eager_profile", PROFILE, device=H200, date="2025-07-01T08:10:00+00:00"))
+    return tmp_path
+
+
+def no_gpu(monkeypatch):
+    from utils import env
+
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "cpu")
+
+
+def test_without_a_gpu_every_kind_comes_from_one_device(two_devices, monkeypatch):
+    """An Amdahl bound from one device's profile and another's timing is no bound at all: without a
+    GPU the notebooks read one device for every kind, the one that recorded the most (ties: the newer)."""
+    no_gpu(monkeypatch)
+    assert results.recorded_devices(two_devices) == ["nvidia-h100-80gb-hbm3", "nvidia-h200"]
+    assert results.reading_device(two_devices) == "nvidia-h100-80gb-hbm3"
+    for kind in ("ceilings", "baselines", "eager_profile"):  # the H200's newer ceilings and profile included
+        assert results.load(kind, results_root=two_devices)["device"]["slug"] == "nvidia-h100-80gb-hbm3", kind
+        assert results.recorded(kind, two_devices)["device"]["slug"] == "nvidia-h100-80gb-hbm3", kind
+        rec, path = results.latest(kind, two_devices)
+        assert path == two_devices / "nvidia-h100-80gb-hbm3" / f"{kind}.json" and rec == results.read(path)
+    write(two_devices, make_record("baselines", BASELINES, device=H200, date="2025-07-01T08:20:00+00:00"))
+    assert results.reading_device(two_devices) == "nvidia-h200"  # as many kinds, and newer: all from the H200
+    assert {results.load(k, results_root=two_devices)["device"]["slug"] for k in ("ceilings", "baselines",
+                                                                                 "eager_profile")} == {"nvidia-h200"}
+
+
+def test_the_reading_device_can_be_named(two_devices, monkeypatch):
+    no_gpu(monkeypatch)
+    monkeypatch.setenv(results.DEVICE_ENV, "nvidia-h200")
+    assert results.reading_device(two_devices) == "nvidia-h200"
+    assert results.load("ceilings", results_root=two_devices)["device"]["slug"] == "nvidia-h200"
+    assert results.load("baselines", results_root=two_devices) is None  # missing there: never another device's
+
+
+def test_on_a_gpu_only_its_own_records_are_read(two_devices, monkeypatch):
+    from utils import env
+
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "nvidia-h200")
+    monkeypatch.setenv(results.DEVICE_ENV, "nvidia-h100-80gb-hbm3")  # a GPU run reads its own, whatever is asked
+    assert results.reading_device(two_devices) == "nvidia-h200"
+    assert results.load("eager_profile", results_root=two_devices)["device"]["slug"] == "nvidia-h200"
+    assert results.load("baselines", results_root=two_devices) is None  # the H100's is not this GPU's
+    assert results.latest("baselines", two_devices) == (None, None)
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "nvidia-b200")
+    assert results.load("ceilings", results_root=two_devices) is None  # a GPU with no records yet has none
+    # a GPU machine run as if it had none (WORKBOOK_MODE=compile-only): the no-GPU rule
+    monkeypatch.delenv(results.DEVICE_ENV)
+    assert results.recorded("baselines", two_devices, on_gpu=False)["device"]["slug"] == "nvidia-h100-80gb-hbm3"
+
+
+def test_nothing_recorded_reads_nothing(tmp_path, monkeypatch):
+    no_gpu(monkeypatch)
+    assert results.reading_device(tmp_path) is None
+    assert results.load("ceilings", results_root=tmp_path) is None
+    assert results.latest("ceilings", tmp_path) == (None, None)
 
 
 def _broken(change):

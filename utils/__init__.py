@@ -20,6 +20,12 @@ export      a solution as one self-contained KernelBench file; KernelBench's eva
 chapter     what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
 ladder_chapter  notebooks 02-03: quoting rungs' headers, their PREDICTIONs against measurements, parallel builds
 memory_chapter  notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
+baselines_chapter  notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
+bias_chapter    notebook 04: the epilogue diagram, the Amdahl bound, the bias measurement, exercise checkers
+tensor_core_chapter  notebook 08: TF32 and the 3xTF32 split emulated, the models with the GEMM swapped,
+            a model of the tensor-core adder, the chapter's GPU run (kind tensor_cores), exercise checkers
+scoreboard  the four models' speedup over eager fp32 after each chapter: one GPU run records it,
+            every chapter shows it
 """
 from pathlib import Path
 

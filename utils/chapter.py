@@ -52,12 +52,19 @@ class Session:
         return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
 
     def recorded(self, kind: str) -> dict | None:
-        """This GPU's record of `kind`; without a GPU the latest of any device; None when there is none."""
+        """The record of `kind` this notebook shows: on a GPU this GPU's; without one, that of the one
+        device results.reading_device picks for every kind, so that no figure mixes two devices.
+        None when that device has none."""
         from utils import results
 
-        if self.on_gpu:
-            return results.load(kind, results_root=self.results_dir)
-        return results.latest(kind, self.results_dir)[0]
+        return results.recorded(kind, self.results_dir, on_gpu=self.on_gpu)
+
+    @property
+    def reading_device(self) -> str | None:
+        """The slug of the device whose records this notebook reads (results.reading_device)."""
+        from utils import results
+
+        return results.reading_device(self.results_dir, on_gpu=self.on_gpu)
 
     def __str__(self) -> str:
         return f"mode {self.mode}; device {self.device}; scale {self.scale}; {self.reps} timed repetitions"

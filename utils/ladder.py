@@ -138,15 +138,16 @@ def measure(shape=SHAPE, *, reps: int = 20, names: list[str] | None = None, ceil
     Rows in ladder order, each group's reference after it; each row has its tier, its reference
     and pct_of_cublas, the % of that reference."""
     M, N, K = shape
-    x, w = operands(M, N, K)
     names = names or rungs()
+    modules = build.load_kernels(names)  # the cold builds side by side, before anything is timed
+    x, w = operands(M, N, K)
     rows = []
     for tier, reference, group in groups(names):
         flags = precision.ieee_fp32() if tier == "strict" else precision.tf32(True)
         with flags:  # the comparison is like against like: SIMT/3xTF32 against SGEMM, TF32 against TF32
             contenders = {}
             for name in group:
-                fn = load(name)
+                fn = modules[name].gemm
                 ok, detail = verify(fn, x, w, tier)
                 if progress:
                     print(f"  {name:<24} {'ok' if ok else 'WRONG'} ({tier} tier): {detail}", flush=True)

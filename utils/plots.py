@@ -209,7 +209,9 @@ def op_breakdown(profile_record, *, top: int = 6, recorded: dict | None = None,
 
 def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
            save: str | Path | None = None) -> Figure:
-    """TFLOP/s of each rung of the GEMM ladder, in order, each labelled with its % of `reference`."""
+    """TFLOP/s of each rung of the GEMM ladder, in order, each labelled with its % of `reference`.
+    The axis is logarithmic: the rungs span two orders of magnitude (rung 1 runs at about 1% of cuBLAS),
+    and on a linear axis the first rung would be invisible."""
     recorded = recorded or (rows if _is_record(rows) else None)
     rows = _rows(rows)
     ref = next((r for r in rows if _name(r) == reference), None)
@@ -223,8 +225,11 @@ def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
                       color=[COLOURS.get(n, CYCLE[0]) for n in names], edgecolor="white")
         ax.bar_label(bars, labels=[f"{100 * r['tflops'] / ref['tflops']:.0f}%" for r in rows], fontsize=8, padding=2)
         ax.axhline(ref["tflops"], color=REFERENCE, lw=1, ls="--")
+        ax.set_yscale("log")
+        lowest, highest = min(r["tflops"] for r in rows), max(r["tflops"] for r in rows)
+        ax.set_ylim(lowest / 2, highest * 2.5)  # room below the shortest bar and above the labels
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
-        ax.set_ylabel("TFLOP/s (bar labels: % of " + reference + ")")
+        ax.set_ylabel("TFLOP/s, log scale (bar labels: % of " + reference + ")")
     return _finish(fig, save)
 
 

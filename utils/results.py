@@ -1,7 +1,8 @@
 """One schema for recorded measurements: results/<device-slug>/<kind>.json, and the README table.
 
     path = record("baselines", entries, notes="notebook 01", results_dir=RESULTS_DIR)
-    rec = load("baselines")            # this GPU's record, or without a GPU the latest of any device
+    rec = load("baselines")            # this GPU's record; without a GPU, that of the one device
+                                       # reading_device() picks for every kind (never mixed)
     python -m utils.results --update-readme   # regenerate README.md's results table
     python -m utils.results --check-readme    # exit 1 if the table is out of date (a test runs this)
     python -m utils.results --commit          # the git_commit a record made here carries (for a GPU runner)
@@ -21,7 +22,7 @@ A record (schema 1) is one JSON object:
 Results are GPU recordings: `record` refuses to write one on a machine without a GPU.
 One file per kind and device; recording again replaces it (git keeps the history).
 
-Reading and writing: `load` and `latest` read under `root_dir` (the argument, else
+Reading and writing: `load`, `recorded` and `latest` read under `root_dir` (the argument, else
 $WORKBOOK_RESULTS_DIR, else results/); `record` and the notebooks' plots write under
 `write_root`, which is the same folder except while $WORKBOOK_RECORD_DIR is set: then what would
 be written into the repository's results/ goes there instead. The test session sets it
@@ -65,6 +66,17 @@ Entry conventions of the kinds known so far (every listed key is required):
                    call of a compiled contender) and "max_abs_vs_eager". "steady": calls queued back
                    to back (utils.bench.time_ms); "per_call": a synchronize after every call
                    (KernelBench's per-trial protocol), the CPU's launch cost included.
+    scoreboard     python -m utils.scoreboard: every chapter's composition of the four models, one run,
+                   TF32 off, {"problem", "stage": "eager" | "torch.compile" |
+                    "torch.compile max-autotune-no-cudagraphs" | "02" ... "09", "contender", "median_ms",
+                    "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
+                   reps differ between entries: a slow contender (rung 1) is timed fewer times.
+    tensor_cores   notebook 08 (utils.tensor_core_chapter.measure), one GPU run, {"section", "contender"}, and
+                   by section: "accuracy" {"problem", "excess" (largest allclose excess against eager fp32 at
+                   1e-4 over the seeds), "excess_by_seed", "max_abs", "seeds", "source": "cuBLAS" (TF32
+                   GEMMs on pre-split operands) | "rung 10" (with "promote_k")}; "promotion_k" {"M", "N",
+                   "K", "max_abs_err", "strict_ratio"}; "timing" compare() rows with "shape", "tflops",
+                   "pct_of_cublas_tf32", "x_cublas_sgemm", "tier".
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
 README, a render function (record -> Markdown). Kinds not in KINDS are still valid
@@ -91,6 +103,7 @@ SCHEMA = 1
 README = REPO / "README.md"
 RESULTS = REPO / "results"
 RECORD_DIR_ENV = "WORKBOOK_RECORD_DIR"  # where writes aimed at results/ go instead (the test session's temp folder)
+DEVICE_ENV = "WORKBOOK_RESULTS_DEVICE"  # without a GPU: the device (a slug) whose records the notebooks read
 # What a recorded measurement depends on: a record made with any of these differing from HEAD is "-dirty".
 CODE_PATHS = ("kernels", "notebooks", "solutions", "utils", "pyproject.toml", "Makefile")
 BEGIN = "<!-- results:begin -->"
@@ -309,6 +322,18 @@ def _render_solutions(rec: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _render_scoreboard(rec: dict) -> str:
+    from utils import scoreboard  # its rendering lives with its measurement
+
+    return scoreboard.markdown(rec)
+
+
+def _render_tensor_cores(rec: dict) -> str:
+    from utils import tensor_core_chapter  # its rendering lives with its measurement
+
+    return tensor_core_chapter.render(rec)
+
+
 _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
                       "shape")
 
@@ -330,6 +355,10 @@ KINDS: dict[str, Kind] = {
     "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 09)",
                       ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
                        "floor_ms", "pct_of_floor"), _render_solutions),
+    "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.scoreboard)",
+                       ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps"), _render_scoreboard),
+    "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender"),
+                         _render_tensor_cores),
 }
 
 
@@ -420,24 +449,63 @@ def read(path: str | Path) -> dict:
     return validate(json.loads(Path(path).read_text()))
 
 
-def latest(kind: str, results_root: str | Path | None = None) -> tuple[dict | None, Path | None]:
-    """The most recently dated record of `kind` on any device, and its path; (None, None) if none."""
-    found = [(read(p), p) for p in root_dir(results_root).glob(f"*/{kind}.json")]
-    if not found:
-        return None, None
-    return max(found, key=lambda rp: datetime.fromisoformat(rp[0]["date"]))
+def recorded_devices(results_root: str | Path | None = None) -> list[str]:
+    """The slugs of the devices with at least one record under the results root, sorted."""
+    return sorted({p.parent.name for p in root_dir(results_root).glob("*/*.json")})
+
+
+def reading_device(results_root: str | Path | None = None, *, on_gpu: bool | None = None) -> str | None:
+    """The one device whose records a run here reads, for every kind: figures that combine two
+    records (an Amdahl bound from a profile and a measurement, a ratio of two runs) must never
+    combine two devices.
+
+    - On a GPU: this GPU's slug, whether or not it has records yet (a kind it lacks is missing,
+      never taken from another device). on_gpu=None asks utils.env; a notebook passes its
+      session's on_gpu, so a GPU machine run as WORKBOOK_MODE=compile-only reads as one without.
+    - Without one: $WORKBOOK_RESULTS_DEVICE if set (a slug), else the device that has recorded
+      the most kinds, the newer of its records breaking a tie: the most complete recording wins, and
+      a device that recorded one kind later does not hide the rest. None when nothing is recorded.
+    """
+    from utils import env
+
+    slug = env.device_slug()
+    if on_gpu is None:
+        on_gpu = slug != "cpu"
+    if on_gpu and slug != "cpu":
+        return slug
+    if os.environ.get(DEVICE_ENV):
+        return os.environ[DEVICE_ENV]
+    root = root_dir(results_root)
+    ranked = []
+    for device in recorded_devices(root):
+        records = [read(p) for p in (root / device).glob("*.json")]
+        newest = max(datetime.fromisoformat(r["date"]) for r in records)
+        ranked.append((len(records), newest, device))
+    return max(ranked)[2] if ranked else None
+
+
+def latest(kind: str, results_root: str | Path | None = None, *, on_gpu: bool | None = None
+           ) -> tuple[dict | None, Path | None]:
+    """The record of `kind` that a run here reads, and its path; (None, None) if there is none.
+    It comes from reading_device() (this GPU's, or without one the one device chosen for every
+    kind), never from whichever device recorded that kind last."""
+    device = reading_device(results_root, on_gpu=on_gpu)
+    path = root_dir(results_root) / device / f"{kind}.json" if device else None
+    return (read(path), path) if path is not None and path.exists() else (None, None)
+
+
+def recorded(kind: str, results_root: str | Path | None = None, *, on_gpu: bool | None = None) -> dict | None:
+    """The record of `kind` a notebook shows: this GPU's, or without a GPU the reading device's
+    (reading_device); None when that device has none. What every notebook helper should call."""
+    return latest(kind, results_root, on_gpu=on_gpu)[0]
 
 
 def load(kind: str, device: str | None = None, results_root: str | Path | None = None) -> dict | None:
-    """The record of `kind` for `device` (a slug). With device=None: this GPU's record, or,
-    on a machine without a GPU, the most recently dated record of that kind on any device.
-    None when there is no such record."""
+    """The record of `kind` for `device` (a slug). With device=None: the reading device's
+    (reading_device: this GPU's, or without a GPU one device chosen for every kind). None when
+    there is no such record."""
     if device is None:
-        from utils import env
-
-        device = env.device_slug()
-        if device == "cpu":
-            return latest(kind, results_root)[0]
+        return recorded(kind, results_root)
     path = root_dir(results_root) / device / f"{kind}.json"
     return read(path) if path.exists() else None
 

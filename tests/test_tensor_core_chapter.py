@@ -1,0 +1,390 @@
+"""utils.tensor_core_chapter, the helpers of notebook 08, without a GPU: TF32 rounding and the split against
+their definitions, the float64 emulation, the modeled adder, the predictions read from the rungs' headers,
+the tables, figures and exercise checkers on a synthetic record, and the notebook's exercises: each checker
+says Not yet on the notebook's starting value and PASS on a right answer. The GPU run itself
+(tensor_core_chapter.measure) is exercised by running the notebook on a GPU."""
+import ast
+import json
+import math
+import re
+
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from utils import REPO, build, results
+from utils import tensor_core_chapter as tcc
+
+NB08 = REPO / "notebooks" / "08_tensor_cores_and_precision.ipynb"
+
+
+# --- TF32 and the split -------------------------------------------------------------------------
+
+def test_to_tf32_keeps_10_mantissa_bits_and_rounds_to_nearest_ties_away():
+    one = 1.0
+    ulp = 2.0 ** -10  # TF32's spacing at 1.0
+    t = torch.tensor([one + ulp / 4, one + ulp / 2, one + 3 * ulp / 4, -(one + ulp / 2), 0.0, float("inf"), float("nan")])
+    rn = to_list(tcc.to_tf32(t))
+    assert rn[:5] == [one, one + ulp, one + ulp, -(one + ulp), 0.0]  # the tie goes away from zero, either sign
+    assert rn[5] == float("inf") and math.isnan(rn[6])
+    tr = to_list(tcc.to_tf32(t, "truncate"))
+    assert tr[:4] == [one, one, one, -one]
+    x = torch.randn(10_000, generator=torch.Generator().manual_seed(1))
+    assert not (tcc.to_tf32(x).view(torch.int32) & 0x1FFF).any()
+    rel = ((tcc.to_tf32(x) - x).abs() / x.abs()).max().item()
+    assert rel <= 2.0 ** -11 and ((tcc.to_tf32(x, "truncate") - x).abs() / x.abs()).max().item() <= 2.0 ** -10
+    with pytest.raises(TypeError):
+        tcc.to_tf32(x.double())
+
+
+def to_list(t):
+    return [float(v) for v in t.tolist()]
+
+
+def test_split_is_exact_to_2_to_the_minus_22():
+    x = torch.randn(100_000, generator=torch.Generator().manual_seed(2)) * 1e3
+    big, small = tcc.split_tf32(x)
+    assert not (big.view(torch.int32) & 0x1FFF).any() and not (small.view(torch.int32) & 0x1FFF).any()
+    rest = (x.double() - big.double() - small.double()).abs() / x.double().abs()
+    assert rest.max().item() <= 2.0 ** -22
+
+
+def test_bits_and_the_rounding_tables():
+    assert tcc.bits(1.0) == "0 01111111 0000000000|0000000000000"
+    assert tcc.bits(-2.0) == "1 10000000 0000000000|0000000000000"
+    table = tcc.rounding_table((1 + 2 ** -11,))
+    assert "0 01111111 0000000000|1000000000000" in table and "1.00097656" in table
+    stats = tcc.rounding_stats(10_000).splitlines()
+    largest = [float(re.search(r"2\^(-?[\d.]+)", line).group(1)) for line in stats[1:]]
+    assert -11.1 < largest[0] <= -11 and -10.1 < largest[1] <= -10  # nearest: 2^-11 at most; truncation: 2^-10
+    assert float(stats[2].split()[-1]) < -1e-4 < abs(float(stats[1].split()[-1])) * -1  # truncation's bias
+
+
+def test_term_sizes_put_the_dropped_product_at_float32s_level():
+    sizes = tcc.term_sizes(20_000)
+    assert -11.5 < sizes["xb·ws"] <= -10.9 and -11.5 < sizes["xs·wb"] <= -10.9
+    assert sizes["xs·ws"] <= -21.9 and sizes["left out by the split"] <= -21.9
+
+
+def test_split_gemm64_of_three_products_is_as_good_as_float32():
+    g = torch.Generator().manual_seed(3)
+    x, w = torch.rand(32, 512, generator=g), (torch.rand(48, 512, generator=g) * 2 - 1) / 23
+    exact = x.double() @ w.double().T
+    err = lambda out: ((out.double() - exact).abs().max() / exact.abs().max()).item()  # noqa: E731
+    assert err(tcc.split_gemm64(x, w)) <= err(x @ w.T)
+    assert err(tcc.split_gemm64(x, w, ["xb·wb"])) > 100 * err(x @ w.T)
+    assert torch.equal(tcc.split_gemm64(x, w, ["xb*wb", "xs * wb"]), tcc.split_gemm64(x, w, ["xb·wb", "xs·wb"]))
+    with pytest.raises(ValueError):
+        tcc.split_gemm64(x, w, ["xb·xs"])
+
+
+# --- accuracy of the models ---------------------------------------------------------------------
+
+def test_accuracy_on_the_cpu_finds_1xtf32_outside_and_the_split_inside_the_tier():
+    rows = tcc.accuracy([62], tcc.cpu_variants(), scale="small", seeds=2, device="cpu")
+    by = {r["contender"]: r for r in rows}
+    assert by["1xTF32 operands, float64 sums"]["excess"] > 1
+    assert by["3xTF32, products and sums in float64"]["excess"] < 1
+    assert all(len(r["excess_by_seed"]) == 2 and r["section"] == "accuracy" for r in rows)
+    table = tcc.accuracy_table(rows)
+    assert table.splitlines()[0] == "| GEMM | 62 |" and "| 1xTF32 operands, float64 sums | **" in table
+
+
+def test_the_gpu_variants_compute_what_they_say_on_the_cpu():
+    """On a CPU, F.linear adds in float32 whatever the TF32 setting: the interleaving and the chunks must still
+    give the three products' sum, and 1xTF32 the rounded operands' product."""
+    g = torch.Generator().manual_seed(5)
+    x, w = torch.rand(8, 96, generator=g), (torch.rand(12, 96, generator=g) * 2 - 1) / 10
+    three = tcc.split_gemm64(x, w).double()
+    variants = tcc.gpu_variants()
+    for name in ("3xTF32, one accumulator over all of K", "3xTF32, K in chunks of 32 added in fp32"):
+        assert torch.allclose(variants[name](x, w).double(), three, atol=1e-6), name
+    assert torch.allclose(variants["1xTF32"](x, w), tcc.to_tf32(x) @ tcc.to_tf32(w).T)
+    x3, w3 = tcc._interleaved(x, w)
+    xb, xs = tcc.split_tf32(x[:, 1])
+    wb, ws = tcc.split_tf32(w[:, 1])
+    assert x3.shape == (8, 288) and torch.equal(x3[:, 3:6], torch.stack([xs, xb, xb], 1))  # k = 1: xs·wb, xb·ws, xb·wb
+    assert torch.equal(w3[:, 3:6], torch.stack([wb, ws, wb], 1))
+
+
+class FakeRung:
+    """A rung's module as measure() uses it, on the CPU: every path is F.linear."""
+    gemm = gemm_mma_sync = gemm_split_in_smem = staticmethod(lambda x, w: x @ w.T)
+    linear = staticmethod(lambda x, w, b: x @ w.T + b)
+
+
+def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
+    from utils import bench
+
+    monkeypatch.setattr(tcc.build, "load_kernel", lambda name, **kw: FakeRung)
+    monkeypatch.setattr(tcc, "PIDS", (62,))
+    monkeypatch.setattr(tcc, "SHAPES", ((16, 24, 64), (32, 8, 32)))
+    monkeypatch.setattr(tcc, "SWEEP_MN", (8, 8))
+    monkeypatch.setattr(tcc, "SWEEP_KS", (32, 64))
+    timed = []
+
+    def compare(contenders, baseline=None, reps=3, progress=True):
+        timed.append(list(contenders))
+        return [{"contender": n, "median_ms": 1.0 + i, "p20_ms": 1.0, "p80_ms": 1.0, "speedup": None, "tf32": False,
+                 "flag": ""} for i, n in enumerate(contenders)]
+
+    monkeypatch.setattr(bench, "compare", compare)
+    entries = tcc.measure(3, seeds=1, progress=False, scale="odd", device="cpu")
+    sections = {e["section"] for e in entries}
+    assert sections == {"accuracy", "promotion_k", "timing"}
+    assert {e["promote_k"] for e in entries if e.get("source") == "rung 10"} == set(tcc.PROMOTE_KS)
+    assert len(timed) == 2 and {tcc.SGEMM, tcc.TF32_CUBLAS, *tcc.PATHS} <= set(timed[0])
+    rec = fake_record() | {"entries": entries}
+    results.validate(rec)
+    for text in (tcc.accuracy_table(rec), tcc.promotion_table(rec), tcc.prediction_table(rec), tcc.target_check(rec),
+                 tcc.render(rec), tcc.promotion_findings(rec)):
+        assert text and "nan" not in text
+    assert isinstance(tcc.timing_figure(rec), Figure) and isinstance(tcc.accumulation_figure(None, rec), Figure)
+    json.dumps(rec, allow_nan=False)  # what results.record writes
+
+
+def test_the_models_forward_is_restored_after_accuracy():
+    from utils.problems import get_problem
+
+    calls = []
+
+    def spy(x, w):
+        calls.append(1)
+        return x @ w.T
+
+    rows = tcc.accuracy([37], {"spy": spy}, scale="odd", seeds=1, device="cpu")
+    assert calls and rows[0]["excess"] < 1
+    model = get_problem(37).make_model("odd")
+    assert "forward" not in vars(tcc._linear_of(model))
+
+
+def test_excess_is_allclose_s_measure():
+    ref = torch.tensor([0.0, 1.0])
+    assert tcc.excess(ref + torch.tensor([1e-4, 0.0]), ref)[0] == pytest.approx(1.0)
+    assert tcc.excess(ref + torch.tensor([0.0, 4e-4]), ref)[0] == pytest.approx(2.0, rel=1e-3)
+
+
+# --- the accumulation ---------------------------------------------------------------------------
+
+def test_the_modeled_adder_loses_what_fadd_keeps():
+    lines = tcc.adder_example().splitlines()
+    assert lines[1].split()[-1] == "3" and lines[2].split()[-1] == "4" and lines[3].split()[-1] == "0"
+
+
+def test_the_model_of_one_accumulator_drifts_and_promotion_bounds_it():
+    g = torch.Generator().manual_seed(4)
+    K = 2048
+    x, w = torch.rand(64, K, generator=g), (torch.rand(64, K, generator=g) * 2 - 1) / math.sqrt(K)
+    exact = (x.double() * w.double()).sum(1)
+    one = (tcc.tensor_core_dot(x, w) - exact).abs().max().item()
+    promoted = (tcc.tensor_core_dot(x, w, promote=256) - exact).abs().max().item()
+    assert promoted < one
+    assert (tcc.fadd_dot(x, w) - exact).abs().max().item() < 1e-5
+
+
+def test_accumulation_model_rows_and_figure():
+    rows = tcc.accumulation_model(ks=(64, 128), outputs=16)
+    assert {r["K"] for r in rows} == {64, 128} and len({r["how"] for r in rows}) == 3
+    assert isinstance(tcc.accumulation_figure(rows, fake_record()), Figure)
+    assert isinstance(tcc.accumulation_figure(rows), Figure)
+
+
+# --- the rungs' predictions ---------------------------------------------------------------------
+
+def test_predictions_are_read_per_shape_and_yardstick():
+    text = ("PREDICTION (written before measuring): 65-80% of cuBLAS with TF32 on at 1024 x 8192 x 8192 (one wave), "
+            "60-75% at 32768 x 4096 x 1024 (K = 1024). Speed: 60-70% of a third of the TF32 peak, 1.8-2.3x cuBLAS "
+            "SGEMM, i.e. 25-30% of cuBLAS TF32. mma.sync: 1.0-1.4x cuBLAS SGEMM.")
+    got = tcc.predictions("any", text)
+    assert got["pct"] == {(1024, 8192, 8192): (65.0, 80.0), (32768, 4096, 1024): (60.0, 75.0), None: (25.0, 30.0)}
+    assert got["x_sgemm"] == (1.8, 2.3)
+    assert tcc.predictions("any", "45-60% of cuBLAS with TF32 on (and ~4x cuBLAS SGEMM).")["x_sgemm"] == (4.0, 4.0)
+    assert tcc.predictions("any", "nothing numeric") == {"pct": {}, "x_sgemm": None}
+
+
+def test_a_clause_that_names_a_path_speaks_for_that_path_only():
+    text = ("PREDICTION: 3.2-3.7x cuBLAS TF32's time, i.e. 27-31% of its rate, 2.2-2.6x cuBLAS SGEMM for linear() "
+            "with a kept weight split; gemm() adds the split of both operands, ~1.8-2.0x cuBLAS SGEMM. The "
+            "in-shared-memory split (measured first: 1.49x and 1.63x cuBLAS SGEMM) should be slower. mma.sync "
+            "path: 1.0-1.4x cuBLAS SGEMM.")
+    got = {e: tcc.predictions(tcc.RUNG10, text, e) for e in ("gemm", "linear", "gemm_split_in_smem", "gemm_mma_sync")}
+    assert got["gemm"] == {"pct": {}, "x_sgemm": (1.8, 2.0)}
+    assert got["linear"] == {"pct": {None: (27.0, 31.0)}, "x_sgemm": (2.2, 2.6)}
+    assert got["gemm_split_in_smem"] == {"pct": {}, "x_sgemm": None}  # a measurement quoted is not a prediction
+    assert got["gemm_mma_sync"]["x_sgemm"] == (1.0, 1.4)
+    # rung 8's only path is mma.sync: the word does not set its clause aside
+    assert tcc.predictions(tcc.RUNGS[0], "45-60% of cuBLAS (and ~4x cuBLAS SGEMM). mma.sync is Ampere's.")["x_sgemm"] == (4.0, 4.0)
+
+
+@pytest.mark.parametrize("name", tcc.RUNGS)
+def test_every_rungs_main_path_has_a_prediction_to_compare(name):
+    got = tcc.predictions(name)
+    assert got["pct"] or got["x_sgemm"], f"{name}'s PREDICTION names no '% of cuBLAS' or 'x cuBLAS SGEMM' range"
+
+
+def test_rung_10s_paragraph_on_its_kernels_is_found():
+    from utils.show import header_section
+
+    assert tcc.paths_label() and header_section(tcc.RUNG10, tcc.paths_label())
+
+
+def test_default_promotion_interval_is_the_kernels():
+    assert tcc.default_promote_k() in tcc.PROMOTE_KS
+    assert re.search(rf"#define GEMM10_PROMOTE_K {tcc.default_promote_k()}\n", build.kernel_source(tcc.RUNG10))
+
+
+def test_build_jobs_are_the_rungs_and_the_other_intervals():
+    jobs = tcc.build_jobs()
+    assert [j for j in jobs if j in tcc.RUNGS] == list(tcc.RUNGS)  # this CPU machine builds every arch
+    variants = {tuple(flags) for name, _, flags in jobs.values() if name == tcc.RUNG10 and flags}
+    assert variants == {(f"-DGEMM10_PROMOTE_K={k}",) for k in tcc.PROMOTE_KS if k != tcc.default_promote_k()}
+    assert set(tcc.build_jobs(variants=False)) == set(tcc.RUNGS)
+
+
+# --- a synthetic record: tables, figures, the README, exercise 2 --------------------------------
+
+def fake_record(worst=None) -> dict:
+    """A "tensor_cores" record with made-up numbers, shaped as measure() writes it. worst: {promote_k: excess}."""
+    worst = worst or {0: 1.6, 256: 0.2, 1024: 0.4, 4096: 0.9}
+    entries = []
+    for i, name in enumerate(tcc.gpu_variants()):
+        entries += [{"section": "accuracy", "source": "cuBLAS", "contender": name, "problem": p, "excess": 0.1 * (7 - i) + j,
+                     "excess_by_seed": [0.1], "max_abs": 1e-5, "seeds": 5, "scale": "full"} for j, p in enumerate(tcc.PIDS)]
+    for k, e in worst.items():
+        entries += [{"section": "accuracy", "source": "rung 10", "contender": tcc._promote_label(k), "problem": p,
+                     "excess": e * (1 if p == 62 else 0.5), "excess_by_seed": [e], "max_abs": 1e-5, "seeds": 5,
+                     "scale": "full", "promote_k": k, "default_promote_k": 256} for p in tcc.PIDS]
+    for K in tcc.SWEEP_KS:
+        for name in [*(tcc._promote_label(k) for k in worst), tcc.SGEMM]:
+            entries.append({"section": "promotion_k", "contender": name, "M": 1024, "N": 2048, "K": K,
+                            "promote_k": None, "max_abs_err": 1e-9 * K, "strict_ratio": 0.01})
+    for shape in tcc.SHAPES:
+        times = {tcc.SGEMM: 2.7, tcc.TF32_CUBLAS: 0.33, "gemm_08_mma_tf32": 0.9, "gemm_09_wgmma_tf32": 0.34,
+                 "gemm_10_3xtf32": 1.8, "gemm_10_3xtf32 mma.sync": 2.4,
+                 **{tcc._promote_label(k): 1.6 + 0.0001 * k for k in worst if k != 256}}
+        for name, ms in times.items():
+            entries.append({"section": "timing", "contender": name, "shape": list(shape), "median_ms": ms,
+                            "p20_ms": ms, "p80_ms": ms, "tflops": 2 * math.prod(shape) / ms / 1e9,
+                            "pct_of_cublas_tf32": 100 * 0.33 / ms, "x_cublas_sgemm": 2.7 / ms, "tier": "strict",
+                            "tf32": False, "verified": "ok"})
+    return {"schema": 1, "kind": tcc.KIND, "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3",
+                                                      "cc": "9.0", "sm_count": 132, "memory_gb": 85.0, "l2_mb": 50.0},
+            "torch": "2.11.0", "cuda": "12.8", "git_commit": "abc1234", "date": "2026-01-01T00:00:00+00:00",
+            "notes": "test", "entries": entries}
+
+
+def test_the_kind_is_registered_and_a_record_validates():
+    assert tcc.KIND in results.KINDS
+    results.validate(fake_record())
+
+
+def test_tables_from_a_record():
+    rec = fake_record()
+    acc = tcc.accuracy_table(rec)
+    assert acc.splitlines()[0] == "| GEMM | 94 | 75 | 37 | 62 |" and "| 1xTF32 |" in acc and "rung 10" not in acc
+    promo = tcc.promotion_table(rec).splitlines()
+    assert promo[2].startswith("| 256 k |") and promo[-1].startswith("| never |")
+    assert "| 256 k | 0.1 | 0.1 | 0.1 | 0.2 | 1.800 | 1.50x |" == promo[2]
+    pred = tcc.prediction_table(rec)
+    assert "| `gemm_09_wgmma_tf32` | 1024 x 8192 x 8192 |" in pred and pred.count("`gemm_10_3xtf32`") == 2
+    text = results.KINDS[tcc.KIND].render(rec)
+    assert "cuBLAS TF32 GEMMs on pre-split operands" in text and "| gemm_09_wgmma_tf32 | 1024 x 8192 x 8192 |" in text
+
+
+def test_figures():
+    rec = fake_record()
+    for fig in (tcc.format_figure(), tcc.split_figure(), tcc.fragment_figure(), tcc.pipeline_figure(),
+                tcc.timing_figure(rec)):
+        assert isinstance(fig, Figure)
+
+
+def test_fragment_layout_covers_every_element_once():
+    layout = tcc.fragment_layout()
+    for name, (rows, cols, per_lane) in {"A": (16, 8, 4), "B": (8, 8, 2), "D": (16, 8, 4)}.items():
+        cells = layout[name]
+        assert set(cells) == {(r, c) for r in range(rows) for c in range(cols)}
+        lanes = [lane for lane, _ in cells.values()]
+        assert all(lanes.count(lane) == per_lane for lane in range(32))
+    assert layout["A"][(9, 5)] == (4 * 1 + 1, 3)  # g = 1, t = 1: a[3] = A[g + 8][t + 4]
+
+
+def test_the_pipeline_schedule_keeps_the_ring():
+    sched = tcc.pipeline_schedule(k_tiles=12, stages=4)
+    for r in sched:
+        assert r["arrive"] <= r["start"] < r["end"]
+        if r["kt"] >= 4:  # a stage is refilled only after the consumers are done with it
+            assert r["issue"] >= sched[r["kt"] - 4]["end"]
+
+
+def test_show_excerpt_renders_from_the_file_and_says_when_markers_are_gone(capsys):
+    text = tcc.show_excerpt("common/tensor_core.cuh", "__device__ __forceinline__ void split_tf32", "}")
+    assert text.startswith("__device__ __forceinline__ void split_tf32") and text.rstrip().endswith("}")
+    assert tcc.show_excerpt("common/tensor_core.cuh", "no such line", "}") is None
+    assert "no longer in" in capsys.readouterr().out
+
+
+# --- the notebook: its excerpts exist, its exercises wait for the reader --------------------------
+
+def notebook_cells():
+    return json.loads(NB08.read_text())["cells"]
+
+
+def code(cell):
+    return "".join(cell["source"])
+
+
+def test_every_excerpt_the_notebook_shows_is_in_its_file():
+    calls = []
+    for cell in notebook_cells():
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.walk(ast.parse(code(cell).replace("%matplotlib inline", ""))):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "show_excerpt":
+                calls.append([a.value for a in node.args])
+    assert calls
+    for name, first, last in calls:
+        path = REPO / "kernels" / (name if name.endswith(".cuh") else f"{name}.cu")
+        text = path.read_text()
+        assert first in text and last in text[text.index(first):], f"{name}: {first!r} .. {last!r}"
+
+
+def starting_value(name):
+    for cell in notebook_cells():
+        if cell["cell_type"] != "code":
+            continue
+        for node in ast.parse(code(cell).replace("%matplotlib inline", "")).body:
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"no code cell of notebook 08 assigns {name}")
+
+
+def test_exercise_1_is_not_yet_at_the_start_and_passes_with_the_two_products():
+    start = starting_value("KEEP")
+    assert tcc.products_verdict(start).startswith("Not yet")
+    assert tcc.products_verdict({"xb·wb", "xs·wb"}).startswith("PASS")
+    assert tcc.products_verdict({"xb·wb", "xb·ws"}).startswith("Not yet")  # ws is 0: xs·wb is what matters
+
+
+def test_exercise_2_is_not_yet_at_the_start_and_passes_on_the_largest_interval_with_a_margin():
+    start = starting_value("MY_PROMOTE_K")
+    rec = fake_record({0: 1.6, 256: 0.2, 1024: 0.4, 4096: 0.9})  # 62's excess is the worst: 1.6, 0.2, 0.4, 0.9
+    assert tcc.promotion_verdict(start, rec).startswith("Not yet")
+    assert tcc.promotion_verdict(1024, rec).startswith("PASS")
+    assert "promote less often" in tcc.promotion_verdict(256, rec)
+    assert "Promote more often" in tcc.promotion_verdict(4096, rec)
+    assert not tcc.promotion_verdict(1024, None).startswith("PASS")  # no record, no verdict
+
+
+def test_think_it_through_answers_are_hidden():
+    text = "\n".join(code(c) for c in notebook_cells() if c["cell_type"] == "markdown")
+    think = text[text.index("Think it through"):text.index("## Summary")]
+    questions = re.findall(r"^- ", think, re.MULTILINE)
+    answers = re.findall(r"^  <details><summary>Answer</summary>\n(?:.*\n)+?  </details>$", think, re.MULTILINE)
+    assert questions and len(answers) == len(questions)
+
+
+def test_the_chapter_has_no_more_code_words_than_prose_words():
+    words = {"code": 0, "markdown": 0}
+    for cell in notebook_cells():
+        words[cell["cell_type"]] += len(code(cell).split())
+    assert words["code"] <= words["markdown"], words

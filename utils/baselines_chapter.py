@@ -1,0 +1,174 @@
+"""The helpers of notebook 01 (the four models and the baselines to beat): each model built and fed
+at a scale, eager PyTorch's GPU time per op (the profiler), eager and torch.compile timed side by
+side with TF32 off and on, and the predicted-vs-measured table. Tested in
+tests/test_baselines_chapter.py.
+
+One definition of speedup throughout, the README's and the scoreboard's: over eager fp32 with TF32
+off, the KernelBench reference setting. A TF32-on row is not compared with eager TF32-on.
+
+    rows = profile_eager([94, 75, 37, 62], "cuda", "full")            # on a GPU: ms and % per aten op
+    rows = measure_baselines([94, 75, 37, 62], "cuda", "full", 50, ceilings)   # one run per problem
+    print(per_problem_tables(rec))                                    # speedups over eager fp32
+    display(Markdown(summary_table(rec, profile)))                    # floors and bounds vs the run
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from typing import Callable
+
+import torch
+
+from utils import bench, precision
+from utils.problems import get_problem
+
+__all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "eager_fp32", "eager_profile", "gemm_shares",
+           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "summary_table",
+           "with_eager_fp32_speedups"]
+
+PROBLEM_IDS = (94, 75, 37, 62)
+# torch.compile's modes as notebook 01 times them (each compiled from scratch; its first call is the compile time)
+COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune": "max-autotune"}
+GEMM_OPS = ("aten::addmm", "aten::mm")
+
+
+def model_and_input(p, device: str, scale: str, seed: int = 0):
+    """Problem p's Model at `scale` (seeded) in eval mode on `device`, and one get_inputs() input (seeded)."""
+    model = p.make_model(scale, seed=seed).to(device).eval()
+    (x,) = p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))
+    return model, x.to(device)
+
+
+def eager_profile(model, x, iters: int = 5) -> list[dict]:
+    """GPU time per aten op, in ms per forward pass (the op that launched each kernel), largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        model(x)
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(iters):
+                model(x)
+            torch.cuda.synchronize()
+    ops = {e.key: e.self_device_time_total / iters / 1e3 for e in prof.key_averages()
+           if e.key.startswith("aten::") and e.self_device_time_total > 0}
+    total = sum(ops.values())
+    return [{"op": op, "cuda_ms": ms, "pct": 100 * ms / total} for op, ms in sorted(ops.items(), key=lambda kv: -kv[1])]
+
+
+def profile_eager(pids, device: str, scale: str) -> list[dict]:
+    """eager_profile of every problem, TF32 off, printing one line per problem; the rows carry "problem"."""
+    rows = []
+    for pid in pids:
+        model, x = model_and_input(get_problem(pid), device, scale)
+        with precision.tf32(False):
+            ops = eager_profile(model, x)
+        print(f"{pid}: " + ", ".join(f"{r['op']} {r['cuda_ms']:.3f} ms ({r['pct']:.1f}%)" for r in ops))
+        rows += [{"problem": pid, **r} for r in ops]
+        del model, x
+    return rows
+
+
+def contender_fn(model, mode: str | None) -> Callable:
+    """The model itself (mode None: eager), or torch.compile of it compiled from scratch."""
+    if mode is None:
+        return model
+    torch._dynamo.reset()
+    return torch.compile(model, mode=mode)
+
+
+def _first_call(fn, x) -> tuple[torch.Tensor, float]:
+    """fn(x) once, its compile log set aside; the output and the seconds it took (the compile time)."""
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        out = fn(x)
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - start
+
+
+def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, compile: bool = True) -> list[dict]:
+    """Per problem, in one run: eager and the torch.compile modes, TF32 off then on, each output compared
+    with eager's under the same setting before it is timed. Every row's speedup is over eager with TF32
+    off (eager fp32), the one definition the README and the scoreboard use."""
+    modes = {"eager": None, **(COMPILE_MODES if compile else {})}
+    rows = []
+    for pid in pids:
+        p = get_problem(pid)
+        model, x = model_and_input(p, device, scale)
+        cost = bench.problem_cost(p, scale)
+        timed = []
+        for tf32 in (False, True):
+            with precision.tf32(tf32), torch.no_grad():
+                reference = model(x)
+                for name, mode in modes.items():
+                    fn = contender_fn(model, mode)
+                    out, first_s = _first_call(fn, x)
+                    t = bench.time_ms(lambda: fn(x), reps=reps)
+                    print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms  (first call "
+                          f"{first_s:6.1f} s, max |diff| vs eager {(out - reference).abs().max().item():.1e})", flush=True)
+                    timed.append((name, tf32, t))
+        eager_ms = next(t.median for name, tf32, t in timed if name == "eager" and not tf32)
+        for name, tf32, t in timed:
+            rows.append({"problem": pid, **bench.make_row(name, t, baseline_ms=eager_ms, cost=cost, ceilings=ceilings,
+                                                          tf32_allowed=tf32)})
+        del model, x, reference, out
+        torch._dynamo.reset()
+    return rows
+
+
+def _entries(rec_or_entries) -> list[dict]:
+    return rec_or_entries["entries"] if isinstance(rec_or_entries, dict) else list(rec_or_entries)
+
+
+def eager_fp32(entries: list[dict], pid: int) -> dict:
+    """Problem pid's eager row with TF32 off: the 1x of every speedup."""
+    return next(e for e in entries if e["problem"] == pid and e["contender"] == "eager" and not e["tf32"])
+
+
+def with_eager_fp32_speedups(rec_or_entries) -> list[dict]:
+    """The rows with "speedup" over eager fp32 (TF32 off) of the same problem, whatever a recording stored
+    (older ones compared a TF32-on row with eager TF32-on)."""
+    entries = _entries(rec_or_entries)
+    return [{**e, "speedup": eager_fp32(entries, e["problem"])["median_ms"] / e["median_ms"]} for e in entries]
+
+
+def per_problem_tables(rec_or_entries) -> str:
+    """bench.format_table per problem, TF32 off then on, speedups over eager fp32."""
+    entries = with_eager_fp32_speedups(rec_or_entries)
+    parts = []
+    for pid in dict.fromkeys(e["problem"] for e in entries):
+        rows = sorted((e for e in entries if e["problem"] == pid), key=lambda e: e["tf32"])  # stable: off first
+        parts.append(f"problem {pid}\n" + bench.format_table([{**r, "contender": r["contender"] + (" · TF32" if r["tf32"] else "")}
+                                                               for r in rows]))
+    return "\n".join(parts)
+
+
+def gemm_shares(profile) -> dict[int, float]:
+    """{problem: the GEMM's share of eager GPU time, in %} from an eager_profile record or its rows."""
+    return {e["problem"]: e["pct"] for e in _entries(profile) if e["op"] in GEMM_OPS}
+
+
+def summary_table(baselines, profile) -> str:
+    """Markdown: per problem, what was predicted before timing (the FP32 floor; the most fusing the epilogue
+    can save, its share of eager time in the profile) against what was measured (eager, the faster
+    torch.compile mode with TF32 off, and the best with TF32 on, over eager fp32)."""
+    entries, shares = _entries(baselines), gemm_shares(profile)
+    lines = ["| problem | predicted: FP32 floor | eager fp32 (% of floor) | predicted: fusing the epilogue saves at most "
+             "| measured: torch.compile saves, TF32 off | within the bound | best with TF32 on, over eager fp32 |",
+             "|---|---:|---:|---:|---:|---|---:|"]
+    for pid in dict.fromkeys(e["problem"] for e in entries):
+        eager = eager_fp32(entries, pid)
+        rows = [e for e in entries if e["problem"] == pid]
+        compiled = min((e for e in rows if not e["tf32"] and e["contender"] != "eager"), key=lambda e: e["median_ms"],
+                       default=None)
+        best_on = min((e for e in rows if e["tf32"]), key=lambda e: e["median_ms"], default=None)
+        bound = 100 - shares[pid] if pid in shares else None
+        saved = 100 * (1 - compiled["median_ms"] / eager["median_ms"]) if compiled else None
+        cells = [str(pid), f"{eager['floor_ms']:.2f} ms", f"{eager['median_ms']:.2f} ms ({eager['pct_of_floor']:.0f}%)",
+                 "–" if bound is None else f"{bound:.0f}%",
+                 "–" if saved is None else f"{saved:.0f}% (`{compiled['contender']}`)",
+                 "–" if bound is None or saved is None else ("yes" if saved <= bound else "**no**: its GEMM beat eager's"),
+                 "–" if best_on is None else f"{eager['median_ms'] / best_on['median_ms']:.2f}x (`{best_on['contender']}`)"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

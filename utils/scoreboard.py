@@ -1,0 +1,523 @@
+"""The scoreboard: the four models' speedup over eager fp32 (TF32 off) after each chapter, built from
+the best kernels so far, with torch.compile as the reference line. One GPU run measures every stage
+and records it; each chapter shows the stages up to its own from that record.
+
+    python -m utils.scoreboard                      # on a GPU: check, time and record every stage
+    python -m utils.scoreboard --reps 20 --stages 02 03 --no-record
+    scoreboard.show("03", S)                        # chapter 03's last section: plot and table, from the record
+
+Stages, all at the strict tier (fp32, TF32 off) and KernelBench's full sizes. "Eager rest" is the
+reference Model's own modules after the GEMM; y is the GEMM's output with Linear's bias:
+
+    02  rung 1, the naive GEMM (gemm_01_naive), then + Linear's bias and the eager rest
+    03  rung 7 (gemm_07_pipelined), then + Linear's bias and the eager rest
+    04  rung 7 with the bias in its epilogue (gemm_bias.linear_bias; 94: linear_two_biases, both
+        biases), then the eager rest
+    05  04's GEMM + chapter 05's fused activations (activations.cu): 94 bias_hardtanh_mish (its
+        second bias moves there), 37 swish_bias, 62 leaky_relu_x2 after eager GroupNorm; 75 has
+        no activation and stays as in 04
+    06  04's GEMM + chapter 06's fused activation + GroupNorm kernels (groupnorm.cu); 75: its
+        GroupNorm kernel (group_norm_welford), then eager min and + bias
+    07  06, with 75's tail in one kernel: group_norm_min_bias (min_bias_broadcast.cu)
+    08  rung 10's 3xTF32 linear (gemm_10_3xtf32, strict tier, bias in the epilogue) + 07's tails
+    09  the solutions' ModelNew (solutions/): the same kernels as 08 through the registered
+        workbook:: operators
+
+Each composition runs on the reference Model's own parameters, its GroupNorm γ/β and biases
+randomised first as the harness does (the defaults γ = 1, β = 0 would hide an ignored parameter).
+Before anything is timed, each is checked against the Model at its tier, on the "odd" scale (tile
+edges) and on the very input it is then timed on: a wrong composition gets no number (the run
+names it, records the rest and exits 1).
+
+Timing: utils.bench.time_ms (CUDA events, a clean L2 flush before each call, median), calls queued
+back to back; eager, torch.compile in both COMPILE_MODES (TF32 off; the faster one is the
+reference line) and every stage, problem by problem, in one run. A contender slower than SLOW_S
+per call (rung 1 takes 0.3-0.6 s at these sizes) gets fewer repetitions, at least MIN_REPS, about
+SLOW_BUDGET_S of timing; every entry records its reps. Record kind "scoreboard":
+
+    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "09", "contender", "median_ms",
+     "p20_ms", "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager"}
+
+Tested on the CPU with STAND_INS, PyTorch functions with the kernels' exported names and
+signatures (tests/test_scoreboard.py), and with the real kernels on a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable, Mapping
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from utils import precision
+from utils.check import TIERS
+from utils.problems import get_problem
+
+KIND = "scoreboard"
+PROBLEM_IDS = (94, 75, 37, 62)
+EAGER = "eager"
+# torch.compile's modes, as notebook 09 times them: "max-autotune" would also capture CUDA graphs,
+# which no other contender gets; "-no-cudagraphs" autotunes the same kernels without them.
+COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
+REFERENCES = (EAGER, *COMPILE_MODES)  # the rows every problem has besides the stages
+SLOW_S = 0.05  # seconds per call above which a contender is timed with fewer repetitions
+SLOW_BUDGET_S = 3.0  # about this much timing for a slow contender
+MIN_REPS = 5
+
+
+@dataclass(frozen=True)
+class Stage:
+    id: str  # the chapter that adds it, "02" ... "09"
+    label: str  # legend and table header
+    kernels: tuple[str, ...]  # the kernel files (kernels/<name>.cu) it calls
+    tier: str = "strict"
+
+
+STAGES: dict[str, Stage] = {s.id: s for s in (
+    Stage("02", "02 naive GEMM", ("gemm_01_naive",)),
+    Stage("03", "03 rung 7", ("gemm_07_pipelined",)),
+    Stage("04", "04 + bias epilogue", ("gemm_bias",)),
+    Stage("05", "05 + fused activations", ("gemm_bias", "activations")),
+    Stage("06", "06 + fused GroupNorm", ("gemm_bias", "groupnorm")),
+    Stage("07", "07 + 75's fused tail", ("gemm_bias", "groupnorm", "min_bias_broadcast")),
+    Stage("08", "08 rung 10 (3xTF32)", ("gemm_10_3xtf32", "groupnorm", "min_bias_broadcast")),
+    Stage("09", "09 the drop-ins", ("gemm_10_3xtf32", "groupnorm", "min_bias_broadcast")),
+)}
+# One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.
+STAGE_COLOURS = {"02": "#9e9ac8", "03": "#6baed6", "04": "#31a354", "05": "#fdae6b", "06": "#fd8d3c",
+                 "07": "#e6550d", "08": "#a63603", "09": "#7f2704"}
+COMPILE_COLOUR = "#1f77b4"
+
+
+# --------------------------------------------------------------------------- the compositions
+
+def _y(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    return F.linear(x, w, b)
+
+
+# PyTorch stand-ins for the kernels, with their exported names and signatures (a test compares them
+# with the `// @export` lines): the compositions' wiring can be checked on a CPU.
+STAND_INS: dict[str, SimpleNamespace] = {
+    "gemm_01_naive": SimpleNamespace(gemm=lambda x, w: F.linear(x, w)),
+    "gemm_07_pipelined": SimpleNamespace(gemm=lambda x, w: F.linear(x, w)),
+    "gemm_bias": SimpleNamespace(linear_bias=lambda x, w, bias: F.linear(x, w, bias),
+                                 linear_two_biases=lambda x, w, bias, extra_bias: F.linear(x, w, bias) + extra_bias),
+    "activations": SimpleNamespace(
+        bias_hardtanh_mish=lambda x, bias, min_val, max_val: F.mish(F.hardtanh(x + bias, min_val, max_val)),
+        swish_bias=lambda x, bias: torch.sigmoid(x) * x + bias,
+        leaky_relu_x2=lambda x, negative_slope: 2 * F.leaky_relu(x, negative_slope)),
+    "groupnorm": SimpleNamespace(
+        group_norm_welford=lambda x, num_groups, gamma, beta, eps: F.group_norm(x, num_groups, gamma, beta, eps),
+        bias_hardtanh_mish_group_norm=lambda x, bias, min_val, max_val, num_groups, gamma, beta, eps: F.group_norm(
+            F.mish(F.hardtanh(x + bias, min_val, max_val)), num_groups, gamma, beta, eps),
+        swish_bias_group_norm=lambda x, bias, num_groups, gamma, beta, eps: F.group_norm(
+            torch.sigmoid(x) * x + bias, num_groups, gamma, beta, eps),
+        group_norm_leaky_relu_x2=lambda x, num_groups, gamma, beta, eps, negative_slope: 2 * F.leaky_relu(
+            F.group_norm(x, num_groups, gamma, beta, eps), negative_slope)),
+    "min_bias_broadcast": SimpleNamespace(
+        group_norm_min_bias=lambda x, num_groups, gamma, beta, eps, bias: torch.min(
+            F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias),
+    "gemm_10_3xtf32": SimpleNamespace(linear=lambda x, w, bias: F.linear(x, w, bias)),
+}
+
+
+def _linear(pid: int, m: nn.Module) -> nn.Linear:
+    return {94: lambda: m.gemm, 75: lambda: m.gemm, 37: lambda: m.matmul, 62: lambda: m.fc}[pid]()
+
+
+def _group_norm(pid: int, m: nn.Module) -> nn.GroupNorm:
+    return {94: lambda: m.groupnorm, 75: lambda: m.group_norm, 37: lambda: m.group_norm, 62: lambda: m.gn}[pid]()
+
+
+def eager_tail(pid: int, m: nn.Module, y: Tensor) -> Tensor:
+    """The reference Model's forward after its Linear (y includes Linear's bias), with its own modules."""
+    if pid == 94:
+        return m.groupnorm(m.mish(m.hardtanh(y + m.bias)))
+    if pid == 75:
+        return torch.min(m.group_norm(y), dim=1, keepdim=True)[0] + m.bias
+    if pid == 37:
+        return m.group_norm(torch.sigmoid(y) * y + m.bias)
+    z = m.leaky_relu(m.gn(y))  # 62
+    return z + z
+
+
+def _activation_then_eager(pid: int, m: nn.Module, y: Tensor, act) -> Tensor:
+    """Stage 05's tail: chapter 05's fused activation where the problem has one, eager GroupNorm."""
+    if pid == 94:
+        return m.groupnorm(act.bias_hardtanh_mish(y, m.bias, m.hardtanh.min_val, m.hardtanh.max_val))
+    if pid == 37:
+        return m.group_norm(act.swish_bias(y, m.bias))
+    if pid == 62:
+        return act.leaky_relu_x2(m.gn(y), m.leaky_relu.negative_slope)
+    return eager_tail(pid, m, y)  # 75: no activation
+
+
+def _fused_tail(pid: int, m: nn.Module, y: Tensor, gn, mb=None) -> Tensor:
+    """Stages 06-08: chapter 06's fused kernels; 75 with chapter 07's (mb) when given, else GroupNorm alone."""
+    g = _group_norm(pid, m)
+    G, gamma, beta, eps = g.num_groups, g.weight, g.bias, g.eps
+    if pid == 94:
+        return gn.bias_hardtanh_mish_group_norm(y, m.bias, m.hardtanh.min_val, m.hardtanh.max_val, G, gamma, beta, eps)
+    if pid == 37:
+        return gn.swish_bias_group_norm(y, m.bias, G, gamma, beta, eps)
+    if pid == 62:
+        return gn.group_norm_leaky_relu_x2(y, G, gamma, beta, eps, m.leaky_relu.negative_slope)
+    if mb is not None:
+        return mb.group_norm_min_bias(y, G, gamma, beta, eps, m.bias)
+    return torch.min(gn.group_norm_welford(y, G, gamma, beta, eps), dim=1, keepdim=True)[0] + m.bias
+
+
+def _drop_in(pid: int, model: nn.Module, scale: str) -> nn.Module:
+    """Stage 09: the solution's ModelNew with the reference's parameters (the same tensors, not copies)."""
+    from solutions import solution
+
+    with torch.device("meta"):  # no weights drawn: they are the model's own
+        new = solution(pid).ModelNew(*get_problem(pid).init_inputs(scale))
+    new.load_state_dict(model.state_dict(), assign=True)
+    return new.eval()
+
+
+def contender(stage: str, pid: int, model: nn.Module, kernels: Mapping[str, object],
+              scale: str = "full") -> Callable[[Tensor], Tensor]:
+    """Stage `stage`'s forward of problem `pid` on `model`'s parameters, x -> output, calling the
+    kernel modules in `kernels` ({kernel file name: module}: build.load_kernels' result, or STAND_INS).
+    `scale`: the model's, for stage 09's ModelNew."""
+    if stage not in STAGES:
+        raise ValueError(f"no stage {stage!r}; the stages are {', '.join(STAGES)}")
+    m, pid = model, get_problem(pid).id
+    lin = _linear(pid, m)
+    w, b = lin.weight, lin.bias
+    k = {name: kernels[name] for name in STAGES[stage].kernels}
+    if stage in ("02", "03"):
+        gemm = k["gemm_01_naive" if stage == "02" else "gemm_07_pipelined"].gemm
+        return lambda x: eager_tail(pid, m, gemm(x, w) + b)
+    fused = k.get("gemm_bias")
+    if stage == "04":
+        if pid == 94:  # both biases in the epilogue
+            return lambda x: m.groupnorm(m.mish(m.hardtanh(fused.linear_two_biases(x, w, b, m.bias))))
+        return lambda x: eager_tail(pid, m, fused.linear_bias(x, w, b))
+    if stage == "05":
+        return lambda x: _activation_then_eager(pid, m, fused.linear_bias(x, w, b), k["activations"])
+    if stage == "06":
+        return lambda x: _fused_tail(pid, m, fused.linear_bias(x, w, b), k["groupnorm"])
+    if stage == "07":
+        return lambda x: _fused_tail(pid, m, fused.linear_bias(x, w, b), k["groupnorm"], k["min_bias_broadcast"])
+    if stage == "08":
+        linear = k["gemm_10_3xtf32"].linear
+        return lambda x: _fused_tail(pid, m, linear(x, w, b), k["groupnorm"], k["min_bias_broadcast"])
+    return _drop_in(pid, m, scale)  # 09
+
+
+# --------------------------------------------------------------------------- checking and timing
+
+def verify(out, expected: Tensor, tier: str = "strict") -> tuple[bool, str, float]:
+    """Every element of `out` against the reference's at `tier` (utils.check.TIERS), shape and dtype
+    included: (all within the tier, what was found, the largest absolute difference)."""
+    if not isinstance(out, Tensor) or out.shape != expected.shape or out.dtype != expected.dtype:
+        got = f"{tuple(out.shape)} {out.dtype}" if isinstance(out, Tensor) else type(out).__name__
+        return False, f"returned {got}, expected {tuple(expected.shape)} {expected.dtype}", float("inf")
+    t = TIERS[tier]
+    close = torch.isclose(out, expected, atol=t.atol, rtol=t.rtol, equal_nan=True)
+    err = (out - expected).abs().nan_to_num(float("inf")).max().item() if out.numel() else 0.0
+    off = int((~close).sum())
+    return off == 0, f"max abs {err:.1e} vs the reference, {off} of {out.numel()} elements off at the {tier} tier", err
+
+
+def reps_for(seconds_per_call: float, reps: int) -> tuple[int, int]:
+    """(reps, warmup) for a contender that takes `seconds_per_call`: as asked, or fewer for a slow one."""
+    if seconds_per_call <= SLOW_S:
+        return reps, 10
+    return max(MIN_REPS, min(reps, int(SLOW_BUDGET_S / seconds_per_call))), 1
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _timed_call(fn: Callable[[], Tensor], device: torch.device) -> tuple[Tensor, float]:
+    start = time.perf_counter()
+    out = fn()
+    _sync(device)
+    return out, time.perf_counter() - start
+
+
+def reference_model(pid: int, scale: str, device, seed: int = 0) -> tuple[nn.Module, Tensor]:
+    """The reference Model at `scale` under `seed`, its GroupNorm γ/β and biases randomised as the
+    harness does, in eval mode on `device`, and one input drawn like get_inputs."""
+    from utils.check import _randomise  # the harness's own rule, not a copy of it
+
+    p = get_problem(pid)
+    model = p.make_model(scale, seed=seed)
+    _randomise(model, seed)
+    (x,) = p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))
+    return model.to(device).eval(), x.to(device)
+
+
+def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kernels: Mapping[str, object] | None = None,
+            compile_modes: Mapping[str, str] = COMPILE_MODES, scale: str = "full", device: str = "cuda", seed: int = 0,
+            timer=None, progress: bool = True) -> tuple[list[dict], list[str]]:
+    """Check, then time, eager, torch.compile (each of compile_modes) and every stage on each problem,
+    TF32 off. Returns (entries of kind "scoreboard", failures): a contender that is wrong, or whose
+    kernels do not build for this GPU, is named in failures and gets no entry.
+    kernels: {name: module} (default: build.load_kernels of what the stages need, cold builds in
+    parallel); timer: utils.bench.time_ms (tests pass their own)."""
+    from utils import bench, build
+
+    device = torch.device(device)
+    timer = timer or bench.time_ms
+    start = time.perf_counter()
+
+    def say(text: str) -> None:
+        if progress:
+            print(f"[{time.perf_counter() - start:6.1f} s] {text}", flush=True)
+
+    stages = [s for s in STAGES if s in set(stages)]  # stage order, whatever order they came in
+    failures = []
+    if kernels is None:
+        wanted = list(dict.fromkeys(k for s in stages for k in STAGES[s].kernels))
+        cannot = {k for k in wanted if not build.builds_here(k)}
+        for s in [s for s in stages if cannot & set(STAGES[s].kernels)]:
+            failures.append(f"stage {s}: {', '.join(sorted(cannot & set(STAGES[s].kernels)))} not built for this GPU")
+            stages.remove(s)
+        say(f"loading {len(wanted) - len(cannot)} kernel files (cold ones built side by side)")
+        kernels = build.load_kernels([k for k in wanted if k not in cannot])
+    entries = []
+    for pid in problems:
+        model, x = reference_model(pid, scale, device, seed)
+        odd, x_odd = reference_model(pid, "odd", device, seed)
+        torch._dynamo.reset()  # each problem compiles afresh
+        with precision.ieee_fp32(), torch.no_grad():
+            expected, expected_odd = model(x), odd(x_odd)
+            runs = {EAGER: (EAGER, lambda: model(x), None)}
+            for name, mode in compile_modes.items():
+                compiled = torch.compile(model, mode=mode)
+                runs[name] = (name, lambda c=compiled: c(x), None)
+            for s in stages:
+                runs[s] = (STAGES[s].label, lambda f=contender(s, pid, model, kernels, scale): f(x),
+                           lambda s=s: contender(s, pid, odd, kernels, "odd")(x_odd))
+            timed = {}
+            for key, (label, fn, odd_fn) in runs.items():
+                tier = STAGES[key].tier if key in STAGES else "strict"
+                if odd_fn is not None:
+                    ok, detail, _ = verify(odd_fn(), expected_odd, tier)
+                    if not ok:
+                        failures.append(f"problem {pid}, {label}: wrong at the odd scale ({detail}); not timed")
+                        say(f"problem {pid}: {label}: WRONG at the odd scale, {detail}: not timed")
+                        continue
+                out, first = _timed_call(fn, device)
+                ok, detail, err = verify(out, expected, tier)
+                del out
+                if not ok:
+                    failures.append(f"problem {pid}, {label}: wrong ({detail}); not timed")
+                    say(f"problem {pid}: {label}: WRONG, {detail}: not timed")
+                    continue
+                _, again = _timed_call(fn, device)
+                n, warmup = reps_for(again, reps)
+                say(f"problem {pid}: {label}: first call {first:.2f} s, {detail}" +
+                    (f"; slow ({again:.2f} s a call): {n} reps" if n < reps else ""))
+                timed[key] = (label, fn, n, warmup, first, err)
+            for key, (label, fn, n, warmup, first, err) in timed.items():
+                t = timer(fn, reps=n, warmup=warmup)
+                say(f"problem {pid}: {label:<42} {t.median:10.3f} ms (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={n})")
+                entries.append({"problem": pid, "stage": key, "contender": label, "median_ms": t.median,
+                                "p20_ms": t.p20, "p80_ms": t.p80, "reps": n, "warmup": warmup,
+                                "first_call_s": first, "max_abs_vs_eager": err})
+        del model, odd, x, x_odd, runs, timed, expected, expected_odd
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return entries, failures
+
+
+# --------------------------------------------------------------------------- reading a record
+
+def _at(rec_or_entries) -> dict[tuple[int, str], dict]:
+    entries = rec_or_entries["entries"] if isinstance(rec_or_entries, dict) else rec_or_entries
+    return {(e["problem"], e["stage"]): e for e in entries}
+
+
+def speedups(rec_or_entries) -> dict[int, dict[str, float]]:
+    """{problem: {stage or "compile": speedup over eager fp32}}; "compile" is the faster of the
+    compile modes, and "compile_mode" (a name) says which. Problems without an eager row are left out."""
+    at = _at(rec_or_entries)
+    out: dict[int, dict] = {}
+    for pid in dict.fromkeys(p for p, _ in at):
+        eager = at.get((pid, EAGER))
+        if eager is None:
+            continue
+        row = {s: eager["median_ms"] / at[(pid, s)]["median_ms"] for s in STAGES if (pid, s) in at}
+        compiled = [at[(pid, c)] for c in COMPILE_MODES if (pid, c) in at]
+        if compiled:
+            best = min(compiled, key=lambda e: e["median_ms"])
+            row |= {"compile": eager["median_ms"] / best["median_ms"], "compile_mode": best["stage"]}
+        out[pid] = row
+    return out
+
+
+def _shown(upto: str | None) -> list[str]:
+    if upto is not None and upto not in STAGES:
+        raise ValueError(f"no stage {upto!r}; the stages are {', '.join(STAGES)}")
+    return [s for s in STAGES if upto is None or s <= upto]
+
+
+def _ordered(pids) -> list[int]:
+    return [p for p in PROBLEM_IDS if p in pids] + [p for p in pids if p not in PROBLEM_IDS]
+
+
+def _x(v: float) -> str:
+    return f"{v:.3f}x" if v < 0.1 else f"{v:.2f}x"
+
+
+def markdown(rec: dict, upto: str | None = None) -> str:
+    """Problem x stage: the speedup over eager fp32 of every stage up to `upto` (all: None), the
+    faster torch.compile mode last; the `upto` column in bold."""
+    table = speedups(rec)
+    at = _at(rec)
+    shown = _shown(upto)
+    present = [s for s in shown if any(s in row for row in table.values())]
+    head = ["problem", "eager fp32 ms", *(f"**{STAGES[s].label}**" if s == upto else STAGES[s].label for s in present),
+            "torch.compile (faster mode)"]
+    lines = [f"Speedup over eager fp32 (TF32 off) in one run; {_stamp(rec)}.", "",
+             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for pid in _ordered(list(table)):
+        row = table[pid]
+        cells = [str(pid), f"{at[(pid, EAGER)]['median_ms']:.3f}",
+                 *((f"**{_x(row[s])}**" if s == upto else _x(row[s])) if s in row else "–" for s in present),
+                 _x(row["compile"]) if "compile" in row else "–"]
+        lines.append("| " + " | ".join(cells) + " |")
+    missing = [s for s in shown if s not in present]
+    if missing:
+        lines += ["", f"Not in this record: stage {', '.join(missing)}."]
+    slow = sorted({(e["stage"], e["reps"]) for e in rec["entries"] if e.get("reps", 0) < max(
+        (x.get("reps", 0) for x in rec["entries"]), default=0)})
+    if slow:
+        lines += ["", "Timed with fewer repetitions (slow): " + ", ".join(f"{s} ({n})" for s, n in slow) + "."]
+    return "\n".join(lines)
+
+
+def _stamp(rec: dict) -> str:
+    from utils.results import short_commit
+
+    return f"recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{short_commit(rec['git_commit'])}`"
+
+
+def plot(rec: dict, stage: str, *, save=None):
+    """Per problem, a bar per stage up to `stage` (earlier ones faded, `stage` solid and outlined),
+    speedup over eager fp32 on a log axis; the faster torch.compile mode as a dashed line per problem."""
+    import matplotlib
+    from matplotlib.ticker import FuncFormatter
+
+    from utils import plots
+    from utils.results import short_commit
+
+    table = speedups(rec)
+    shown = [s for s in _shown(stage) if any(s in row for row in table.values())]
+    pids = _ordered(list(table))
+    what = f"Scoreboard after chapter {stage}: speedup over eager fp32 (TF32 off), log scale"
+    fig = plots._figure(what, rec)
+    fig.suptitle(f"{what}\n{plots.provenance(rec)} · commit {short_commit(rec['git_commit'])}")
+    values = [1.0]
+    with matplotlib.rc_context(plots.STYLE):
+        ax = fig.add_subplot()
+        width = 0.8 / max(1, len(shown))
+        for j, s in enumerate(shown):
+            xs = [i - 0.4 + width * (j + 0.5) for i, p in enumerate(pids) if s in table[p]]
+            ys = [table[p][s] for p in pids if s in table[p]]
+            values += ys
+            mine = s == stage
+            bars = ax.bar(xs, ys, width, color=STAGE_COLOURS[s], alpha=1.0 if mine else 0.35, label=STAGES[s].label,
+                          edgecolor="black" if mine else "white", linewidth=1.2 if mine else 0.5)
+            ax.bar_label(bars, labels=[_x(v) for v in ys], fontsize=7, padding=2, rotation=90,
+                         color="black" if mine else "#777777", fontweight="bold" if mine else "normal")
+        label = "torch.compile, the faster mode"
+        for i, p in enumerate(pids):
+            if "compile" in table[p]:
+                values.append(table[p]["compile"])
+                ax.hlines(table[p]["compile"], i - 0.45, i + 0.45, colors=COMPILE_COLOUR, linestyles="--", lw=1.5,
+                          label=label, zorder=3)
+                label = None  # one legend entry
+        ax.axhline(1.0, color=plots.REFERENCE, lw=1, label="eager fp32 (1x)")
+        ax.set_yscale("log")
+        ax.set_ylim(min(values) / 3, max(values) * 4)  # room for the labels above the bars
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+        ax.set_xticks(range(len(pids)), [f"problem {p}" for p in pids])
+        ax.set_ylabel("speedup over eager fp32, TF32 off (log scale)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return plots._finish(fig, save)
+
+
+def show(stage: str, session) -> None:
+    """A chapter's scoreboard, from the record of kind "scoreboard": this GPU's on a GPU, without one
+    the reading device's (utils.results.reading_device; never a mix of devices). The plot of every
+    stage up to `stage`, then the table. `session`: a utils.chapter.Session, or any object with
+    .on_gpu and .results_dir. Without a record: one line saying so and how to record one."""
+    from utils import results
+    from utils.run import skip
+
+    _shown(stage)  # an unknown stage is the caller's mistake: say so even without a record
+    rec = results.recorded(KIND, session.results_dir, on_gpu=session.on_gpu)
+    if rec is None:
+        where = "for this GPU" if session.on_gpu else "in the results"
+        skip("the scoreboard", f"no {KIND} record {where}; on a GPU, `python -m utils.scoreboard` measures and "
+                               "records every stage in one run")
+        return
+    fig, text = plot(rec, stage), markdown(rec, stage)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(fig)
+        display(Markdown(text))
+    else:
+        print(text)
+
+
+# --------------------------------------------------------------------------- command line
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m utils.scoreboard", description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=50, help="timed repetitions per contender (slow ones get fewer)")
+    ap.add_argument("--stages", nargs="+", choices=list(STAGES), default=list(STAGES), metavar="STAGE",
+                    help=f"a selection of {', '.join(STAGES)} (default: all)")
+    ap.add_argument("--problems", nargs="+", type=int, choices=PROBLEM_IDS, default=list(PROBLEM_IDS))
+    ap.add_argument("--compile-modes", nargs="*", choices=list(COMPILE_MODES), default=list(COMPILE_MODES),
+                    help="the torch.compile reference rows (default: both)")
+    ap.add_argument("--no-record", action="store_true", help="print only; record nothing")
+    ap.add_argument("--results-dir", default=None, help="results root to record under (default results/)")
+    args = ap.parse_args(argv)
+
+    from utils import chapter, env, results
+
+    if env.mode() != "gpu":
+        print("the scoreboard is measured on a GPU; nothing to measure on this machine "
+              "(chapters show the recorded one: utils.scoreboard.show).")
+        return 0
+    chapter.quiet_inductor()
+    entries, failures = measure(args.stages, args.problems, reps=args.reps,
+                                compile_modes={m: COMPILE_MODES[m] for m in args.compile_modes})
+    notes = (f"python -m utils.scoreboard --reps {args.reps}: stages {' '.join(args.stages)}; strict tier, TF32 off, "
+             f"full sizes, calls queued back to back; a contender slower than {1e3 * SLOW_S:.0f} ms a call is timed "
+             f"with fewer reps (at least {MIN_REPS}, about {SLOW_BUDGET_S:.0f} s: see each entry's reps)")
+    if failures:
+        notes += "; not timed: " + "; ".join(failures)
+    if not entries:
+        print("nothing was timed:", *failures, sep="\n  ")
+        return 1
+    meta = {"device": {"name": env.device_name()}, "date": "(this run)", "git_commit": results.git_commit()}
+    print(markdown({**meta, "entries": entries}))
+    if not args.no_record:
+        print("recorded", results.record(KIND, entries, notes=notes, results_dir=args.results_dir))
+    if failures:
+        print("FAILED (not timed):", *failures, sep="\n  ")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
