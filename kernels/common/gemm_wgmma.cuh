@@ -248,15 +248,25 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::mbar_arrive(&empty[(kt - 1) % C::STAGES]);  // ...so its stage goes back to the producer
     }
   }
-  hopper::wgmma_wait<0>();
-  hopper::fence_operands(acc);
-
   // Lane (g, t) of warp v in this consumer: rows 16v + g and 16v + g + 8 of its 64, columns
-  // 8j + 2t and 8j + 2t + 1 for each n8 block j.
+  // 8j + 2t and 8j + 2t + 1 for each n8 block j. The lane's bias values are loaded while the last
+  // wgmmas run, all at once: loaded beside each store, every store would wait for its load.
   const int lane = threadIdx.x % 32;
   const int row = m0 + c * 64 + ((threadIdx.x % 128) / 32) * 16 + lane / 4;
   const int col = n0 + 2 * (lane % 4);
   const bool vec_stores = N % 2 == 0;
+  // (At BN = 256, rung 9, which is never given a bias, the 64 registers this takes would be too
+  // many beside its 128 accumulators: it adds the bias beside each store instead.)
+  constexpr bool PRELOAD_BIAS = C::BN <= 128;
+  float2 bias_v[PRELOAD_BIAS ? C::BN / 8 : 1];
+  if constexpr (PRELOAD_BIAS) {
+#pragma unroll
+    for (int j = 0; j < C::BN / 8; ++j) {
+      bias_v[j] = tc::bias_pair(bias, col + 8 * j, N);
+    }
+  }
+  hopper::wgmma_wait<0>();
+  hopper::fence_operands(acc);
 #pragma unroll
   for (int j = 0; j < C::BN / 8; ++j) {
     const int n = col + 8 * j;
@@ -274,7 +284,14 @@ __global__ void __launch_bounds__(THREADS, 1)
         v0 = acc[4 * j + 2 * h];
         v1 = acc[4 * j + 2 * h + 1];
       }
-      tc::add_bias(bias, n, N, v0, v1);
+      if constexpr (PRELOAD_BIAS) {
+        if (bias != nullptr) {
+          v0 += bias_v[j].x;
+          v1 += bias_v[j].y;
+        }
+      } else {
+        tc::add_bias(bias, n, N, v0, v1);
+      }
       float* dst = out + static_cast<int64_t>(m) * N;
       if (vec_stores) {
         if (n < N) {  // N even and n even: n + 1 < N too

@@ -7,7 +7,7 @@
 //   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
 //   cp_async_16            a 16-byte cp.async (the 4-byte one, commit and wait are rung 7's);
 //   grouped_tile           which output tile a block computes (a raster that keeps operands in L2);
-//   add_bias               nn.Linear's bias, added to a lane's two finished outputs.
+//   add_bias / bias_pair   nn.Linear's bias, added to a lane's two finished outputs (or loaded ahead).
 //
 // Why these live here: rung 8 runs them with one product per fragment, rung 10 with three (the
 // split), and rung 9 falls back to rung 8's kernel when TMA cannot describe the inputs. One copy
@@ -127,6 +127,18 @@ __device__ __forceinline__ void add_bias(const float* __restrict__ bias, int n, 
     if (n < N) v0 += __ldg(bias + n);
     if (n + 1 < N) v1 += __ldg(bias + n + 1);
   }
+}
+
+// The same two bias values, loaded ahead: (bias[n], bias[n + 1]), 0 where there is no bias or no
+// column. An epilogue that loads all its pairs first waits for memory once instead of once per
+// store (the loads cannot move past the stores to `out` by themselves); adding 0 changes nothing.
+__device__ __forceinline__ float2 bias_pair(const float* __restrict__ bias, int n, int N) {
+  float2 b = make_float2(0.0f, 0.0f);
+  if (bias != nullptr) {
+    if (n < N) b.x = __ldg(bias + n);
+    if (n + 1 < N) b.y = __ldg(bias + n + 1);
+  }
+  return b;
 }
 
 }  // namespace tc
