@@ -31,9 +31,10 @@
 // (32768 x 4096): 1.07 GB. Eager moves 2 x that per operator: 94's three kernels 201 MB, 37's
 // three (sigmoid, *, + bias; the * reads two tensors) 3.8 GB, 62's two (LeakyReLU, x + x) 134 MB.
 // Intensity: 94 ~ 25 FLOP per 8 B (one expf and a division: 3 FLOP/B), 37 ~ 25 (3 FLOP/B),
-// 62 ~ 3 (0.4 FLOP/B); the H100's ridge is ~20 FLOP/B, so all three are memory-bound. (With
-// PyTorch's exp-log1p-tanh form of Mish, ~50 instructions per element, 94 came close to what the
-// SMs can issue per element at full bandwidth; the PREDICTION below was written for that form.)
+// 62 ~ 3 (0.4 FLOP/B): far below the ridge point of an H100 (notebook 05 computes it from the
+// recorded ceilings), so all three are memory-bound. (With PyTorch's exp-log1p-tanh form of Mish,
+// ~50 instructions per element, 94 came close to what the SMs can issue per element at full
+// bandwidth; the PREDICTION below was written for that form.)
 //
 // PREDICTION (written before measuring, H100, copy bandwidth ~3000 GB/s): swish_bias and
 // leaky_relu_x2 at 85-90% of copy bandwidth (67.1 MB in ~25 us; 1.07 GB in ~0.40 ms),
@@ -41,11 +42,11 @@
 // chain it replaces (2-3 kernels of the same memory-bound kind, plus launches).
 //
 // MEASURED: notebook 05 times each kernel against a copy of the same size and the eager chain it
-// replaces, in one run, and records it in results/<device>/fused_activations.json: the numbers
-// live there, with the device, torch version and commit they were measured at. The yardstick is
-// the same-size copy, not the 1 GiB copy bandwidth: a 33.5 MB copy is itself slower (launch and
-// ramp-up are a larger share of its few tens of microseconds), and no kernel moves the bytes
-// faster than a copy does.
+// replaces, in one run, records it in results/<device>/fused_activations.json (with the device,
+// torch version and commit) and holds the PREDICTION against it. The yardstick is the same-size
+// copy, not the 1 GiB copy bandwidth the PREDICTION assumed: at 33.5 MB a copy's stores fit in the
+// L2 and it measures faster than at 1 GiB; the kernels write the same bytes, and no kernel moves
+// them faster than a copy does. The history: experiments/memory_bound/README.md.
 
 #include "common/activations.cuh"
 #include "common/check.cuh"

@@ -1,35 +1,16 @@
 // gemm_02_coalesced.cu: out = x @ w.T in float32, x (M, K) and w (N, K) row-major as nn.Linear
 // stores them, out (M, N). Rung 2 of the SGEMM ladder (notebooks/02_naive_gemm.ipynb): rung 1's
-// loads made coalesced, still without shared memory.
+// arithmetic with coalesced loads, still without shared memory.
 //
-// The idea: both operands are K-contiguous, so a warp reads memory in 128-byte lines only if its
-// 32 lanes walk along k, not along n as in rung 1. So the 32 lanes split K: lane l takes
-// k = l, l + 32, l + 64, ..., accumulates its partial dot products in registers, and at the end
-// the warp adds the 32 partial sums with five register shuffles (warp_sum, common/reduce.cuh).
+// The idea: both operands are contiguous along K, so a warp reads whole 128-byte lines only if its
+// 32 lanes walk along k. The lanes split K (lane l takes k = l, l + 32, ...), keep partial dot
+// products in registers, and the warp adds its 32 partial sums with five register shuffles at the
+// end (warp_sum, common/reduce.cuh). A warp computes 4 outputs of one row, so each line of x it
+// loads serves 4 columns; a block's 8 warps take 8 rows and the same 4 columns of w.
 //
-// Thread -> data: a warp computes 4 outputs of one row, out[m][n0 .. n0+3]; a block's 8 warps
-// take 8 consecutive rows m0 .. m0+7 and the same 4 columns; blocks are numbered row-major over
-// (group of 8 rows, group of 4 columns). At each step a warp reads
-//   x[m][k0 + lane]          32 consecutive floats: 128 bytes = 4 sectors, every byte used;
-//   w[n0 + j][k0 + lane]     the same for each of the 4 rows j of w.
-// 5 load instructions of 4 sectors each, every byte used, where rung 1 spent 32 sectors on one.
-//
-// Arithmetic intensity: a warp's step is 5 x 128 = 640 bytes for 4 outputs x 32 k x 2 = 256 FLOP,
-// 0.4 FLOP/byte. One output per warp would need an x and a w line per 64 FLOP (0.25 FLOP/byte);
-// sharing the x line among 4 outputs gives 0.4, and no number of columns per warp gets past
-// 0.5, because each w element a warp loads serves that warp's one row only. The only other reuse
-// is across warps: the 8 warps of a block read the same 4 rows of w at about the same time, so
-// when the L1 still holds those lines only the first warp's w loads go to L2. That makes
-// 8 x-lines + 4 w-lines per 8 x 256 FLOP, 1.3 FLOP/byte at the L2. Either way every FMA still
-// needs a load of its own from the L1, 5 loads per 4 FMAs, where shared memory and registers
-// (rungs 3 and 4) will serve each loaded value to 32 and more FMAs.
-//
-// Edges: K not a multiple of 32 needs nothing special: lane l stops at its last k < K, the
-// missing terms are zero, and a load by fewer than 32 lanes is still coalesced. M: a warp whose
-// row is past M returns at once (all 32 lanes together, so warp_sum's full mask stays true for
-// the warps that remain). N not a multiple of 4: in the last group of columns, indices past
-// N - 1 are clamped to N - 1, so those warps recompute a valid column instead of reading past
-// the end of w, and store only the columns n < N.
+// Edges: a K that is not a multiple of 32 needs nothing (lanes stop at their last k < K); a warp
+// past M returns whole, so warp_sum's full mask holds; in the last group of columns an index past
+// N - 1 is clamped to N - 1 (recomputed, never stored), so no warp reads past the end of w.
 //
 // PREDICTION (written before measuring): about 10x rung 1, around 10% of cuBLAS SGEMM (5-20%).
 // The L1 can deliver about one 128-byte line per cycle, so 5 loads per 4 FMA instructions cap

@@ -2,33 +2,18 @@
 // stores them, out (M, N). Rung 3 of the SGEMM ladder (notebooks/03_tiled_gemm.ipynb): the
 // classic shared-memory tiled GEMM.
 //
-// The idea: the 32 x 32 outputs of a tile need only 32 rows of x and 32 rows of w. A block
-// computes such a tile, one output per thread, and walks along K in chunks of 32: the block
-// copies a 32 x 32 piece of x and one of w into shared memory (each element loaded from global
-// memory once), waits for all of it (__syncthreads), then every thread takes its 32 products
-// from shared memory, and the block waits again before the next chunk overwrites the tiles.
+// The idea: the 32 x 32 outputs of a tile need only 32 rows of x and 32 rows of w. A block computes
+// such a tile, one output per thread, and walks along K in chunks of 32: it copies a 32 x 32 piece
+// of x and one of w into shared memory (each element read from global memory once, coalesced),
+// waits for all of it (__syncthreads), and each thread then takes its 32 products from there:
+//     acc += xs[ty][k] * ws[tx][k]   for k = 0..31   (warp ty, lane tx)
+// Every value copied serves 32 outputs.
 //
-// Thread -> data: warp ty (0..31) of the block, lane tx (0..31). Copying, thread (ty, tx) loads
-// x[m0 + ty][k0 + tx] and w[n0 + ty][k0 + tx]: a warp reads 32 consecutive floats of one row,
-// 128 bytes = 4 sectors, fully coalesced. Computing, it owns out[m0 + ty][n0 + tx]:
-//   acc += xs[ty][k] * ws[tx][k]   for k = 0..31
-// and a warp stores 32 consecutive floats of out: coalesced too.
-//
-// Shared memory is 32 banks, each 4 bytes wide; word i lives in bank i % 32, and a warp's load
-// takes one pass if its 32 lanes hit 32 different banks (or all read the same word: a broadcast).
-// In the product loop a warp reads xs[ty][k], one word for all lanes: a broadcast. It reads
-// ws[tx][k], one word from each of 32 rows: with rows of 32 floats those words are 32 apart,
-// all in bank k % 32, a 32-way conflict that takes 32 passes. One float of padding per row (33)
-// puts word (tx, k) in bank (tx + k) % 32, 32 different banks, one pass. xs needs no padding:
-// its reads are broadcasts and its copy writes consecutive words; unpadded, its rows stay 16-byte
-// aligned, so the compiler can read xs[ty][k .. k+3] in one 128-bit load.
-//
-// Arithmetic intensity: per chunk a block loads 2 x 32 x 32 floats = 8 KB and does
-// 32 x 32 x 32 FMAs = 65536 FLOP: 8 FLOP per byte from global memory, because each loaded
-// element serves 32 outputs from shared memory. Rung 2 moved 0.4 FLOP/byte (1.3 with L1 luck):
-// 20x less global traffic, 0.125 byte per FLOP instead of 2.5. Zero-filled tile elements past M,
-// N or K make the edge tiles and the K tail exact (they add 0 * 0, or feed outputs that are
-// never stored), so there is no special case in the product loop.
+// Why ws has rows of 33 floats: in the product loop a warp reads ws[tx][k], one word from each of
+// 32 rows. With rows of 32 floats all 32 words sit in the same bank; nvcc then reads 4 consecutive k
+// with one 16-byte LDS.128, served a quarter-warp (8 lanes) at a time, and the 8 lanes of each
+// quarter queue on the same 4 banks. One float of padding puts word (tx, k) in bank (tx + k) % 32:
+// 32 different banks, one pass per k. xs needs none: its reads are broadcasts (one word per warp).
 //
 // PREDICTION (written before measuring): only about 1.5x rung 2, roughly 15% of cuBLAS SGEMM
 // (10-20%), not 20x. Global memory stops being the limit; shared memory becomes it: each FMA

@@ -2,37 +2,14 @@
 // stores them, out (M, N). Rung 4 of the SGEMM ladder (notebooks/03_tiled_gemm.ipynb): 1-D
 // register blocking, each thread computes a column of 8 outputs.
 //
-// Where rung 3 left off: one output per thread, so every FMA needs a shared-memory load of its
-// own (one of w, plus a quarter of a 16-byte load of x). A multiprocessor serves about one
-// warp-wide shared load per cycle but can issue four warp-wide FMAs, so the FMA units mostly wait:
-// global memory is no longer the limit, shared memory is.
-//
-// The idea: give each thread several outputs that share an operand, and keep their sums in
-// registers. Here a thread owns TM = 8 outputs of one column of the block's tile, rows m .. m+7
-// of column n. At each k it reads w[n][k] from shared memory once, into a register, and uses it
-// for 8 FMAs, one per row, with x[m + i][k], i = 0..7:
-//
-//     b = ws[k][n];  acc[i] += xs[k][m + i] * b   for i = 0..7
-//
-// The 8 sums acc[0..7] stay in registers for the whole K loop (indexed only by unrolled loop
-// counters, so they never spill to local memory).
-//
-// Thread -> data. The block computes a BM x BN = 64 x 64 tile of out with 512 threads: thread t
-// owns column tn = t % 64 and rows tm .. tm+7, tm = 8 * (t / 64). A warp is 32 consecutive
-// columns of the same 8 rows, so at each k its 32 w reads are 32 consecutive floats (one
-// conflict-free load), its x reads are one address for all lanes (a broadcast), and its final
-// stores to out are 32 consecutive floats of a row (coalesced).
-//
-// Shared memory layout: k-major (xs[k][m], ws[k][n]; why, and the padding, in
-// common/gemm_tile.cuh). It makes a thread's 8 x values at one k contiguous and 16-byte
-// aligned, so the compiler reads them with two 16-byte loads (LDS.128 in the SASS): per k a
-// thread issues 3 shared loads for 8 FMAs, where rung 3 issued 5 for 4.
-//
-// Arithmetic intensity, per K slice of BK = 8:
-//   global -> shared: the block loads (64 + 64) x 8 floats = 4 KB and does 64 x 64 x 8 FMAs
-//     = 65536 FLOP: 16 FLOP per byte (rung 3: 8), since every value loaded now serves 64 outputs.
-//   shared -> registers: a thread reads 9 floats (36 bytes) for 8 FMAs = 16 FLOP: 0.44 FLOP per
-//     byte (rung 3: 2 floats per FMA, 0.25), in 0.375 load instructions per FMA (rung 3: 1.25).
+// The idea: rung 3 issues a shared load for every FMA, and an SM serves about one warp-wide shared
+// load per cycle where it could issue four warp FMAs. Here a thread owns TM = 8 outputs of one
+// column, rows tm .. tm+7 of column tn of the block's 64 x 64 tile. At each k it reads w once into
+// a register and uses it for 8 FMAs:
+//     b = ws[k][tn];  acc[i] += xs[k][tm + i] * b   for i = 0..7
+// The 8 sums stay in registers for the whole K loop. The shared tiles are k-major (xs[k][m]; why,
+// and the transposing copy, in common/gemm_tile.cuh): a thread's 8 values of x at one k are
+// contiguous and 16-byte aligned, two LDS.128.
 //
 // PREDICTION (made before measuring): about 2 to 2.5x rung 3, roughly a third of cuBLAS SGEMM.
 // Shared-load instructions per FMA fall by more than 3x, but the FMAs do not take over: each

@@ -2,31 +2,13 @@
 // stores them, out (M, N). Rung 5 of the SGEMM ladder (notebooks/03_tiled_gemm.ipynb): 2-D
 // register blocking, each thread computes an 8 x 8 block of outputs as a sum of outer products.
 //
-// Where rung 4 left off: a thread reuses each w value 8 times from a register, but reads a fresh
-// x value from shared memory for every FMA (9 floats per 8 FMAs).
-//
-// The idea: block in both directions. A thread owns a TM x TN = 8 x 8 sub-tile, rows tm .. tm+7
-// and columns tn .. tn+7. At each k it copies column k of its x rows and of its w rows from
-// shared memory into registers, a[0..7] and b[0..7], and adds their outer product:
-//
+// The idea: rung 4 reuses each w value 8 times from a register but reads a fresh x value for every
+// FMA. Block in both directions: a thread owns an 8 x 8 sub-tile (rows tm .. tm+7, columns
+// tn .. tn+7 of the block's 128 x 128 tile; tm = 8 (t / 16), tn = 8 (t % 16)). At each k it copies
+// 8 values of x and 8 of w from the k-major shared tiles into registers and adds their outer product:
 //     a[i] = xs[k][tm + i];  b[j] = ws[k][tn + j];  acc[i][j] += a[i] * b[j]   (i, j = 0..7)
-//
-// 16 floats read for 64 FMAs: every value in a register serves 8 FMAs. The 64 sums live in
-// registers for the whole K loop (indexed only by unrolled loop counters, so nothing spills to
-// local memory).
-//
-// Thread -> data. The block computes a BM x BN = 128 x 128 tile of out with 256 threads, a
-// 16 x 16 grid of 8 x 8 sub-tiles: thread t has tm = 8 * (t / 16), tn = 8 * (t % 16). A warp is two
-// thread-rows of 16 thread-columns. Shared tiles are k-major, as in rung 4 (why, in
-// common/gemm_tile.cuh): a[0..7] and b[0..7] are each 8 contiguous, 16-byte-aligned floats, which
-// the compiler reads with two 16-byte loads (LDS.128 in the SASS): 4 shared-load instructions per
-// 64 FMAs.
-//
-// Arithmetic intensity, per K slice of BK = 8:
-//   global -> shared: the block loads (128 + 128) x 8 floats = 8 KB and does 128 x 128 x 8 FMAs
-//     = 262144 FLOP: 32 FLOP per byte (rung 4: 16), every value loaded serves 128 outputs.
-//   shared -> registers: a thread reads 16 floats (64 bytes) for 64 FMAs = 128 FLOP: 2 FLOP per
-//     byte (rung 4: 0.44), one 16-byte load instruction per 16 FMAs (rung 4: one per 2.7).
+// 16 floats read (four LDS.128) for 64 FMAs. The 64 sums live in registers for the whole K loop.
+// The larger tile also doubles the FLOP per byte copied from global memory (rung 4: 64 x 64).
 //
 // PREDICTION (made before measuring): about 2x rung 4, some 55-65% of cuBLAS SGEMM. FMAs now make
 // up most of the instruction stream, and a slice gives each thread 512 FMAs between barriers

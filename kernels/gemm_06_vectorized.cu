@@ -2,45 +2,28 @@
 // stores them, out (M, N). Rung 6 of the SGEMM ladder (notebooks/03_tiled_gemm.ipynb): rung 5
 // with 16-byte (float4) memory accesses and a deeper K slice.
 //
-// The idea: move the same bytes with fewer instructions. Rung 5 is built the same way; what
-// changes is how data moves:
-//   - global -> shared: each float4 load brings 4 consecutive k of one row (LDG.128): a thread
-//     issues 2 loads per operand per slice instead of 8 (for 16 k instead of 8). Possible only
-//     when K % 4 == 0 and x and w start on 16-byte boundaries, so that no float4 straddles a row
-//     end or a misaligned address. The launcher checks both at run time and otherwise runs the
-//     VEC_LOADS = false variant of the same kernel, whose scalar copy is rung 5's. The odd
-//     shapes of the tests (37 x 129 x 65: K % 4 != 0 and N % 4 != 0) exercise this fallback
-//     and the scalar stores below, as does an x that is a view starting one float into its
-//     buffer.
-//   - shared -> registers: a[0..7] and b[0..7] are read as two float4 each. The compiler already
-//     did this in rung 5 because the k-major layout made the runs contiguous and aligned; here
-//     the code says so, and the tiles are declared 16-byte aligned, so it no longer depends on
-//     the optimiser.
-//   - registers -> out: each row of the 8 x 8 sub-tile is stored as two float4 (STG.128) when
-//     N % 4 == 0 (then every float4 starts a multiple of 4 columns into a row and ends inside
-//     it), else as scalars.
-//   - BK = 16 instead of 8: half as many slices, so half the barriers and loop overhead per FMA,
-//     and each thread has 4 loads in flight per trip to global memory instead of 2.
-//
-// Thread -> data: as in rung 5, thread t owns rows tm .. tm+7 and columns tn .. tn+7 of the
-// 128 x 128 block tile, tm = 8 * (t / 16), tn = 8 * (t % 16).
-//
-// Arithmetic intensity: as in rung 5, since the tiles did not change: 32 FLOP per byte from
-// global memory, 2 FLOP per byte from shared memory. What falls is instructions per FLOP: per
-// 16 k a thread now issues 4 global loads (rung 5: 16) and 64 16-byte shared loads for 1024 FMAs.
+// The idea: move the same bytes with fewer instructions. The tile and the outer products are rung
+// 5's; what changes is how data moves:
+//   - global -> shared: each float4 load brings 4 consecutive k of one row (LDG.128), a quarter of
+//     rung 5's load instructions. It needs K % 4 == 0 and x and w on 16-byte boundaries; the
+//     launcher checks both at run time and otherwise runs the VEC_LOADS = false variant, whose
+//     copy is rung 5's.
+//   - shared -> registers: a[0..7] and b[0..7] as two float4 each (the tiles are declared 16-byte
+//     aligned, so this no longer depends on the optimiser).
+//   - registers -> out: two float4 stores per row of the 8 x 8 sub-tile when N % 4 == 0, else
+//     scalars.
+//   - BK = 16 instead of 8: half as many slices, so half the barriers and loop overhead per FMA.
 //
 // PREDICTION (made before measuring): a small gain, 5-15% over rung 5, some 65-75% of cuBLAS
 // SGEMM, and most of it from BK = 16 (fewer barriers) rather than from the float4 instructions:
 // at 32 FLOP per byte, rung 5 asks L2 for a fraction of its bandwidth, and its shared reads were
-// already 16 bytes wide. (Set BK = 8 to separate the two effects.) What is left for later rungs:
-//   - each slice is copied, then computed, then the next copied: the wait for global memory is
-//     covered only by the other block on the SM. Double buffering loads slice s + 1 while
-//     computing slice s.
-//   - a smaller cost: a 16-byte shared read is served per half-warp, and in each read of w the 16
-//     lanes of a half-warp read chunks 32 bytes apart, so lanes t, t + 4, t + 8 and t + 12 hit the
-//     same 4 banks at different addresses: 4 shared-memory passes where 2 would carry the 256
-//     bytes. A layout in which those 16 lanes read 16 consecutive chunks (warp-level tiling)
-//     removes the conflict.
+// already 16 bytes wide. (Set BK = 8 to separate the two effects.)
+//
+// What is left for rung 7: each slice is copied, then computed, then the next one copied, so the
+// wait for global memory is covered only by the SM's other block. And the reads of ws conflict: a
+// 16-byte shared load is served a quarter-warp (8 lanes, 128 bytes) at a time, and the 8 lanes of a
+// quarter read float4 32 bytes apart (tn = 8 (t % 16)), so lanes t and t + 4 hit the same 4 banks
+// at different addresses: 2 passes per quarter where 1 would do.
 
 #include <cstdint>
 

@@ -53,24 +53,12 @@
 // kernels but moves 1.5x the bytes, in two kernels, with poorly occupied blocks). sumsq runs at
 // the same speed as Welford: both are memory-bound; the difference is accuracy, not time.
 //
-// MEASURED (H100 80GB HBM3, torch 2.11; the run of record is notebook 06's, in
-// results/<device>/groupnorm_fusion.json). First, with one float4 per lane and the benchmark's
-// old zeroing L2 flush: 37's fused kernel 90% of a same-size copy, 94's 80%, 62's 92%. Since
-// then (common/groupnorm.cuh, utils/bench.py): two float4s per lane, one run per trip, gamma
-// and beta loaded with x where there is no pre-operation bias, and an L2 flush that leaves no
-// dirty lines for the timed kernel to write back. The clean flush makes the 33.5 MB copy 28%
-// faster (21.5 us, 3100 GB/s) and every ratio against it honest. F.group_norm is far slower than
-// predicted (196-354 us for 67 MB: its one block per 16-32-float group is the bottleneck, not
-// bytes), so every fused kernel beats it several times over.
-// 94 was the hard one: 31.0 us, 69% of the clean copy. Its Mish is the difference from plain
-// GroupNorm (24.7 us). 94 first measured 1516 GB/s with PyTorch's exp-log1p-tanh Mish,
-// issue-bound (~130 instructions per element); the one-exp form of common/activations.cuh cut
-// that to ~60 (Nsight Compute: 16.3 M warp instructions for 8.4 M elements, 66% of issue slots
-// busy, DRAM 43% busy). Two more steps, each measured (results/<device>/logs/exploration/
-// 6_fused_94.log): one run per trip instead of two, 36 registers instead of 64 and 6 blocks per
-// SM instead of 4: 28.2 us; and mish_fast_f (__expf, __fdividef: ~8 instructions for Mish
-// instead of ~30), which the GroupNorm's 1e-4 tolerance allows and notebook 05's standalone
-// Mish does not: 26.0 us, 83% of the copy.
+// MEASURED: notebook 06 records the run of record in results/<device>/groupnorm_fusion.json and
+// holds the PREDICTION against it. Against the same-size copy the plain and fused kernels came out
+// at or above the predicted range, 94 lowest. The speedups over eager came out far above it: the
+// prediction counted bytes, and F.group_norm's block per (sample, group) runs far below a copy's
+// speed, so eager's time is not its bytes'. How 94 went from issue-bound to near a copy's speed
+// (the one-exp Mish, one run per trip, mish_fast_f below): experiments/memory_bound/README.md.
 
 #include "common/activations.cuh"
 #include "common/check.cuh"

@@ -42,59 +42,24 @@
 // 80-90% of the bandwidth of a read (33.5 MB in ~13 us); min_bias_broadcast near write
 // bandwidth, 33.5 MB in ~12 us (a pure store stream; floor ~11 us); the whole tail in ~25-30 us,
 // 3-4x faster than eager's GroupNorm + min + add. Later, for the broadcast launched as a
-// programmatic dependent of the row minimum (written from exploration run 7, before notebook
-// 07's run): 4-7% faster than the two kernels launched one after the other.
+// programmatic dependent of the row minimum (written after the runs of
+// experiments/memory_bound/README.md, before notebook 07's): 4-7% faster than the two kernels
+// launched one after the other.
 //
-// MEASURED (H100 80GB HBM3; notebook 07 records the run of record). The first version, one
-// float4 per lane in teams of 4, took 26.9 us: far from the predicted 13. The header then blamed
-// instruction issue; the exploration runs that followed (results/<device>/logs/exploration/,
-// scripts included) say otherwise. Three findings:
-//   1. The benchmark's L2 flush was part of it. Zeroing a buffer twice the L2 (the common
-//      idiom) leaves the L2 full of dirty lines, and their write-back lands on the timed kernel:
-//      a pure 33.5 MB read took 19.2 us after it, 14.2 us after a flush that reads instead.
-//      utils/bench.py now flushes by reading (a "clean" L2); every number below is clean.
-//   2. A read of 33.5 MB is slower than its bandwidth suggests: the fastest pure read we wrote
-//      (one float4 per thread, nothing else) takes 14.2-14.9 us, 2260-2360 GB/s, while a copy of
-//      the same tensor, reading and writing, takes 21.5 us: 3100 GB/s of traffic. At this size a
-//      kernel that only reads cannot reach 80% of the copy's bandwidth; about 75% is the
-//      ceiling. torch's own x.amax(), another pure read, takes 20 us. (At 1 GiB a pure read
-//      runs at the copy's bandwidth, 103% of it: the shortfall is the small size's. Exploration
-//      7j; bulk async copies read 33.5 MB no faster, 15.5-16.6 us.)
-//   3. What remained was latency: each trip of a warp waits for x from DRAM, then for gamma and
-//      beta from L2. Two float4s per lane instead of one (GROUPNORM_TEAM_VECS) took the kernel
-//      from 22.0 to 19.6 us; loading gamma and beta together with x (GROUPNORM_PREFETCH) from
-//      19.6 to 17.2 us. Four float4s per lane, 4 runs per trip, or 128-, 512- and 1024-thread
-//      blocks were no faster (18.6-23.9 us).
-// Then: group_norm_row_min 17.2 us (1953 GB/s of reads: 85% of the pure read, 63% of the copy's
-// bandwidth, which no read-only kernel reaches at this size); min_bias_broadcast 12.9 us, 93% of
-// torch's fill_ of the same bytes (12.0 us); the tail, the two launched one after the other,
-// 29.0 us. With the dependent launch below, the tail takes 26.9-27.6 us.
+// MEASURED: notebook 07 records the run of record in results/<device>/broadcast_min.json and holds
+// the PREDICTION against it. Two things to read it by. The row minimum only reads, and at 33.5 MB
+// no kernel that only reads reaches 80% of a same-size copy's bandwidth (read_probe.cu says why):
+// its yardstick is the pure read, which the PREDICTION names. And the tail reads all of x before it
+// writes the first output value (the broadcast needs every minimum), where a copy overlaps its
+// reads with its writes.
 //
-// The tail: overlapping the read with the write (exploration run 7, logs/exploration/7_*). The
-// two kernels take 28.7-29.3 us, a copy of the same tensor 21.2-21.8: a copy overlaps its reads
-// with its writes, the tail reads everything, then writes everything. Four attempts to overlap
-// them, each checked element by element against the two kernels:
-//   1. One persistent kernel taking work items from an atomic counter: rows (GroupNorm + min of
-//      a row) and writes (a strip of 128 rows x 64 channels, once its rows are done), rows and
-//      writes interleaved, rows first, or a write whenever one is ready: 33-60 us (and 330-1050
-//      us for a first "write when ready" claimed by compare-and-swap: 500 blocks contending for
-//      one counter queued behind each other). The kernel needs 87 registers (both paths' worth)
-//      or spills at 64, so it holds at most as many blocks as the row minimum, often half; and
-//      per-item timestamps showed blocks waiting for a strip holding the slots readers need.
-//   2. The rows streamed into shared memory with bulk async copies (cp.async.bulk): the row
-//      minimum alone took 24-30 us against 17. Not profiled further: with 1-2 blocks of 8 warps
-//      per SM, normalising from shared memory (gamma and beta from L2) is the likely limit.
-//   3. The broadcast as a second kernel that starts while the row minimum runs and writes each
-//      strip of 128 rows as soon as the row minimum announces it (a counter per strip): 32-49 us.
-//      The write pattern is not the cost (the same strips with no waiting: 12.6-13.5 us, as fast
-//      as this file's broadcast); the announcing is: the row minimum with a fence and an atomic
-//      per row took 18.3-19.9 us instead of 16.7, and the broadcast, with one acquire per block,
-//      18.9-31 us instead of 13: 31 with the bias loaded after the acquire, 19 with it staged in
-//      shared memory before, as if the acquire had emptied the SM's L1.
-//   4. The broadcast launched as a programmatic dependent of the row minimum
-//      (common/dependent_launch.cuh): it waits for the whole row minimum, as before, but its
-//      launch overlaps the row minimum's last blocks: 26.9-27.6 us against 28.7-29.2, every time.
-// group_norm_min_bias uses 4.
+// The tail: overlapping the read with the write was tried four ways, each checked element by
+// element: one persistent kernel handing out row and write items, the rows streamed through shared
+// memory by bulk async copies, a broadcast writing each strip as the row minimum announces it, and
+// the broadcast launched as a programmatic dependent of the row minimum
+// (common/dependent_launch.cuh). Only the last was faster than two plain launches, and
+// group_norm_min_bias uses it: it removes the launch gap, not the wait for every minimum. The runs
+// and why each lost: experiments/memory_bound/README.md.
 
 #include "common/check.cuh"
 #include "common/dependent_launch.cuh"
@@ -105,8 +70,8 @@
 // ---- GroupNorm + row minimum ---------------------------------------------------------------
 
 // Runs per trip of the row minimum. It only reads, so registers are not what limits it: two
-// runs (32 KB of a row in flight per block, the row in two trips) measured 17.2 us, where the
-// GroupNorms' one run per trip would add trips of pure latency.
+// runs (32 KB of a row in flight per block, the row in two trips) measured faster than one, which
+// adds trips of pure latency (experiments/memory_bound/README.md).
 constexpr int kRowMinUnroll = 2;
 
 template <int L, int V, class Stats>
@@ -300,6 +265,6 @@ torch::Tensor group_norm_min_bias(torch::Tensor x, int64_t num_groups, torch::Te
   check_broadcast_bias(x, bias);
   const c10::cuda::CUDAGuard guard(x.device());
   // The broadcast is launched while the row minimum's last blocks run (programmatic dependent
-  // launch): that removes the gap between the two kernels, 1.3-2.1 us of the tail's ~29.
+  // launch): that removes the gap between the two kernels (notebook 07 measures what it saves).
   return broadcast_add(row_min_of_group_norm(x, num_groups, gamma, beta, eps), bias, /*dependent=*/true);
 }

@@ -8,15 +8,14 @@
 //                   of each block of 1024 floats (NaN if the block holds one, like torch.min);
 //                   read_probe(x).min() is x.min().
 //
-// Why not a copy: a store retires into the L2 without waiting for DRAM, while a load waits a DRAM
-// round trip, so a kernel that only reads needs more bytes in flight than one that writes, and
-// a copy, which overlaps its reads with its writes, gets more bytes through per second than a
-// read alone. On an H100 (clean L2), 33.5 MB: a copy takes about 21.5 us (3100 GB/s of reads
-// plus writes), torch's fill_ about 12 us, and this probe about 14.5 us (2300 GB/s, ~74% of the
-// copy's bandwidth). It is the fastest of the pure reads tried: 1 to 16 float4s per thread took
-// 14.2 to 15.4 us (results/<device>/logs/exploration/3_ceilings_broadcast_rowmin.log), bulk async
-// copies into shared memory 15.5 to 16.6 (7j). The shortfall is the small size's: at 1 GiB this
-// probe reads at 3132 GB/s, 103% of the copy's 3026 (7j).
+// Why not a copy: a store retires into the L2 without waiting for DRAM, and at 33.5 MB a copy's
+// stores fit in an H100's L2, which can write them back after the copy has ended; a load is not
+// done until DRAM answers. So at this size a copy counts bytes faster than any read moves them,
+// and this probe reaches well under 80% of a same-size copy's bandwidth (notebook 07 measures
+// both in one run). At 1 GiB, where the L2 holds a small part of the stores, a pure read keeps
+// pace with a copy: the shortfall is the small size's. Of the pure reads tried (1 to 16 float4s
+// per thread, bulk async copies into shared memory) this, the simplest, was the fastest
+// (experiments/memory_bound/README.md).
 #include "common/check.cuh"
 #include "common/elementwise.cuh"
 #include "common/reduce.cuh"

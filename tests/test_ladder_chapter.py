@@ -1,13 +1,19 @@
-"""utils.ladder_chapter, the helpers of notebooks 02 and 03, without a GPU: reading the numbers in a
-rung's PREDICTION, the computed sentence comparing a measurement with it, quoting header sections,
-and the no-GPU path of rung_result. Measuring itself is covered by tests/test_gemm_ladder.py."""
+"""utils.ladder_chapter, the helpers of notebooks 02 and 03, without a GPU: the numbers in a rung's
+PREDICTION and the table that sets them against a measurement, the address arithmetic (sectors,
+lines, shared-memory passes at the load width), the tile constants, the diagrams, the ladder's
+checks and tuning table, the no-GPU paths of the measuring helpers and the exercise cells.
+Measuring itself is covered by tests/test_gemm_ladder.py; the exercise verdicts on the notebooks'
+starting points by tests/test_exercise_checkers.py and tests/test_gemm_exercises.py."""
+from types import SimpleNamespace
 
 import pytest
+from matplotlib.figure import Figure
 
 from utils import ladder, ladder_chapter as lc
 from utils.run import SKIP_MARKER
 
-RECORD = {"device": {"name": "NVIDIA H100"}, "date": "2024-05-01T12:00:00+00:00", "git_commit": "abc1234"}
+RECORD = {"device": {"name": "NVIDIA H100"}, "date": "2024-05-01T12:00:00+00:00", "git_commit": "abc1234",
+          "torch": "2.5.0"}
 
 
 @pytest.fixture
@@ -19,6 +25,27 @@ def prediction(monkeypatch):
                         next((text for start, text in sections.items() if start.startswith(label)), None))
     return sections
 
+
+class FakeSession:
+    """What LadderChapter reads from utils.chapter.Session, without a GPU; records from a dict."""
+
+    def __init__(self, records=None, mode="reference-only", scale="small"):
+        self.records, self.mode, self.scale, self.reps, self.results_dir = records or {}, mode, scale, 3, "nowhere"
+
+    on_gpu = property(lambda self: self.mode == "gpu")
+    can_compile = property(lambda self: self.mode != "reference-only")
+
+    def recorded(self, kind):
+        return self.records.get(kind)
+
+
+def rows(**ms):
+    """Ladder rows with these median times (and pct_of_cublas, as ladder.measure writes it)."""
+    cublas = ms.get(ladder.REFERENCE, 1.0)
+    return [{"contender": name, "median_ms": t, "tflops": 1.0, "pct_of_cublas": 100 * cublas / t} for name, t in ms.items()]
+
+
+# --------------------------------------------------------------------------- kernel text
 
 def test_global_kernels_finds_every_kernel_launch_bounds_included():
     source = ("__global__ void a(float* x) {}\n__device__ void helper() {}\n"
@@ -64,31 +91,6 @@ def test_rung_name_is_the_inverse_of_rung_number():
     assert lc.rung_name(99) is None
 
 
-def rows(**ms):
-    return [{"contender": name, "median_ms": t, "tflops": 1.0} for name, t in ms.items()]
-
-
-def test_the_sentence_compares_with_the_predicted_range(prediction):
-    prediction["PREDICTION"] = "55-65% of cuBLAS, about 2x rung 3"
-    earlier = lc.rung_name(3)
-    text = lc.prediction_sentence("gemm_04_blocktile_1d", rows(**{ladder.REFERENCE: 1.0, "gemm_04_blocktile_1d": 2.0,
-                                                                     earlier: 3.0}), "Measured on X")
-    assert text.startswith("Measured on X: `gemm_04_blocktile_1d` takes **2.00 ms**")
-    assert "**50.0% of cuBLAS**" in text and "**below** that range" in text
-    assert "predicted about 2x rung 3; measured **1.50x** (measured / predicted = 0.75)" in text
-    assert "TUNED" not in text
-
-
-def test_the_sentence_says_when_there_is_nothing_to_compare(prediction):
-    prediction["TUNED AFTERWARDS"] = "retuned"
-    text = lc.prediction_sentence("r", rows(**{ladder.REFERENCE: 1.0, "r": 1.0}), "S")
-    assert "gives no range in % of cuBLAS" in text and "TUNED AFTERWARDS" in text and "It predicted" not in text
-
-
-def test_provenance_names_device_date_and_commit():
-    assert lc.provenance(RECORD) == "Recorded on NVIDIA H100 (2024-05-01, commit `abc1234`)"
-
-
 def test_quote_shows_the_sections_and_names_a_missing_one(monkeypatch):
     shown = []
     monkeypatch.setattr(lc, "display", lambda obj: shown.append(obj.data))
@@ -98,19 +100,250 @@ def test_quote_shows_the_sections_and_names_a_missing_one(monkeypatch):
     assert "no paragraph starting “No such paragraph”" in shown[0]
 
 
-def test_rung_result_without_a_gpu_or_a_record_says_so(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(lc.env, "device_slug", lambda: "cpu")  # results.load: the latest record of any device
-    chapter = lc.LadderChapter((8, 8, 8), 3, tmp_path, on_gpu=False)
-    assert chapter.recorded_ladder() is None
+def test_show_excerpt_shows_the_lines_between_two_markers(monkeypatch):
+    shown = []
+    monkeypatch.setattr(lc, "display", lambda obj: shown.append(obj.data))
+    text = lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_kernel", "for (int slice = 0", "const Stage& s =")
+    lines = text.splitlines()
+    assert "for (int slice = 0" in lines[0] and "const Stage& s =" in lines[-1]
+    assert "cp_async_wait<STAGES - 2>()" in text and "__syncthreads()" in text and "issue(slice + STAGES - 1)" in text
+    assert "kernels/common/gemm_pipelined.cuh" in shown[0] and "```cuda" in shown[0]
+    with pytest.raises(ValueError, match="no line"):
+        lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_kernel", "no such text", "issue(")
+
+
+def test_provenance_names_device_date_and_commit():
+    assert lc.provenance(RECORD) == "Recorded on NVIDIA H100 (2024-05-01, commit `abc1234`)"
+
+
+# --------------------------------------------------------------------------- predicted against measured
+
+def test_prediction_rows_compare_ranges_and_factors(prediction):
+    prediction["PREDICTION"] = "55-65% of cuBLAS, about 2x rung 3"
+    earlier = lc.rung_name(3)
+    (row,) = lc.prediction_rows(["gemm_04_blocktile_1d", "not measured"],
+                                rows(**{ladder.REFERENCE: 1.0, "gemm_04_blocktile_1d": 2.0, earlier: 3.0}))
+    assert row["pct"] == pytest.approx(50.0) and row["pct_verdict"] == "below"
+    assert row["factor"] == pytest.approx(1.5) and row["factor_verdict"] == "below"  # 0.75 of "about 2x"
+    assert not row["tuned"]
+
+
+@pytest.mark.parametrize("value, lo, hi, verdict", [
+    (1.9, 2, 2, "about right"), (2.4, 2, 2, "about right"), (2.5, 2, 2, "above"), (1.5, 2, 2, "below"),
+    (60, 55, 65, "inside"), (65.2, 55, 65, "above"), (50, 55, 65, "below"),
+])
+def test_verdicts(value, lo, hi, verdict):
+    assert lc._verdict(value, lo, hi) == verdict
+
+
+def test_the_table_lists_every_rung_and_explains_each_miss(prediction):
+    prediction["PREDICTION"] = "about 10x rung 1, 5-20% of cuBLAS"
+    table = lc.prediction_table(["gemm_01_naive", "gemm_02_coalesced"],
+                                rows(**{ladder.REFERENCE: 1.0, "gemm_01_naive": 100.0, "gemm_02_coalesced": 8.0}),
+                                "Measured on X")
+    assert table.startswith("Measured on X.") and "| `gemm_02_coalesced` | 5–20% | 12.5% | about 10x rung 1 | 12.50x |" in table
+    # rung 1 at 1%: below its (here shared) 5-20%; no explanation known: the table says so
+    assert "`gemm_01_naive`, % of cuBLAS below the prediction: not explained" in table
+    assert "`gemm_02_coalesced`, factor over rung 1 above the prediction: the prediction discounted" in table
+
+
+def test_a_tuned_rung_says_so(prediction):
+    prediction["PREDICTION"] = "75-85% of cuBLAS"
+    prediction["TUNED AFTERWARDS"] = "retuned"
+    table = lc.prediction_table(["r"], rows(**{ladder.REFERENCE: 1.0, "r": 1.1}), "S")
+    assert "above (tuned after)" in table and "the one tuned afterwards" in table
+
+
+def test_a_table_without_misses_has_no_miss_list(prediction):
+    prediction["PREDICTION"] = "no numbers at all"
+    table = lc.prediction_table(["r"], rows(**{ladder.REFERENCE: 1.0, "r": 2.0}), "S")
+    assert "nothing to compare" in table and "missed" not in table
+
+
+# --------------------------------------------------------------------------- the address arithmetic
+
+def test_warp_step_counts_sectors_and_lines(capsys):
+    K = 8192
+    rung1 = lc.warp_step({"x": [4 * 3 * K] * 32, "w": [4 * (64 + lane) * K for lane in range(32)]}, fmas=32)
+    assert (rung1["sectors"], rung1["lines"], rung1["moved"], rung1["used"], rung1["fmas"]) == (33, 33, 1056, 132, 32)
+    rung2 = lc.warp_step({f"row {j}": [4 * (j * K + lane) for lane in range(32)] for j in range(5)}, fmas=128)
+    assert (rung2["sectors"], rung2["lines"], rung2["moved"], rung2["used"]) == (20, 5, 640, 640)
+    assert "0.40 FLOP per byte moved; 0.039 lines per FMA" in capsys.readouterr().out
+
+
+def test_warp_panel_marks_whole_sectors_as_fetched():
+    panel = lc.warp_panel("t", [("x", 0), ("w", 9)], cols=16)
+    assert panel["row_labels"] == ["x", "w"] and panel["used"] == {(0, 0), (1, 9)}
+    assert panel["fetched"] == {(0, i) for i in range(8)} | {(1, i) for i in range(8, 16)}
+
+
+def test_l1_model_compares_the_rate_with_the_line_cap():
+    props = SimpleNamespace(major=9, minor=0, multi_processor_count=100, clock_rate=1_000_000)  # 1 GHz
+    # 2 FMAs per SM per cycle: 0.4 TFLOP/s over 100 SMs at 1 GHz
+    text = lc.l1_model("r", {"fmas": 32, "lines": 16}, {"tflops": 0.4}, props)
+    assert "**2.00 FMAs per SM per cycle**" in text and "caps it at **2.00**" in text and "accounts for the time" in text
+    assert "does not explain" in lc.l1_model("r", {"fmas": 32, "lines": 4}, {"tflops": 0.4}, props)
+    assert "does not report the GPU's clock" in lc.l1_model("r", {}, {}, SimpleNamespace(clock_rate=0))
+    assert lc.fma_lanes(SimpleNamespace(major=8, minor=0)) == 64 and lc.fma_lanes(props) == 128
+
+
+def test_load_passes_serve_wide_loads_a_quarter_or_half_warp_at_a_time():
+    same_bank = [32 * lane for lane in range(32)]
+    assert lc.load_passes(same_bank, 1) == [32]  # 4-byte loads: the whole warp at once
+    assert lc.load_passes(same_bank, 2) == [16, 16]  # LDS.64: two half-warps of 16 lanes
+    assert lc.load_passes(same_bank, 4) == [8, 8, 8, 8]  # LDS.128: four quarter-warps of 8 lanes
+    assert lc.load_passes([7] * 32, 4) == [1, 1, 1, 1]  # a broadcast
+    # rung 6's reads of ws (float4 32 bytes apart) against rung 7's (consecutive float4)
+    assert lc.load_passes([8 * (t % 16) for t in range(32)], 4) == [2, 2, 2, 2]
+    assert lc.load_passes([4 * (lane % 8) for lane in range(32)], 4) == [1, 1, 1, 1]
+
+
+def test_the_padding_model_is_the_load_width_the_sass_shows():
+    """nvcc's loads of ws[tx][kk..] in rows of 32-40 floats (the SASS on sm_90): LDS.128 for rows of 4k
+    floats, LDS.64 for 2k, LDS otherwise. Measured on an H100 (rung 3 with each row length): 36 as fast
+    as 33, 40 slower, 32 several times slower: what one pass per kk for 33-39 and more for 32 and 40 say."""
+    assert [lc.ws_load_floats(row) for row in range(32, 41)] == [4, 1, 2, 1, 4, 1, 2, 1, 4]
+    assert [lc.ws_passes(row) for row in range(32, 41)] == [8, 1, 1, 1, 1, 1, 1, 1, 2]
+    assert lc.ws_passes(36, load_floats=1) == 4  # what a 4-byte model would have said
+
+
+def test_bank_table_prints_width_passes_and_fewest(capsys):
+    lc.bank_table({"a": ([32 * t for t in range(32)], 4), "b": (list(range(32)), 1)})
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split()[-3:] == ["16", "32", "4"] and out[2].split()[-3:] == ["4", "1", "1"]
+
+
+def test_tile_facts_read_each_rung_from_its_constants():
+    assert lc.tile_facts("gemm_03_smem_tiled") == {"tile": "32 x 32", "BK": 32, "threads": 1024, "per thread": 1,
+                                                   "FLOP/B global": 8.0, "floats/FMA shared": 2.0, "stages": 1}
+    r5 = lc.tile_facts("gemm_05_blocktile_2d")
+    assert (r5["tile"], r5["BK"], r5["per thread"], r5["FLOP/B global"], r5["floats/FMA shared"]) == (
+        "128 x 128", 8, 64, 32.0, 0.25)
+    assert lc.tile_facts("gemm_07_pipelined")["stages"] == ladder.defaults()[1]
+    assert lc.kernel_constants("gemm_04_blocktile_1d")["GEMM_SMEM_PAD"] == 4
+
+
+# --------------------------------------------------------------------------- diagrams
+
+@pytest.mark.parametrize("draw, axes", [
+    (lc.draw_mapping, 6), (lc.draw_block_tile, 3), (lc.draw_kmajor_copy, 2), (lc.draw_warp_tile, 2),
+    (lc.draw_pipeline, 2),
+])
+def test_each_diagram_is_a_titled_figure(draw, axes):
+    fig = draw()
+    assert isinstance(fig, Figure) and len(fig.axes) == axes
+    assert "a diagram, not a measurement" in fig._suptitle.get_text()
+
+
+def test_the_bank_diagram_titles_each_case_with_its_passes():
+    fig = lc.draw_bank_phases({f"rows of {r}": ([tx * r for tx in range(32)], lc.ws_load_floats(r)) for r in (32, 33, 40)})
+    titles = [ax.get_title(loc="left") for ax in fig.axes]
+    assert titles == ["rows of 32: LDS.128, lanes 0-7: 8 passes", "rows of 33: LDS, lanes 0-31: 1 pass",
+                      "rows of 40: LDS.128, lanes 0-7: 2 passes"]
+
+
+# --------------------------------------------------------------------------- the ladder
+
+LADDER = {**RECORD, "entries": rows(**{"gemm_01_naive": 100.0, "gemm_02_coalesced": 10.0, ladder.REFERENCE: 1.0})}
+
+
+def test_ladder_checks_say_whether_each_rung_is_faster_and_the_target_met():
+    text = lc.ladder_checks(LADDER["entries"], "Measured on NVIDIA H100")
+    assert "**Every rung is faster than the one before it**: 02/01 = 10.00x" in text
+    assert "`gemm_02_coalesced`, **10.0% of cuBLAS**" in text and "**not met**" in text and "not on an H100" not in text
+    slower = lc.ladder_checks(rows(**{"gemm_01_naive": 1.0, "gemm_02_coalesced": 1.2, ladder.REFERENCE: 1.0}), "On X")
+    assert "Not every rung" in slower and "`gemm_02_coalesced` contradict" in slower
+    assert "**met**" in slower and "not on an H100" in slower
+
+
+def test_tuning_table_marks_the_best_and_the_committed_pair():
+    entries = [{"contender": "a", "median_ms": 2.0, "bk": 16, "stages": 2},
+               {"contender": "b", "median_ms": 1.25, "bk": 32, "stages": 2},
+               {"contender": "c", "median_ms": 1.6, "bk": 32, "stages": 3},
+               {"contender": ladder.REFERENCE, "median_ms": 1.0}]
+    text = lc.tuning_table({**RECORD, "entries": entries}, (32, 2))
+    assert "| 32 | **80.0% (committed)** | 62.5% |" in text and "| 16 | 50.0% | – |" in text
+    assert "the committed defaults are that pair" in text
+    assert "are not: re-tune" in lc.tuning_table({**RECORD, "entries": entries}, (16, 2))
+    assert "No sweep recorded yet" in lc.tuning_table(None, (32, 2))
+
+
+# --------------------------------------------------------------------------- the chapter without a GPU
+
+def test_the_chapter_without_a_gpu_or_a_record_says_so(capsys, monkeypatch):
+    shown = []
+    monkeypatch.setattr(lc, "display", shown.append)
+    chapter = lc.LadderChapter(FakeSession())
+    assert chapter.shape == lc.SHAPES["small"] and chapter.recorded_ladder() is None and chapter.rows() == (None, None)
     chapter.rung_result("gemm_01_naive", ["gemm_01_naive"])
+    chapter.per_cycle("gemm_01_naive", {})
+    chapter.two_rungs("gemm_01_naive", "gemm_02_coalesced", {}, {})
+    chapter.prediction_table(["gemm_01_naive"])
+    assert chapter.build(["gemm_01_naive"]) == {}
     out = capsys.readouterr().out
-    assert f"{SKIP_MARKER} measuring gemm_01_naive (no GPU)" in out
-    assert "no recorded ladder has gemm_01_naive yet" in out
-    assert chapter.measured == {}
+    for line in (f"{SKIP_MARKER} measuring gemm_01_naive (no GPU)", "no recorded ladder has gemm_01_naive yet",
+                 f"{SKIP_MARKER} the per-cycle comparison for gemm_01_naive (no GPU)",
+                 f"{SKIP_MARKER} the gemm_01_naive / gemm_02_coalesced comparison",
+                 f"{SKIP_MARKER} the predicted-against-measured table", f"{SKIP_MARKER} compiling the GEMM kernels"):
+        assert line in out
+    assert chapter.measured == {} and not shown
+    assert "No recorded ladder yet" in chapter.cublas_time()
+    assert lc.ladder_run(chapter) == (None, None)
 
 
-def test_operands_odd_fit_no_tile():
+def test_the_chapter_without_a_gpu_reads_the_record(capsys, monkeypatch):
+    shown = []
+    monkeypatch.setattr(lc, "display", shown.append)
+    chapter = lc.LadderChapter(FakeSession({"ladder": LADDER}))
+    assert chapter.cublas_time() == ("Recorded on NVIDIA H100 (2024-05-01, commit `abc1234`): cuBLAS does these "
+                                     "137 GFLOP in **1.000 ms** (1.0 TFLOP/s, fp32, TF32 off).")
+    chapter.rung_result("gemm_02_coalesced", ["gemm_01_naive", "gemm_02_coalesced"])
+    out = capsys.readouterr().out
+    assert "Recorded on NVIDIA H100 (2024-05-01, commit abc1234):" in out and "gemm_02_coalesced" in out
+    chapter.two_rungs("gemm_01_naive", "gemm_02_coalesced", {"sectors": 33, "fmas": 32}, {"sectors": 20, "fmas": 128})
+    assert isinstance(shown[0], Figure) and "is **10.0x** faster" in shown[1].data and "6.6x fewer sectors" in shown[1].data
+    chapter.prediction_table(["gemm_01_naive", "gemm_02_coalesced"])
+    assert "| `gemm_02_coalesced` |" in shown[-1].data
+
+
+# --------------------------------------------------------------------------- the exercise cells without a GPU
+
+def test_the_exercise_cells_say_not_yet_before_the_reader_acts(capsys):
+    chapter = lc.LadderChapter(FakeSession(mode="compile-only"))
+    lc.time_warp_exercise(None, None, False, chapter, {})
+    lc.tile_exercise(dict.fromkeys(lc.GIVEN_VARIANTS, []), None, chapter)
+    lc.pipeline_exercise(None, chapter)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == ["Not yet"] * 3, out
+
+
+def test_the_exercise_cells_say_what_they_skip_without_a_gpu(capsys):
+    chapter = lc.LadderChapter(FakeSession(mode="reference-only"))
+    lc.time_warp_exercise(1.3, None, False, chapter, {})
+    variants = {**dict.fromkeys(lc.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
+    lc.tile_exercise(variants, list(variants), chapter)
+    _, committed = lc.pipeline_pairs()
+    lc.pipeline_exercise(committed, chapter)
+    assert lc.check_exercise(chapter, "gemm_seed004", lc.operands_n515, {}, "PASS") == (None, False)
+    lc.pad_exercise(chapter)
+    out = capsys.readouterr().out
+    for what in ("timing exercise 2 against rung 2 (no GPU)", "compiling exercise 1", "exercise 3 (no GPU",
+                 "compiling gemm_seed004", "compiling exercise 2"):
+        assert f"{SKIP_MARKER} {what}" in out
+    assert "Not yet" not in out
+
+
+def test_pipeline_pairs_halve_the_slice_and_add_a_stage():
+    pairs, committed = lc.pipeline_pairs()
+    bk, st = ladder.defaults()
+    assert committed == (bk, st) and pairs == [(bk // 2, st), (bk // 2, st + 1), (bk, st), (bk, st + 1)]
+    assert all(ladder.stage_bytes(b) * s <= ladder.SMEM_PER_SM for b, s in pairs)
+
+
+def test_the_operands_fit_no_tile():
     import torch
 
     x, w = lc.operands_odd(torch.Generator().manual_seed(0))
     assert x.shape == (37, 65) and w.shape == (129, 65) and w.min() < 0 < w.max()
+    x, w = lc.operands_n515(torch.Generator().manual_seed(0))
+    assert x.shape == (37, 65) and w.shape == (515, 65)

@@ -1,22 +1,25 @@
 """The exercises of notebooks 05-07 (kernels/exercises/bias_gelu.cu, group_norm_stats.cu,
 broadcast_write.cu) and their checkers.
 
-- The checkers' verdict logic is the notebooks' own cell, run here without a GPU: it names what
-  an output computes and says PASS or "Not yet" when it should.
+- The checkers are utils.memory_chapter's (gelu_exercise, welford_exercise, layout_exercise), which
+  the notebooks' checker cells call; their verdicts are tested here without a GPU: they name what an
+  output computes and say PASS or "Not yet" when they should.
 - compile: every exercise compiles as committed and exports what its notebook calls.
 - gpu: each committed starting point fails its checker the way its notebook says (the GELU left
   out; the sum of squares cancelling on data around 50; the (N, C) layout), and a solved copy
-  (the TODO done, built under build/exercise_solutions/) passes. The inputs repeat the notebooks'
-  checker cells.
+  (the TODO done, built under build/exercise_solutions/) passes, through the same checkers.
 """
+
+import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import build, check
+from utils import REPO, build, check
+from utils import memory_chapter as mc
 
-from kernel_tests import fake_report, notebook_cell
+from kernel_tests import fake_report
 
 EXERCISES = build.KERNELS_DIR / "exercises"
 SOLVED_DIR = build.build_root_dir().parent / "exercise_solutions"  # a fixed path, so solved builds are cached
@@ -72,55 +75,32 @@ def solved(name: str):
     return build.load_kernel(name, kernels_dir=SOLVED_DIR)
 
 
-# --- the checkers' inputs, as the notebooks' checker cells make them ----------------------
-
-def x_and_bias(rows=37, cols=115, scale=2.0):  # notebook 05
-    return lambda g: [torch.randn(rows, cols, generator=g) * scale, 0.5 * torch.randn(cols, generator=g)]
-
-
-def gn_inputs(N=37, C=1024, offset=50.0, scale=1.0):  # notebook 06 (G = 16, D = 64)
-    def factory(g):
-        sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
-        return [torch.randn(N, C, generator=g) * scale + offset, (torch.rand(C, generator=g) + 0.5) * sign,
-                0.5 * torch.randn(C, generator=g)]
-    return factory
-
-
-def rowmin_and_bias(N=37, C=115):  # notebook 07
-    return lambda g: [torch.randn(N, 1, generator=g), torch.randn(1, C, 1, 1, generator=g)]
-
-
-# --- the verdicts, without a GPU ----------------------------------------------------------
+# --- the verdicts, without a GPU (the checkers are utils.memory_chapter's, which the notebooks call) ---------
 
 def test_gelu_checker_names_what_the_kernel_computes():
-    cell = notebook_cell("05_fused_activations.ipynb", "gelu_verdict")
-    diagnose, verdict = cell["gelu_diagnosis"], cell["gelu_verdict"]
-    x, b = x_and_bias()(torch.Generator().manual_seed(0))
-    assert diagnose(F.gelu(x + b), x, b) == cell["GELU_GOAL"]
-    assert diagnose(x + b, x, b) == "x + bias, without the GELU"
-    assert diagnose(F.gelu(x) + b, x, b).startswith("gelu(x) + bias")
-    assert "tanh approximation" in diagnose(F.gelu(x + b, approximate="tanh"), x, b)
-    assert diagnose(torch.zeros_like(x), x, b) is None
-    assert verdict(PASSED, cell["GELU_GOAL"]).startswith("PASS")
-    text = verdict(FAILED, "x + bias, without the GELU")
+    x, b = mc.x_and_bias(37, 115)(torch.Generator().manual_seed(0))
+    assert mc.gelu_diagnosis(F.gelu(x + b), x, b) == mc.GELU_GOAL
+    assert mc.gelu_diagnosis(x + b, x, b) == "x + bias, without the GELU"
+    assert mc.gelu_diagnosis(F.gelu(x) + b, x, b).startswith("gelu(x) + bias")
+    assert "tanh approximation" in mc.gelu_diagnosis(F.gelu(x + b, approximate="tanh"), x, b)
+    assert mc.gelu_diagnosis(torch.zeros_like(x), x, b) is None
+    assert mc.gelu_verdict(PASSED, mc.GELU_GOAL).startswith("PASS")
+    text = mc.gelu_verdict(FAILED, "x + bias, without the GELU")
     assert text.startswith("Not yet: trials failed.") and "without the GELU" in text
-    assert "matches none of" in verdict(FAILED, None)
+    assert "matches none of" in mc.gelu_verdict(FAILED, None)
 
 
 def test_welford_checker_says_why():
-    cell = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")
-    verdict = cell["welford_verdict"]
-    assert verdict(PASSED, 1e-6, 3e-5, 3e-5).startswith("PASS")
-    text = verdict(FAILED, 1e-6, 5e-3, 3e-5)
+    assert mc.welford_verdict(PASSED, 1e-6, 3e-5, 3e-5).startswith("PASS")
+    text = mc.welford_verdict(FAILED, 1e-6, 5e-3, 3e-5)
     assert text.startswith("Not yet: trials failed.") and "cancels: use Welford" in text
-    assert "wrong even on centred data" in verdict(FAILED, 0.5, 0.5, 3e-5)
+    assert "wrong even on centred data" in mc.welford_verdict(FAILED, 0.5, 0.5, 3e-5)
 
 
 def test_welford_checker_data_defeat_the_sum_of_squares_in_float32():
     """The premise of notebook 06's checker, emulated on the CPU: on its data (randn + 50, D = 64), float32
     E[x^2] - E[x]^2 misses the strict tolerance by far, the two-pass (Welford) form does not."""
-    offset = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")["WELFORD_OFFSET"]
-    x, gamma, beta = gn_inputs(offset=offset)(torch.Generator().manual_seed(0))
+    x, gamma, beta = mc.gn_inputs(37, 1024, offset=mc.WELFORD_OFFSET, scale=1.0)(torch.Generator().manual_seed(0))
     ref = F.group_norm(x, 16, gamma, beta, EPS)
     v = x.view(37, 16, 64)
     mean = v.sum(-1, keepdim=True) / 64
@@ -132,15 +112,21 @@ def test_welford_checker_data_defeat_the_sum_of_squares_in_float32():
 
 
 def test_layout_checker_names_the_layout():
-    cell = notebook_cell("07_broadcasting_pitfall.ipynb", "layout_verdict")
-    diagnose, verdict, goal = cell["layout_diagnosis"], cell["layout_verdict"], cell["LAYOUT_GOAL"]
-    m, b = rowmin_and_bias()(torch.Generator().manual_seed(0))
-    assert diagnose(m + b, m, b) == goal
+    m, b = mc.rowmin_and_bias(37, 115)(torch.Generator().manual_seed(0))
+    assert mc.layout_diagnosis(m + b, m, b) == mc.LAYOUT_GOAL
     wrong = (m.view(-1, 1) + b.view(1, -1)).reshape(1, 115, 37, 1)
-    assert diagnose(wrong, m, b).startswith("the (N, C) layout")
-    assert diagnose(torch.zeros(1, 115, 37, 1), m, b) is None
-    assert verdict(PASSED, goal).startswith("PASS")
-    assert "c * N + n" in verdict(FAILED, diagnose(wrong, m, b))
+    assert mc.layout_diagnosis(wrong, m, b).startswith("the (N, C) layout")
+    assert mc.layout_diagnosis(torch.zeros(1, 115, 37, 1), m, b) is None
+    assert mc.layout_verdict(PASSED, mc.LAYOUT_GOAL).startswith("PASS")
+    assert "c * N + n" in mc.layout_verdict(FAILED, mc.layout_diagnosis(wrong, m, b))
+
+
+@pytest.mark.parametrize("notebook, run", [("05_fused_activations.ipynb", "gelu_exercise"),
+                                           ("06_groupnorm_reduction.ipynb", "welford_exercise"),
+                                           ("07_broadcasting_pitfall.ipynb", "layout_exercise")])
+def test_each_notebook_checks_its_exercise_with_these_checkers(notebook, run):
+    code = [c for c in json.loads((REPO / "notebooks" / notebook).read_text())["cells"] if c["cell_type"] == "code"]
+    assert any("check_exercise(" in "".join(c["source"]) and run in "".join(c["source"]) for c in code), notebook
 
 
 # --- they compile -------------------------------------------------------------------------
@@ -155,37 +141,9 @@ def test_each_exercise_compiles_as_committed(name):
 
 # --- on a GPU: the starting points fail the intended way, the solutions pass --------------
 
-def gelu_run(module):
-    cell = notebook_cell("05_fused_activations.ipynb", "gelu_verdict")
-    rep = check.check_fn(module.bias_gelu, lambda x, b: F.gelu(x + b), x_and_bias(), name="exercise",
-                         contiguous_only=True)
-    x, b = [t.cuda() for t in x_and_bias()(torch.Generator().manual_seed(0))]
-    return rep, cell["gelu_verdict"](rep, cell["gelu_diagnosis"](module.bias_gelu(x, b), x, b))
-
-
-def welford_run(module):
-    cell = notebook_cell("06_groupnorm_reduction.ipynb", "welford_verdict")
-    run = lambda x, g_, b_: module.group_norm(x, 16, g_, b_, EPS)
-    rep = check.check_fn(run, lambda x, g_, b_: F.group_norm(x, 16, g_, b_, EPS), gn_inputs(), name="exercise",
-                         contiguous_only=True)
-    errors = []
-    for offset in (0.0, cell["WELFORD_OFFSET"]):
-        x, g_, b_ = (t.cuda() for t in gn_inputs(offset=offset)(torch.Generator().manual_seed(0)))
-        exact = F.group_norm(x.double(), 16, g_.double(), b_.double(), EPS)
-        errors.append((run(x, g_, b_).double() - exact).abs().max().item())
-    err_torch = (F.group_norm(x, 16, g_, b_, EPS).double() - exact).abs().max().item()
-    return rep, cell["welford_verdict"](rep, errors[0], errors[1], err_torch)
-
-
-def layout_run(module):
-    cell = notebook_cell("07_broadcasting_pitfall.ipynb", "layout_verdict")
-    rep = check.check_fn(module.min_bias_broadcast, torch.add, rowmin_and_bias(), name="exercise", contiguous_only=True)
-    m, b = [t.cuda() for t in rowmin_and_bias()(torch.Generator().manual_seed(0))]
-    return rep, cell["layout_verdict"](rep, cell["layout_diagnosis"](module.min_bias_broadcast(m, b), m, b))
-
-
-RUNS = {"bias_gelu": (gelu_run, "without the GELU"), "group_norm_stats": (welford_run, "cancels: use Welford"),
-        "broadcast_write": (layout_run, "the (N, C) layout")}
+RUNS = {"bias_gelu": (mc.gelu_exercise, "without the GELU"),
+        "group_norm_stats": (mc.welford_exercise, "cancels: use Welford"),
+        "broadcast_write": (mc.layout_exercise, "the (N, C) layout")}
 
 
 @pytest.mark.gpu

@@ -1,9 +1,17 @@
-"""utils.memory_chapter, the helpers of notebooks 05-07, without a GPU: GB/s and % of copy from timed
-rows, the table, the findings text and its verdicts, the bar plot, and the no-GPU paths of the
-chapter object. Timing itself is utils.bench's (tests/test_bench.py)."""
+"""utils.memory_chapter, the helpers of notebooks 05-07, without a GPU: GB/s and % of copy from timed rows, the
+table, the predicted-against-measured table and its verdicts, the bar plot and the diagrams, the harness cases and
+timed contenders (with CPU stand-ins for the kernels), broadcasting step by step, and the chapter object: its
+records are its session's (a GPU reads only its own device's). Timing itself is utils.bench's (tests/test_bench.py);
+the exercise checkers are tests/test_memory_bound_exercises.py's."""
+import json
+from types import SimpleNamespace
 
+import pytest
+import torch
+import torch.nn.functional as F
 from matplotlib.figure import Figure
 
+from utils import chapter
 from utils import memory_chapter as mc
 from utils.run import SKIP_MARKER
 
@@ -35,37 +43,68 @@ def test_measure_adds_gbps_and_percent_of_copy(monkeypatch):
 
 
 def test_table_has_a_line_per_row_and_the_speedups(monkeypatch):
-    text = mc.table(measured(monkeypatch))
-    lines = text.splitlines()
+    lines = mc.table(measured(monkeypatch)).splitlines()
     assert len(lines) == 4 and lines[0].split()[:2] == ["problem", "contender"]
     assert lines[3].rstrip().endswith("4.17x eager chain")
 
 
-def test_findings_meet_the_target_and_compare_with_the_prediction(monkeypatch):
+# --- predicted against measured ----------------------------------------------------------------
+
+HEADER = "It should reach 80-90% of\n a copy, 3-5x the eager chain, in 100-110 us, 80-90% of a read."
+
+
+def test_the_prediction_table_says_within_better_worse_and_no_longer_said(monkeypatch):
     rows = measured(monkeypatch)
-    predictions = {"fused": [("pct", 80, 90, "80-90% of a copy"), ("eager chain", 3, 5, "3-5x the eager chain"),
-                             ("pct", 95, 100, "95% of a copy")]}
-    text = mc.findings(rows, "Measured here", predictions, "It should reach 80-90% of\n a copy, 3-5x the eager chain.")
-    assert text.startswith("Measured here.")
-    assert "**83% of the same-size copy** (1000 GB/s in this run): it meets the 80% target" in text
-    assert "**4.17x** faster than eager chain" in text
-    assert 'predicted "80-90% of a copy": measured 83% of the same-size copy, within it.' in text
-    assert 'measured 4.17x against eager chain, within it.' in text
-    assert '(The header no longer says "95% of a copy": not compared.)' in text
-    assert text.endswith("Every fused kernel here meets the 80% target and beats what it replaces in this run.")
+    P = mc.Prediction
+    predictions = [P("fused", "80-90% of a copy", 80, 90), P("fused", "3-5x the eager chain", 3, 5, "eager chain"),
+                   P("fused", "in 100-110 us", 100, 110, "us"), P("fused", "95% of a copy", 95, 100),
+                   P("fused", "80-90% of a read", 80, 90, "a read", percent=True)]
+    got = mc.prediction_rows(rows, predictions, HEADER)
+    assert [(r["measured"], r["verdict"]) for r in got] == [
+        ("83% of the same-size copy", "within it"), ("4.17x against *eager chain*", "within it"),
+        ("120.0 us", "worse than predicted"), ("–", "no longer in the header: not compared"),
+        ("–", "no row 'a read' in this run")]
+    text = mc.prediction_table(rows, predictions, HEADER, "Measured here")
+    assert text.startswith("Measured here.\n\n| the header predicted | problem | kernel | measured | verdict |")
+    assert '| "3-5x the eager chain" | 94 | `fused` | 4.17x against *eager chain* | within it |' in text
+    twice = mc.prediction_table(rows, predictions[:1] * 2, HEADER, "Measured here").splitlines()
+    assert twice[-2].startswith('| "80-90% of a copy" | 94') and twice[-1].startswith("|  | 94")  # quoted once
 
 
-def test_findings_name_every_miss(monkeypatch):
-    text = mc.findings(measured(monkeypatch, ours_ms=0.6), "Recorded", {}, None)
-    assert "it **misses** the 80% target" in text and "(**the target says faster: missed**)" in text
-    assert text.endswith("**Where a kernel misses:** `fused` (problem 94, 17%); `fused` against eager chain.")
+def test_percent_of_another_row_and_lower_is_better():
+    rows = [{"problem": 75, "contender": "read", "median_ms": 0.015, "GBps": 2000.0, "pct_of_copy": 70.0},
+            {"problem": 75, "contender": "ours", "median_ms": 0.018, "GBps": 1660.0, "pct_of_copy": 58.0}]
+    P = mc.Prediction
+    got = mc.prediction_rows(rows, [P("ours", "80-90% of a read", 80, 90, "read", percent=True),
+                                    P("ours", "in 20-25 us", 20, 25, "us")], HEADER + " in 20-25 us")
+    assert [r["measured"] for r in got] == ["83% of the GB/s of *read*", "18.0 us"]
+    assert [r["verdict"] for r in got] == ["within it", "better than predicted"]
 
 
 def test_quoted_and_verdict():
     assert mc.quoted("about 2x\n   faster", "2x faster") == "2x faster"
     assert mc.quoted("about 3x", "2x faster") is None and mc.quoted(None, "2x") is None
     assert [mc.verdict(v, 2, 3) for v in (2.5, 4, 1)] == ["within it", "better than predicted", "worse than predicted"]
+    assert mc.verdict(1, 2, 3, lower_is_better=True) == "better than predicted"
 
+
+def test_the_row_minimum_budget_multiplies_out():
+    rows = [{"contender": "group_norm_row_min", "median_ms": 0.018, "GBps": 1859.0, "pct_of_copy": 58.4},
+            {"contender": "read_probe: a pure read", "median_ms": 0.015, "GBps": 2241.0, "pct_of_copy": 70.4}]
+    text = mc.row_min_budget(rows)
+    assert "**58%** of the copy" in text and "**70%** of the copy" in text and "**83%** of the pure read" in text
+    assert mc.row_min_budget(rows[:1]) == ""
+
+
+def test_the_launch_gap():
+    rows = [{"contender": "row minimum, then broadcast: two launches", "median_ms": 0.029},
+            {"contender": "group_norm_min_bias", "median_ms": 0.0269}]
+    assert mc.launch_gap(rows) == ("Two plain launches 29.0 us, the broadcast as a dependent 26.9 us: 2.1 us saved, "
+                                   "1.08x.")
+    assert mc.launch_gap(rows[1:]).startswith("(no run")
+
+
+# --- plots and diagrams ------------------------------------------------------------------------
 
 def test_bandwidth_plot_returns_a_figure_and_saves_it(monkeypatch, tmp_path):
     rows = measured(monkeypatch)
@@ -75,32 +114,198 @@ def test_bandwidth_plot_returns_a_figure_and_saves_it(monkeypatch, tmp_path):
     assert "recorded on NVIDIA H100" in fig._suptitle.get_text()
 
 
+def test_the_diagrams_draw():
+    passes = mc.passes_figure({94: ("a -> b -> c", [1, 1, 1]), 37: ("a * x", [2])})
+    assert isinstance(passes, Figure) and len(passes.axes[0].patches) == 6 + 2 + 3 + 2  # reads + writes per row
+    assert all(isinstance(f, Figure) and f.axes for f in (mc.groupnorm_figure(), mc.broadcast_figure()))
+
+
 def test_stamp():
     assert mc.stamp(RECORD) == "NVIDIA H100, 2024-05-01, commit `abc1234`"
+    assert mc.stamp(RECORD | {"git_commit": "1d6d181670f1a5b38c7b302757b385c394c13375"}).endswith("commit `1d6d181`")
 
 
-def test_the_chapter_without_a_gpu_or_a_compiler(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(mc.env, "device_slug", lambda: "cpu")
-    chapter = mc.MemoryChapter(tmp_path, on_gpu=False, can_compile=False, scale="small", reps=3)
-    assert chapter.plot_path("x") is None and chapter.recorded("x") is None
-    assert chapter.load("activations") is None
-    chapter.show_measurement("x", None, "Title", {}, None)
+# --- broadcasting --------------------------------------------------------------------------------
+
+def test_broadcast_steps_agree_with_torch(capsys):
+    assert mc.broadcast_steps((1024, 1), (1, 8192, 1, 1)) == torch.broadcast_shapes((1024, 1), (1, 8192, 1, 1))
     out = capsys.readouterr().out
-    assert f"{SKIP_MARKER} compiling activations (no nvcc or a CPU-only torch)" in out
-    assert f"{SKIP_MARKER} the x plot and findings (no GPU and no recorded x run)" in out
+    assert "(1024, 1) -> (1, 1, 1024, 1)" in out and "a 1 stretches to 8192" in out
+    assert mc.broadcast_steps((4, 3), (1, 5, 1, 2)) is None and "neither is 1 -> error" in capsys.readouterr().out
 
 
-def test_the_chapter_on_a_gpu_saves_its_plot_beside_its_records(tmp_path, monkeypatch):
-    monkeypatch.setattr(mc.env, "device_slug", lambda: "h100")
-    chapter = mc.MemoryChapter(tmp_path, on_gpu=True, can_compile=True, scale="full", reps=3)
-    assert chapter.plot_path("fused_activations") == tmp_path / "h100" / "fused_activations.png"
+# --- the cases and the timed contenders, with CPU stand-ins for the kernels ---------------------
+
+def gn(x, G, g_, b_, eps):
+    return F.group_norm(x, G, g_, b_, eps)
 
 
-def test_gn_inputs_are_never_the_defaults():
-    import torch
+KERNELS = SimpleNamespace(  # what the compiled modules compute, in PyTorch, so the cases run on the CPU
+    bias_hardtanh_mish=lambda x, b, lo, hi: F.mish(F.hardtanh(x + b, lo, hi)),
+    swish_bias=lambda x, b: x * torch.sigmoid(x) + b,
+    leaky_relu_x2=lambda x, s: 2 * F.leaky_relu(x, s),
+    mish=F.mish,
+    group_norm_welford=gn, group_norm_sumsq=gn,
+    bias_hardtanh_mish_group_norm=lambda x, bias, lo, hi, G, g_, b_, eps: gn(F.mish(F.hardtanh(x + bias)), G, g_, b_, eps),
+    swish_bias_group_norm=lambda x, bias, G, g_, b_, eps: gn(x * torch.sigmoid(x) + bias, G, g_, b_, eps),
+    group_norm_leaky_relu_x2=lambda x, G, g_, b_, eps, s: 2 * F.leaky_relu(gn(x, G, g_, b_, eps), s),
+    group_norm_row_min=lambda x, G, g_, b_, eps: gn(x, G, g_, b_, eps).min(dim=1, keepdim=True)[0],
+    min_bias_broadcast=lambda m, b: m + b,
+    group_norm_min_bias=lambda x, G, g_, b_, eps, bias: gn(x, G, g_, b_, eps).min(dim=1, keepdim=True)[0] + bias,
+    read_probe=lambda x: x.view(-1, 1024).min(dim=1)[0],
+)
 
+
+@pytest.mark.parametrize("cases", [mc.activation_cases(KERNELS, 6, 20), mc.groupnorm_cases(KERNELS, 6, 20, 5),
+                                   mc.tail_cases(KERNELS, 6, 20, 5)], ids=["05", "06", "07"])
+def test_each_case_agrees_with_its_reference(cases):
+    for name, (fn, ref, factory) in cases.items():
+        args = factory(torch.Generator().manual_seed(0))
+        torch.testing.assert_close(fn(*args), ref(*args), msg=name)
+
+
+def test_the_eager_chain_of_62_applies_leaky_relu_once():
+    """Problem 62's model: y = leaky_relu(x); y + y. Timing leaky_relu twice would flatter the fused kernel."""
+    import utils.memory_chapter as m
+
+    calls = []
+    original = m.F.leaky_relu
+    try:
+        m.F.leaky_relu = lambda *a, **k: calls.append(1) or original(*a, **k)
+        _, ref, factory = mc.activation_cases(KERNELS, 4, 8)["leaky_relu_x2"]
+        ref(*factory(torch.Generator().manual_seed(0)))
+    finally:
+        m.F.leaky_relu = original
+    assert len(calls) == 1
+
+
+def test_the_inputs_are_never_the_defaults_and_follow_the_generator():
     x, gamma, beta = mc.gn_inputs(5, 16, offset=3.0)(torch.Generator().manual_seed(0))
     assert x.shape == (5, 16) and abs(x.mean().item() - 3.0) < 2.0
     assert gamma.abs().min() >= 0.5 and (gamma < 0).any() and (gamma > 0).any() and beta.abs().max() > 0
     *_, bias = mc.gn_inputs(5, 16, with_bias=True)(torch.Generator().manual_seed(0))
     assert bias.shape == (1, 16, 1, 1)
+    x2, bias2, gamma2, _ = mc.gn_inputs(5, 16, offset=3.0, bias_before=True)(torch.Generator().manual_seed(0))
+    assert torch.equal(x2, x) and torch.equal(gamma2, gamma) and bias2.shape == (16,)
+    assert [t.shape for t in mc.rowmin_and_bias(3, 7)(torch.Generator())] == [(3, 1), (1, 7, 1, 1)]
+
+
+def spec_rows(spec):
+    return [(p, name, role, nbytes, replaces) for p, name, role, _, nbytes, _, replaces in spec]
+
+
+def test_the_timed_contenders_of_each_chapter():
+    acts = mc.activation_spec(KERNELS, {94: (4, 8), 62: (4, 8)}, device="cpu")
+    assert spec_rows(acts)[:3] == [(94, "copy (4 x 8)", "copy", 256, None), (94, "eager chain", "eager", 256, None),
+                                   (94, "bias_hardtanh_mish", "ours", 256, ["eager chain"])]
+    gns = mc.groupnorm_spec(KERNELS, {94: (4, 16, 2), 62: (4, 16, 2)}, device="cpu")
+    assert [r[1] for r in spec_rows(gns)[:6]] == ["copy (4 x 16)", "eager chain", "F.group_norm",
+                                                  "bias_hardtanh_mish_group_norm", "group_norm_welford",
+                                                  "group_norm_sumsq"]
+    tail = mc.tail_spec(KERNELS, KERNELS, 4, 1024, 64, device="cpu")
+    assert [r[2] for r in spec_rows(tail)].count("ours") == 3 and spec_rows(tail)[-1][4][-1].startswith("row minimum")
+    for spec in (acts, gns, tail):
+        for row in spec:
+            row[3]()  # every contender runs
+
+
+def test_a_wrong_kernel_is_never_timed():
+    wrong = SimpleNamespace(**{**vars(KERNELS), "swish_bias": lambda x, b: x + b})
+    with pytest.raises(AssertionError):
+        mc.activation_spec(wrong, {37: (4, 8)}, device="cpu")
+
+
+def test_run_checks_prints_a_line_per_case_and_stops_at_a_failure(capsys):
+    mc.run_checks({"leaky_relu_x2": mc.activation_cases(KERNELS, 5, 7)["leaky_relu_x2"]}, "(5, 7)")
+    assert capsys.readouterr().out.split()[:3] == ["leaky_relu_x2", "(5,", "7)"]
+    wrong = SimpleNamespace(**{**vars(KERNELS), "mish": lambda x: x})
+    with pytest.raises(AssertionError):
+        mc.run_checks({"mish": mc.activation_cases(wrong, 5, 7)["mish"]}, "(5, 7)")
+
+
+# --- the chapter: its session's records, loading, measuring, showing -------------------------------
+
+def session(tmp_path, mode):
+    return chapter.Session(mode, "cuda" if mode == "gpu" else "cpu", "full" if mode == "gpu" else "small", 3, tmp_path)
+
+
+def write_record(root, slug, kind, date="2024-05-01T12:00:00+00:00"):
+    rec = {"schema": 1, "kind": kind, "device": {"name": slug.upper(), "slug": slug, "cc": "9.0", "sm_count": 132,
+                                                  "memory_gb": 80.0, "l2_mb": 50.0},
+           "torch": "2.3.0", "cuda": "12.1", "git_commit": "abc1234", "date": date, "notes": "test", "entries": [
+               {"problem": 94, "contender": "copy", "role": "copy", "median_ms": 0.1, "p20_ms": 0.1, "p80_ms": 0.1,
+                "bytes": 10**8, "GBps": 1000.0, "pct_of_copy": 100.0, "shape": [1, 2]}]}
+    if kind == "ceilings":
+        rec["entries"] = [{"copy_GBps": 3000.0, "fp32_tflops": 50.0, "tf32_tflops": 300.0}]
+    (root / slug).mkdir(parents=True, exist_ok=True)
+    (root / slug / f"{kind}.json").write_text(json.dumps(rec))
+
+
+def test_the_chapter_stands_in_for_its_session(tmp_path):
+    S = session(tmp_path, "compile-only")
+    M = mc.MemoryChapter(S)
+    assert (M.on_gpu, M.can_compile, M.device, M.scale, M.reps, M.results_dir) == (False, True, "cpu", "small", 3,
+                                                                                    tmp_path)
+
+
+def test_a_gpu_reads_its_own_device_records_only(tmp_path, monkeypatch):
+    import utils.env
+
+    monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "this-gpu")
+    write_record(tmp_path, "other-gpu", "fused_activations")
+    on_gpu = mc.MemoryChapter(session(tmp_path, "gpu"))
+    assert on_gpu.recorded("fused_activations") is None  # another device's record is not this GPU's
+    write_record(tmp_path, "this-gpu", "fused_activations")
+    assert on_gpu.recorded("fused_activations")["device"]["slug"] == "this-gpu"
+
+
+def test_without_a_gpu_rows_and_ceilings_come_from_one_device(tmp_path, monkeypatch):
+    import utils.env
+
+    monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "cpu")
+    monkeypatch.delenv("WORKBOOK_RESULTS_DEVICE", raising=False)
+    write_record(tmp_path, "gpu-a", "fused_activations")
+    write_record(tmp_path, "gpu-a", "ceilings")
+    write_record(tmp_path, "gpu-b", "ceilings", date="2025-01-01T00:00:00+00:00")  # newer, another device
+    M = mc.MemoryChapter(session(tmp_path, "reference-only"))
+    rec = M.recorded("fused_activations")
+    assert rec["device"]["slug"] == "gpu-a" and M.companion("ceilings", rec)["device"]["slug"] == "gpu-a"
+    assert "1 GiB copy of the ceilings record ran at 3000 GB/s" in mc.copy_against_ceiling(
+        rec["entries"], M.companion("ceilings", rec))
+    assert mc.copy_against_ceiling(rec["entries"], None).startswith("(no ceilings record")
+
+
+def test_the_chapter_without_a_gpu_or_a_compiler(tmp_path, monkeypatch, capsys):
+    import utils.env
+
+    monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "cpu")
+    M = mc.MemoryChapter(session(tmp_path, "reference-only"))
+    assert M.plot_path("x") is None and M.recorded("x") is None
+    assert M.load("activations") is None
+    assert M.run("x", lambda: pytest.fail("nothing is measured without a GPU"), "notes") is None
+    assert M.show_measurement("x", None, "Title", [], None) is None
+    M.check_exercise("bias_gelu", lambda module: pytest.fail("nothing runs without a compiler"))
+    out = capsys.readouterr().out
+    assert f"{SKIP_MARKER} compiling activations (no nvcc or a CPU-only torch)" in out
+    assert f"{SKIP_MARKER} measuring x (no GPU)" in out
+    assert f"{SKIP_MARKER} the x plot and table (no GPU and no recorded x run)" in out
+    assert f"{SKIP_MARKER} compiling the exercise (no nvcc or a CPU-only torch)" in out
+
+
+def test_the_chapter_shows_the_record_without_a_gpu(tmp_path, monkeypatch, capsys):
+    import utils.env
+
+    monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "cpu")
+    monkeypatch.setattr(mc, "display", lambda obj: None)
+    write_record(tmp_path, "some-gpu", "fused_activations")
+    shown = mc.MemoryChapter(session(tmp_path, "reference-only")).show_measurement("fused_activations", None, "T", [],
+                                                                                  None)
+    assert shown[0]["contender"] == "copy" and "the recorded run (SOME-GPU, 2024-05-01" in capsys.readouterr().out
+
+
+def test_the_chapter_on_a_gpu_saves_its_plot_beside_its_records(tmp_path, monkeypatch):
+    import utils.env
+
+    monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "h100")
+    M = mc.MemoryChapter(session(tmp_path, "gpu"))
+    assert M.plot_path("fused_activations") == tmp_path / "h100" / "fused_activations.png"

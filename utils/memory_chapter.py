@@ -1,35 +1,53 @@
-"""The helpers of the memory-bound chapter (notebooks 05, 06 and 07): each fused kernel timed beside a
-same-size copy in one run, its GB/s as % of that copy, a table, a bar plot and computed findings
-against the kernel header's PREDICTION. Tested in tests/test_memory_chapter.py.
+"""The helpers of the memory-bound chapters (notebooks 05, 06 and 07): each fused kernel timed beside a
+same-size copy in one run, its GB/s as % of that copy, a table, a bar plot, the kernel header's
+PREDICTION against the measurement as one table, the harness cases and timed contenders of each
+chapter, the exercises' checkers, and the chapters' diagrams. Tested in tests/test_memory_chapter.py
+(and the exercise checkers in tests/test_memory_bound_exercises.py).
 
-    chapter = MemoryChapter(RESULTS_DIR, ON_GPU, CAN_COMPILE, SCALE, REPS)   # the parameters cell's values
-    act = chapter.load("activations")                     # the compiled kernel, or None with a SKIPPED line
-    entries = measure(spec, REPS)                         # one bench.compare, GB/s and % of copy per row
-    print(table(entries))
-    chapter.show_measurement("fused_activations", entries, title, predictions, prediction_text)
+    S = chapter.session(DEVICE, SCALE, REPS, RESULTS_DIR)  # the parameters cell's values, resolved
+    M = MemoryChapter(S)                                  # S's records, loading, measuring, showing
+    act = M.load("activations")                           # the compiled kernel, or None with a SKIPPED line
+    run_checks(activation_cases(act, 37, 115), "(37, 115)")
+    entries = M.run("fused_activations", lambda: activation_spec(act, SHAPES), "notebooks/05")
+    M.show_measurement("fused_activations", entries, title, PREDICTIONS, PREDICTION)  # PREDICTION: the header's
+
+A run on one device reads that device's records only: M.recorded is the session's (utils.chapter).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import matplotlib
+import torch
+import torch.nn.functional as F
 from IPython.display import Markdown, display
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from utils import bench, build, env, plots, results
+from utils import bench, build, check, env, plots, results
 from utils.run import skip
-from utils.show import header_section
 
-__all__ = ["ROLE_COLOURS", "TARGET_PCT", "MemoryChapter", "bandwidth_plot", "findings", "header_section", "measure",
-           "gn_inputs", "quoted", "stamp", "table", "verdict"]
+__all__ = ["ACTIVATION_KERNELS", "FUSED_GROUPNORMS", "GELU_CANDIDATES", "GELU_GOAL", "LAYOUTS", "LAYOUT_GOAL",
+           "EPS", "EXERCISES", "ROLE_COLOURS", "TARGET_PCT", "WELFORD_OFFSET", "MemoryChapter", "Prediction", "activation_cases",
+           "activation_spec", "bandwidth_plot", "broadcast_figure", "broadcast_steps", "copy_against_ceiling", "gelu_diagnosis",
+           "gelu_exercise", "gelu_verdict", "gn_inputs", "groupnorm_cases", "groupnorm_figure", "groupnorm_spec",
+           "launch_gap", "layout_diagnosis", "layout_exercise", "layout_verdict", "measure", "passes_figure",
+           "prediction_rows", "prediction_table", "quoted", "row_min_budget", "rowmin_and_bias", "run_checks",
+           "stamp", "table", "tail_cases", "tail_spec", "verdict", "welford_exercise", "welford_verdict",
+           "x_and_bias"]
 
 TARGET_PCT = 80  # the chapter's target: each fused kernel at >= 80% of the copy bandwidth measured at the same size
 ROLE_COLOURS = {"ours": plots.COLOURS["ours"], "eager": plots.COLOURS["eager"], "torch": "#3182bd",
                 "yardstick": "#a8a8a8", "copy": "#444444"}
+EPS = 1e-5  # GroupNorm's eps in problems 37, 62, 75 and 94 (nn.GroupNorm's default)
+EXERCISES = build.KERNELS_DIR / "exercises"  # the chapters' "Your turn" kernels
 
+
+# --------------------------------------------------------------------------- measuring
 
 def measure(spec, reps):
     """spec: [(problem, contender, role, fn, bytes, shape, replaces)], in timing order. One bench.compare over all
@@ -53,11 +71,11 @@ def measure(spec, reps):
 def table(entries):
     """The rows of measure() (or of a record) as text: one line per contender, speedups against the rows each names."""
     named = {(e["problem"], e["contender"]): e for e in entries}
-    lines = [f"{'problem':>7}  {'contender':<44} {'role':<6} {'median us':>10} {'GB/s':>6} {'% copy':>7}  faster than"]
+    lines = [f"{'problem':>7}  {'contender':<44} {'role':<9} {'median us':>10} {'GB/s':>6} {'% copy':>7}  faster than"]
     for e in entries:
         against = [f"{named[(e['problem'], r)]['median_ms'] / e['median_ms']:.2f}x {r}"
                    for r in e.get("replaces", ()) if (e["problem"], r) in named]
-        lines.append(f"{e['problem']:>7}  {e['contender']:<44} {e['role']:<6} {1e3 * e['median_ms']:10.1f} "
+        lines.append(f"{e['problem']:>7}  {e['contender']:<44} {e['role']:<9} {1e3 * e['median_ms']:10.1f} "
                      f"{e['GBps']:6.0f} {e['pct_of_copy']:6.0f}%  {'; '.join(against)}")
     return "\n".join(lines)
 
@@ -94,81 +112,143 @@ def bandwidth_plot(entries, title, recorded_from=None, save=None):
     return fig
 
 
+# --------------------------------------------------------------------------- predicted against measured
+
+@dataclass(frozen=True)
+class Prediction:
+    """One claim of a kernel header's PREDICTION paragraph, as a range the measurement can fall in.
+
+    against: None, the kernel's GB/s as % of the same-size copy; "us", its median time (lower is better);
+    else the contender it is compared with: that row's time over the kernel's (a speedup), or, with
+    percent=True, the kernel's GB/s as % of that row's."""
+    kernel: str
+    phrase: str  # the header's words, quoted; compared only while the header still says them
+    lo: float
+    hi: float
+    against: str | None = None
+    percent: bool = False
+
+
 def quoted(prediction, phrase):
     """`phrase` if the header's PREDICTION says it (whitespace aside), else None: a prediction is only compared
     with a measurement while the header still makes it."""
     return phrase if prediction and phrase in " ".join(prediction.split()) else None
 
 
-def verdict(value, lo, hi):
-    """How a measured value compares with a predicted range [lo, hi], higher being better (GB/s, speedups)."""
-    return "within it" if lo <= value <= hi else ("better than predicted" if value > hi else "worse than predicted")
+def verdict(value, lo, hi, lower_is_better=False):
+    """How a measured value compares with a predicted range [lo, hi] (higher is better unless said otherwise)."""
+    if lo <= value <= hi:
+        return "within it"
+    return "better than predicted" if (value > hi) != lower_is_better else "worse than predicted"
 
 
-def findings(entries, source, predictions, prediction_text):
-    """Computed paragraphs: each fused kernel's time, GB/s, % of copy against the target, speedups, and the
-    header's predictions. predictions: {contender: [(what, lo, hi, phrase)]}, what = "pct" (of copy) or the
-    name of a replaced contender (a speedup range)."""
+def _measured(p: Prediction, e: dict, named: dict) -> tuple[float, str] | None:
+    """The measured value of one prediction and how to say it; None if the row it needs is missing."""
+    if p.against is None:
+        return e["pct_of_copy"], f"{e['pct_of_copy']:.0f}% of the same-size copy"
+    if p.against == "us":
+        return 1e3 * e["median_ms"], f"{1e3 * e['median_ms']:.1f} us"
+    other = named.get((e["problem"], p.against))
+    if other is None:
+        return None
+    if p.percent:
+        v = 100 * e["GBps"] / other["GBps"]
+        return v, f"{v:.0f}% of the GB/s of *{p.against}*"
+    v = other["median_ms"] / e["median_ms"]
+    return v, f"{v:.2f}x against *{p.against}*"
+
+
+def prediction_rows(entries, predictions, prediction_text):
+    """One dict per (prediction, measured kernel): problem, kernel, phrase, measured (words), verdict."""
     named = {(e["problem"], e["contender"]): e for e in entries}
-    paragraphs, misses = [f"{source}."], []
-    for e in entries:
-        if e["role"] != "ours":
-            continue
-        copy = next(c for c in entries if c["problem"] == e["problem"] and c["role"] == "copy")
-        met = e["pct_of_copy"] >= TARGET_PCT
-        if not met:
-            misses.append(f"`{e['contender']}` (problem {e['problem']}, {e['pct_of_copy']:.0f}%)")
-        text = (f"**{e['contender']}** (problem {e['problem']}, {' x '.join(map(str, e['shape']))}): "
-                f"{1e3 * e['median_ms']:.1f} us, {e['GBps']:.0f} GB/s, **{e['pct_of_copy']:.0f}% of the same-size copy** "
-                f"({copy['GBps']:.0f} GB/s in this run): it {'meets' if met else '**misses**'} the {TARGET_PCT}% target")
-        for r in e.get("replaces", ()):
-            if (e["problem"], r) in named:
-                s = named[(e["problem"], r)]["median_ms"] / e["median_ms"]
-                text += (f"; **{s:.2f}x** {'faster' if s > 1 else 'slower'} than {r}"
-                         + ("" if s > 1 else " (**the target says faster: missed**)"))
-                if s <= 1 and r.startswith(("eager", "F.")):
-                    misses.append(f"`{e['contender']}` against {r}")
-        text += "."
-        for what, lo, hi, phrase in predictions.get(e["contender"], ()):
-            if not quoted(prediction_text, phrase):
-                text += f" (The header no longer says \"{phrase}\": not compared.)"
-                continue
-            if what == "pct":
-                text += (f" The header predicted \"{phrase}\": measured {e['pct_of_copy']:.0f}% of the same-size copy, "
-                         f"{verdict(e['pct_of_copy'], lo, hi)}.")
-            elif (e["problem"], what) in named:
-                s = named[(e["problem"], what)]["median_ms"] / e["median_ms"]
-                text += f" It predicted \"{phrase}\": measured {s:.2f}x against {what}, {verdict(s, lo, hi)}."
-        paragraphs.append(text)
-    paragraphs.append("**Where a kernel misses:** " + "; ".join(misses) + "." if misses else
-                      f"Every fused kernel here meets the {TARGET_PCT}% target and beats what it replaces in this run.")
-    return "\n\n".join(paragraphs)
+    rows = []
+    for p in predictions:
+        for e in (e for e in entries if e["contender"] == p.kernel):
+            row = {"problem": e["problem"], "kernel": p.kernel, "phrase": p.phrase}
+            got = _measured(p, e, named)
+            if not quoted(prediction_text, p.phrase):
+                row |= {"measured": "–", "verdict": "no longer in the header: not compared"}
+            elif got is None:
+                row |= {"measured": "–", "verdict": f"no row {p.against!r} in this run"}
+            else:
+                row |= {"measured": got[1], "verdict": verdict(got[0], p.lo, p.hi, p.against == "us")}
+            rows.append(row)
+    return rows
+
+
+def prediction_table(entries, predictions, prediction_text, source):
+    """The chapter's predicted-against-measured table, in Markdown, headed by where the numbers come from."""
+    lines = [f"{source}.", "", "| the header predicted | problem | kernel | measured | verdict |", "|---|---:|---|---|---|"]
+    said = None
+    for r in prediction_rows(entries, predictions, prediction_text):  # each claim quoted once, its rows below it
+        claim, said = ("" if r["phrase"] == said else f"\"{r['phrase']}\""), r["phrase"]
+        lines.append(f"| {claim} | {r['problem']} | `{r['kernel']}` | {r['measured']} | {r['verdict']} |")
+    return "\n".join(lines)
+
+
+def row_min_budget(entries):
+    """Problem 75's row minimum, its % of the copy split into two factors: what a pure read of the same bytes
+    reaches at this size, and the row minimum's share of that read. Markdown; "" without those rows."""
+    e = {r["contender"]: r for r in entries}
+    rm, rd = e.get("group_norm_row_min"), e.get("read_probe: a pure read")
+    if rm is None or rd is None:
+        return ""
+    share = rm["GBps"] / rd["GBps"]
+    return (f"The row minimum at **{rm['pct_of_copy']:.0f}%** of the copy = a pure read of the same bytes at "
+            f"**{rd['pct_of_copy']:.0f}%** of the copy × the row minimum at **{100 * share:.0f}%** of the pure "
+            f"read's GB/s ({1e3 * rd['median_ms']:.1f} us against {1e3 * rm['median_ms']:.1f} us).")
+
+
+def copy_against_ceiling(entries, ceilings):
+    """Each problem's same-size copy against the 1 GiB copy of a "ceilings" record of the same device, in words."""
+    if not entries or not ceilings:
+        return "(no ceilings record of this device to compare the same-size copies with)"
+    big = ceilings["entries"][0]["copy_GBps"]
+    parts = [f"problem {e['problem']}'s {e['GBps']:.0f} GB/s ({100 * e['GBps'] / big:.0f}% of it)"
+             for e in entries if e["role"] == "copy"]
+    return f"The 1 GiB copy of the ceilings record ran at {big:.0f} GB/s; the same-size copies: " + "; ".join(parts) + "."
+
+
+def launch_gap(entries):
+    """What launching the broadcast as a programmatic dependent saved against two plain launches, in words."""
+    e = {r["contender"]: r for r in entries or ()}
+    two, one = e.get("row minimum, then broadcast: two launches"), e.get("group_norm_min_bias")
+    if two is None or one is None:
+        return "(no run with both launches to compare)"
+    saved = 1e3 * (two["median_ms"] - one["median_ms"])
+    return (f"Two plain launches {1e3 * two['median_ms']:.1f} us, the broadcast as a dependent "
+            f"{1e3 * one['median_ms']:.1f} us: {saved:.1f} us {'saved' if saved >= 0 else 'lost'}, "
+            f"{two['median_ms'] / one['median_ms']:.2f}x.")
 
 
 def stamp(rec: dict) -> str:
     """A record's device, date and commit, to say whose numbers a replot shows."""
-    return f"{rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`"
+    return f"{rec['device']['name']}, {rec['date'][:10]}, commit `{results.short_commit(rec['git_commit'])}`"
 
+
+# --------------------------------------------------------------------------- the chapter
 
 @dataclass(frozen=True)
 class MemoryChapter:
-    """What the chapter's loading and showing helpers need from the notebook's parameters cell: where
-    records are read and plots written, whether this machine has a GPU or can compile, the scale and
-    the repetitions."""
-    results_dir: str | Path
-    on_gpu: bool
-    can_compile: bool
-    scale: str
-    reps: int
+    """A notebook's session (utils.chapter.Session: mode, device, scale, reps, results_dir) and what the
+    memory-bound chapters do with it: load kernels, measure and record, show a run or the record of one.
+    It has the session's on_gpu, results_dir and recorded, so it stands in for the session anywhere."""
+    session: object
 
-    def plot_path(self, kind: str) -> Path | None:
-        """results.plot_path for this chapter's parameters."""
-        return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
+    on_gpu = property(lambda self: self.session.on_gpu)
+    can_compile = property(lambda self: self.session.can_compile)
+    device = property(lambda self: self.session.device)
+    scale = property(lambda self: self.session.scale)
+    reps = property(lambda self: self.session.reps)
+    results_dir = property(lambda self: self.session.results_dir)
 
     def recorded(self, kind: str) -> dict | None:
-        """This GPU's record of `kind`, else the latest of any device; None when there is none."""
-        rec = results.load(kind, results_root=self.results_dir)
-        return rec if rec is not None else results.latest(kind, self.results_dir)[0]
+        """The session's record of `kind`: on a GPU, this GPU's only; without one, the latest of any device."""
+        return self.session.recorded(kind)
+
+    def plot_path(self, kind: str) -> Path | None:
+        """results.plot_path for this chapter's session."""
+        return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
 
     def load(self, name: str, kernels_dir: Path | None = None):
         """The compiled kernel module, printing what it exports; None (with a SKIPPED line) where
@@ -182,34 +262,508 @@ class MemoryChapter:
               f"  ({where})")
         return module
 
-    def show_measurement(self, kind: str, entries: list[dict] | None, title: str, predictions: dict,
-                         prediction_text: str | None) -> None:
-        """On a GPU: the plot and findings of the rows just measured (the plot saved at the full scale).
-        Without one (entries None): the latest recorded run's table, plot and findings, or a SKIPPED line."""
+    def run(self, kind: str, make_spec: Callable[[], list], notes: str) -> list[dict] | None:
+        """On a GPU at the full scale: measure make_spec()'s contenders in one run, print the table and record
+        them as `kind`. Elsewhere: None, with a SKIPPED line saying why."""
+        if not self.on_gpu:
+            skip(f"measuring {kind}", "no GPU")
+            return None
+        if self.scale != "full":
+            skip(f"measuring {kind}", f"scale {self.scale}: only the problems' full shapes are measured")
+            return None
+        entries = measure(make_spec(), self.reps)
+        print(table(entries))
+        print("recorded", results.record(kind, entries, results_dir=self.results_dir,
+                                         notes=f"{notes}, reps {self.reps}"))
+        return entries
+
+    def rows(self, kind: str, entries: list[dict] | None) -> tuple[list[dict] | None, dict | None]:
+        """(entries, None) when measured here; else (the record's entries, the record); (None, None) if neither."""
         if entries is not None:
-            display(bandwidth_plot(entries, title, save=self.plot_path(kind) if self.scale == "full" else None))
-            display(Markdown(findings(entries, f"Measured on {env.device_name()}, {self.reps} repetitions per contender",
-                                      predictions, prediction_text)))
-            return
+            return entries, None
         rec = self.recorded(kind)
+        return (rec["entries"], rec) if rec is not None else (None, None)
+
+    def companion(self, kind: str, rec: dict | None) -> dict | None:
+        """The record of another kind from the same device as `rec` (this GPU's when rec is None): never a mix."""
         if rec is None:
-            skip(f"the {kind} plot and findings", f"no GPU and no recorded {kind} run")
+            return self.recorded(kind) if self.on_gpu else None
+        return results.load(kind, device=rec["device"]["slug"], results_root=self.results_dir)
+
+    def show_measurement(self, kind: str, entries: list[dict] | None, title: str, predictions: list[Prediction],
+                         prediction_text: str | None) -> list[dict] | None:
+        """The bar plot and the predicted-against-measured table (against the header's PREDICTION paragraph) of the
+        rows just measured (the plot saved at the full scale) or, without them, of this session's record (its table
+        printed first). Returns the rows shown, None (with a SKIPPED line) when there are none."""
+        shown, rec = self.rows(kind, entries)
+        if shown is None:
+            skip(f"the {kind} plot and table", f"no GPU and no recorded {kind} run")
+            return None
+        if rec is not None:
+            print(f"the recorded run ({stamp(rec)}, {rec['notes']}):")
+            print(table(shown))
+        save = self.plot_path(kind) if rec is None and self.scale == "full" else None
+        display(bandwidth_plot(shown, title, recorded_from=rec, save=save))
+        source = (f"Recorded on {stamp(rec)}" if rec is not None
+                  else f"Measured on {env.device_name()}, {self.reps} repetitions per contender")
+        display(Markdown(prediction_table(shown, predictions, prediction_text, source)))
+        return shown
+
+    def check_exercise(self, name: str, run: Callable) -> None:
+        """Recompile kernels/exercises/<name>.cu (your edits included) and print run(module)'s report and verdict."""
+        if not self.can_compile:
+            skip("compiling the exercise", "no nvcc or a CPU-only torch")
             return
-        print(f"the latest recorded run ({stamp(rec)}, {rec['notes']}):")
-        print(table(rec["entries"]))
-        display(bandwidth_plot(rec["entries"], title, recorded_from=rec))
-        display(Markdown(findings(rec["entries"], f"Recorded on {stamp(rec)}", predictions, prediction_text)))
+        module = build.load_kernel(name, kernels_dir=EXERCISES)
+        if not self.on_gpu:
+            skip("checking the exercise", "no GPU (it compiled)")
+            return
+        report, text = run(module)
+        print(report)
+        print(text)
 
 
-def gn_inputs(N, C, offset=0.0, scale=2.0, with_bias=False):
-    """A harness input factory for GroupNorm kernels: x (N, C) around `offset`, γ (|γ| in [0.5, 1.5],
-    random signs) and β ~ N(0, 0.5²), never the defaults 1 and 0; with_bias adds a (1, C, 1, 1) bias."""
-    import torch
+# --------------------------------------------------------------------------- inputs and harness cases
 
+def x_and_bias(rows, cols, scale=2.0):
+    """A harness input factory: GEMM-output-like x (never zeros) and a random bias (cols,), on the generator's
+    device: Hardtanh clamps some elements on both sides."""
+    return lambda g: [torch.randn(rows, cols, generator=g, device=g.device) * scale,
+                      0.5 * torch.randn(cols, generator=g, device=g.device)]
+
+
+def gn_inputs(N, C, offset=0.0, scale=2.0, with_bias=False, bias_before=False):
+    """A harness input factory for GroupNorm kernels, on the generator's device: x (N, C) around `offset`, γ
+    (|γ| in [0.5, 1.5], random signs) and β ~ N(0, 0.5²), never the defaults 1 and 0. with_bias adds a
+    (1, C, 1, 1) bias at the end (problem 75); bias_before a (C,) bias after x (the activation's, 94 and 37)."""
     def factory(g):
-        sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
-        out = [torch.randn(N, C, generator=g) * scale + offset, (torch.rand(C, generator=g) + 0.5) * sign,
-               0.5 * torch.randn(C, generator=g)]
-        return out + [torch.randn(1, C, 1, 1, generator=g)] if with_bias else out
+        d = g.device
+        sign = torch.randint(0, 2, (C,), generator=g, device=d) * 2 - 1
+        x = torch.randn(N, C, generator=g, device=d) * scale + offset
+        gamma, beta = (torch.rand(C, generator=g, device=d) + 0.5) * sign, 0.5 * torch.randn(C, generator=g, device=d)
+        if bias_before:
+            return [x, 0.5 * torch.randn(C, generator=g, device=d), gamma, beta]
+        return [x, gamma, beta] + ([torch.randn(1, C, 1, 1, generator=g, device=d)] if with_bias else [])
     return factory
 
+
+def rowmin_and_bias(N, C):
+    """A harness input factory for the broadcast: a row minimum (N, 1) and problem 75's bias (1, C, 1, 1)."""
+    return lambda g: [torch.randn(N, 1, generator=g, device=g.device), torch.randn(1, C, 1, 1, generator=g, device=g.device)]
+
+
+def _leaky_relu_x2(x, slope=0.01):
+    y = F.leaky_relu(x, slope)  # once, as problem 62's model does, then the sum
+    return y + y
+
+
+ACTIVATION_KERNELS = {94: "bias_hardtanh_mish", 37: "swish_bias", 62: "leaky_relu_x2"}  # each problem's fused chain
+
+
+def activation_cases(k, rows, cols):
+    """Notebook 05's kernels: name -> (kernel, eager reference, input factory), all called as f(x, bias)."""
+    inputs = x_and_bias(rows, cols)
+    return {
+        "bias_hardtanh_mish": (lambda x, b: k.bias_hardtanh_mish(x, b, -1.0, 1.0),
+                               lambda x, b: F.mish(F.hardtanh(x + b)), inputs),
+        "swish_bias": (lambda x, b: k.swish_bias(x, b), lambda x, b: torch.sigmoid(x) * x + b, inputs),
+        "leaky_relu_x2": (lambda x, b: k.leaky_relu_x2(x, 0.01), lambda x, b: _leaky_relu_x2(x), inputs),
+        "mish": (lambda x, b: k.mish(x), lambda x, b: F.mish(x), inputs),
+    }
+
+
+FUSED_GROUPNORMS = {94: "bias_hardtanh_mish_group_norm", 37: "swish_bias_group_norm", 62: "group_norm_leaky_relu_x2"}
+
+
+def groupnorm_cases(k, N, C, G, eps=EPS):
+    """Notebook 06's kernels: name -> (kernel, eager reference, input factory)."""
+    plain, biased = gn_inputs(N, C), gn_inputs(N, C, bias_before=True)
+    gn = partial(F.group_norm, num_groups=G, eps=eps)
+    return {
+        "group_norm_welford": (lambda x, g_, b_: k.group_norm_welford(x, G, g_, b_, eps),
+                               lambda x, g_, b_: gn(x, weight=g_, bias=b_), plain),
+        "group_norm_sumsq": (lambda x, g_, b_: k.group_norm_sumsq(x, G, g_, b_, eps),
+                             lambda x, g_, b_: gn(x, weight=g_, bias=b_), plain),
+        "bias_hardtanh_mish_group_norm": (
+            lambda x, bias, g_, b_: k.bias_hardtanh_mish_group_norm(x, bias, -1.0, 1.0, G, g_, b_, eps),
+            lambda x, bias, g_, b_: gn(F.mish(F.hardtanh(x + bias)), weight=g_, bias=b_), biased),
+        "swish_bias_group_norm": (lambda x, bias, g_, b_: k.swish_bias_group_norm(x, bias, G, g_, b_, eps),
+                                  lambda x, bias, g_, b_: gn(torch.sigmoid(x) * x + bias, weight=g_, bias=b_), biased),
+        "group_norm_leaky_relu_x2": (lambda x, g_, b_: k.group_norm_leaky_relu_x2(x, G, g_, b_, eps, 0.01),
+                                     lambda x, g_, b_: _leaky_relu_x2(gn(x, weight=g_, bias=b_)), plain),
+    }
+
+
+def _row_min(x, G, gamma, beta, eps=EPS):
+    return torch.min(F.group_norm(x, G, gamma, beta, eps), dim=1, keepdim=True)[0]
+
+
+def tail_cases(mb, N, C, G, eps=EPS):
+    """Notebook 07's kernels (problem 75's tail): name -> (kernel, eager reference, input factory)."""
+    return {
+        "group_norm_row_min": (lambda x, g_, b_: mb.group_norm_row_min(x, G, g_, b_, eps),
+                               lambda x, g_, b_: _row_min(x, G, g_, b_, eps), gn_inputs(N, C)),
+        "min_bias_broadcast": (lambda m, bias: mb.min_bias_broadcast(m, bias), torch.add, rowmin_and_bias(N, C)),
+        "group_norm_min_bias": (lambda x, g_, b_, bias: mb.group_norm_min_bias(x, G, g_, b_, eps, bias),
+                                lambda x, g_, b_, bias: _row_min(x, G, g_, b_, eps) + bias,
+                                gn_inputs(N, C, with_bias=True)),
+    }
+
+
+def run_checks(cases: dict, where: str) -> None:
+    """The harness (utils.check.check_fn) on each case: one line each; raises on the first that fails."""
+    for name, (fn, ref, factory) in cases.items():
+        report = check.check_fn(fn, ref, factory, name=f"{name} {where}", contiguous_only=True)
+        print(f"{name:<32} {where:<16} {'OK' if report.ok else 'FAILED: ' + ', '.join(report.failed)}")
+        report.raise_if_failed()
+
+
+# --------------------------------------------------------------------------- the timed contenders
+
+def _inputs(factory, seed, device):
+    return factory(torch.Generator(device=device).manual_seed(seed))
+
+
+def _copy_row(p, x, shape):
+    """The yardstick of every problem: a copy of a tensor of x's size, timed in the same run."""
+    dst = torch.empty_like(x)
+    return (p, f"copy ({' x '.join(map(str, x.shape))})", "copy", partial(dst.copy_, x), 2 * 4 * x.numel(), shape, None)
+
+
+def _checked(fn, ref, args):
+    torch.testing.assert_close(fn(*args), ref(*args), rtol=1e-4, atol=1e-4)  # never time a wrong kernel
+    return partial(fn, *args), partial(ref, *args)
+
+
+def activation_spec(k, shapes, device="cuda"):
+    """Notebook 05's one run: per problem {p: (rows, cols)}, a same-size copy, the eager chain, the fused kernel."""
+    spec = []
+    for p, (rows, cols) in shapes.items():
+        name = ACTIVATION_KERNELS[p]
+        fn, ref, factory = activation_cases(k, rows, cols)[name]
+        args = _inputs(factory, p, device)
+        ours, eager = _checked(fn, ref, args)
+        nbytes, shape = 2 * 4 * rows * cols, (rows, cols)
+        spec += [_copy_row(p, args[0], shape), (p, "eager chain", "eager", eager, nbytes, shape, None),
+                 (p, name, "ours", ours, nbytes, shape, ["eager chain"])]
+    return spec
+
+
+def groupnorm_spec(k, shapes, device="cuda", eps=EPS):
+    """Notebook 06's one run: per problem {p: (N, C, G)}, a same-size copy, the eager chain, F.group_norm alone,
+    the fused kernel, and the plain GroupNorm kernels with both statistics policies."""
+    spec = []
+    for p, (N, C, G) in shapes.items():
+        cases, name = groupnorm_cases(k, N, C, G, eps), FUSED_GROUPNORMS[p]
+        fn, ref, factory = cases[name]
+        args = _inputs(factory, p, device)
+        x, gamma, beta = args[0], args[-2], args[-1]
+        ours, eager = _checked(fn, ref, args)
+        nbytes, shape = 2 * 4 * N * C, (N, C, G)
+        spec += [_copy_row(p, x, shape), (p, "eager chain", "eager", eager, nbytes, shape, None),
+                 (p, "F.group_norm", "torch", partial(F.group_norm, x, G, gamma, beta, eps), nbytes, shape, None),
+                 (p, name, "ours", ours, nbytes, shape, ["eager chain", "F.group_norm"])]
+        for plain in ("group_norm_welford", "group_norm_sumsq"):
+            spec.append((p, plain, "ours", partial(cases[plain][0], x, gamma, beta), nbytes, shape, ["F.group_norm"]))
+    return spec
+
+
+def tail_spec(mb, probe, N, C, G, device="cuda", eps=EPS):
+    """Notebook 07's one run at problem 75's shape: a same-size copy, two pure reads (ours and x.amax()), each part
+    of the tail against what it replaces, and the whole tail against eager's and against two plain launches."""
+    x, gamma, beta, bias = _inputs(gn_inputs(N, C, with_bias=True), 75, device)
+    eager_min = partial(_row_min, x, G, gamma, beta, eps)
+    rowmin = eager_min()
+    _checked(lambda: mb.group_norm_min_bias(x, G, gamma, beta, eps, bias), lambda: rowmin + bias, ())
+    read, write, both = 4 * N * C + 4 * N, 4 * N * C + 4 * N + 4 * C, 8 * N * C + 4 * C  # the least bytes of each
+    s = (N, C, G)
+    return [
+        _copy_row(75, x, s),
+        (75, "read_probe: a pure read", "yardstick", partial(probe.read_probe, x), 4 * N * C, s, None),
+        (75, "x.amax(): PyTorch's pure read", "torch", x.amax, 4 * N * C, s, None),
+        (75, "eager GroupNorm + min", "eager", eager_min, read, s, None),
+        (75, "F.group_norm", "torch", partial(F.group_norm, x, G, gamma, beta, eps), read, s, None),
+        (75, "group_norm_row_min", "ours", partial(mb.group_norm_row_min, x, G, gamma, beta, eps), read, s,
+         ["eager GroupNorm + min", "F.group_norm"]),
+        (75, "eager add: rowmin + bias", "eager", partial(torch.add, rowmin, bias), write, s, None),
+        (75, "min_bias_broadcast", "ours", partial(mb.min_bias_broadcast, rowmin, bias), write, s,
+         ["eager add: rowmin + bias"]),
+        (75, "eager tail", "eager", lambda: eager_min() + bias, both, s, None),
+        (75, "row minimum, then broadcast: two launches", "yardstick",
+         lambda: mb.min_bias_broadcast(mb.group_norm_row_min(x, G, gamma, beta, eps), bias), both, s, None),
+        (75, "group_norm_min_bias", "ours", partial(mb.group_norm_min_bias, x, G, gamma, beta, eps, bias), both, s,
+         ["eager tail", "F.group_norm", "row minimum, then broadcast: two launches"]),
+    ]
+
+
+# --------------------------------------------------------------------------- broadcasting
+
+def broadcast_steps(a, b):
+    """Print PyTorch's broadcasting of shapes a and b one step at a time; return the result (or None: an error)."""
+    n = max(len(a), len(b))
+    pa, pb = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    print(f"1. align from the right, pad with leading 1s: {tuple(a)} -> {pa}, {tuple(b)} -> {pb}")
+    out = []
+    for i, (x, y) in enumerate(zip(pa, pb)):
+        if x != y and 1 not in (x, y):
+            print(f"   dim {i}: {x:>5} vs {y:>5}: neither is 1 -> error")
+            return None
+        out.append(max(x, y))
+        print(f"   dim {i}: {x:>5} vs {y:>5}: {'equal: kept' if x == y else f'a 1 stretches to {max(x, y)}'}")
+    print(f"2. result: {tuple(out)}")
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------- the exercises' checkers
+
+GELU_CANDIDATES = {
+    "gelu(x + bias)": lambda x, b: F.gelu(x + b),
+    "x + bias, without the GELU": lambda x, b: x + b,
+    "gelu(x) + bias: the GELU before the bias": lambda x, b: F.gelu(x) + b,
+    "gelu(x + bias) with the tanh approximation (F.gelu's default is the exact erf form)":
+        lambda x, b: F.gelu(x + b, approximate="tanh"),
+    "gelu(x), without the bias": lambda x, b: F.gelu(x),
+}
+GELU_GOAL = "gelu(x + bias)"
+
+
+def gelu_diagnosis(out, x, bias):
+    """Which GELU_CANDIDATES expression `out` equals at the strict tier (float64 references), or None."""
+    out, x, bias = (t.detach().cpu().double() for t in (out, x, bias))
+    tier = check.TIERS["strict"]
+    for name, expression in GELU_CANDIDATES.items():
+        ref = expression(x, bias)
+        if out.shape == ref.shape and torch.allclose(out, ref, atol=tier.atol, rtol=tier.rtol):
+            return name
+    return None
+
+
+def gelu_verdict(report, diagnosis):
+    """PASS when the harness found nothing wrong; else "Not yet:", what failed, and what the kernel computes."""
+    if report.ok:
+        return "PASS: bias_gelu is gelu(x + bias), every check passed."
+    lines = [f"Not yet: {', '.join(report.failed)} failed."]
+    if diagnosis is None:
+        lines.append("  - the output matches none of: " + "; ".join(GELU_CANDIDATES) + ".")
+    elif diagnosis != GELU_GOAL:
+        lines.append(f"  - your kernel computes {diagnosis}.")
+    return "\n".join(lines)
+
+
+def gelu_exercise(module):
+    """Notebook 05's checker: the harness on module.bias_gelu at 37 x 115, and what the kernel computes."""
+    report = check.check_fn(module.bias_gelu, lambda x, b: F.gelu(x + b), x_and_bias(37, 115), name="your bias_gelu",
+                            contiguous_only=True)
+    x, b = (t.cuda() for t in x_and_bias(37, 115)(torch.Generator().manual_seed(0)))
+    return report, gelu_verdict(report, gelu_diagnosis(module.bias_gelu(x, b), x, b))
+
+
+WELFORD_OFFSET = 50.0  # notebook 06's checker data: randn + 50
+
+
+def welford_verdict(report, err_centred, err_offset, err_torch):
+    """PASS when the harness found nothing wrong on data far from zero; else "Not yet:" and why. The errors are
+    max |out - float64| of the kernel on centred data, on offset data, and of F.group_norm on the offset data."""
+    if report.ok:
+        return f"PASS: your statistics survive data around {WELFORD_OFFSET:g} (max error {err_offset:.1e}, F.group_norm {err_torch:.1e})."
+    lines = [f"Not yet: {', '.join(report.failed)} failed."]
+    if err_offset > 10 * max(err_torch, 1e-7) and err_centred <= 1e-4:
+        lines.append(f"  - right on centred data (max error {err_centred:.1e}) but not around {WELFORD_OFFSET:g}: "
+                     f"{err_offset:.1e} against F.group_norm's {err_torch:.1e}. E[x^2] - E[x]^2 cancels: use Welford.")
+    elif err_centred > 1e-4:
+        lines.append(f"  - wrong even on centred data (max error {err_centred:.1e}): check the mean, the variance "
+                     "(biased: / D), eps inside the root and gamma/beta per channel.")
+    else:
+        lines.append(f"  - max error {err_offset:.1e} around {WELFORD_OFFSET:g}, F.group_norm's {err_torch:.1e}: "
+                     "see the report above for what failed.")
+    return "\n".join(lines)
+
+
+def welford_exercise(module, N=37, C=1024, G=16):
+    """Notebook 06's checker: the harness on module.group_norm on data around WELFORD_OFFSET (D = 64), and the
+    errors against float64 on centred and on offset data, next to F.group_norm's."""
+    run = lambda x, g_, b_: module.group_norm(x, G, g_, b_, EPS)
+    inputs = lambda offset: gn_inputs(N, C, offset=offset, scale=1.0)
+    report = check.check_fn(run, lambda x, g_, b_: F.group_norm(x, G, g_, b_, EPS), inputs(WELFORD_OFFSET),
+                            name="your group_norm", contiguous_only=True)
+    errors = []
+    for offset in (0.0, WELFORD_OFFSET):
+        x, g_, b_ = (t.cuda() for t in inputs(offset)(torch.Generator().manual_seed(0)))
+        exact = F.group_norm(x.double(), G, g_.double(), b_.double(), EPS)
+        errors.append((run(x, g_, b_).double() - exact).abs().max().item())
+    err_torch = (F.group_norm(x, G, g_, b_, EPS).double() - exact).abs().max().item()
+    return report, welford_verdict(report, errors[0], errors[1], err_torch)
+
+
+LAYOUTS = {
+    "(1, C, N, 1): out[0, c, n, 0] = rowmin[n] + bias[c]":
+        lambda m, b: m.view(1, 1, -1, 1) + b.view(1, -1, 1, 1),
+    "the (N, C) layout, sample-major, reshaped to (1, C, N, 1)":
+        lambda m, b: (m.view(-1, 1) + b.view(1, -1)).reshape(1, b.numel(), m.numel(), 1),
+}
+LAYOUT_GOAL = "(1, C, N, 1): out[0, c, n, 0] = rowmin[n] + bias[c]"
+
+
+def layout_diagnosis(out, rowmin, bias):
+    """Which LAYOUTS entry `out` equals (exactly: the kernel only adds), or None."""
+    out, rowmin, bias = (t.detach().cpu() for t in (out, rowmin, bias))
+    for name, layout in LAYOUTS.items():
+        ref = layout(rowmin, bias)
+        if out.shape == ref.shape and torch.equal(out, ref):
+            return name
+    return None
+
+
+def layout_verdict(report, diagnosis):
+    """PASS when the harness found nothing wrong; else "Not yet:", what failed, and which layout was written."""
+    if report.ok:
+        return "PASS: every (c, n) in its place, every check passed."
+    lines = [f"Not yet: {', '.join(report.failed)} failed."]
+    if diagnosis is None:
+        lines.append("  - the values match neither layout: " + "; ".join(LAYOUTS) + ".")
+    elif diagnosis != LAYOUT_GOAL:
+        lines.append(f"  - your kernel writes {diagnosis}: element (c, n) of a contiguous (1, C, N, 1) tensor is at "
+                     "flat index c * N + n.")
+    return "\n".join(lines)
+
+
+def layout_exercise(module):
+    """Notebook 07's checker: the harness on module.min_bias_broadcast at N = 37, C = 115, and the layout written."""
+    report = check.check_fn(module.min_bias_broadcast, torch.add, rowmin_and_bias(37, 115),
+                            name="your min_bias_broadcast", contiguous_only=True)
+    m, b = (t.cuda() for t in rowmin_and_bias(37, 115)(torch.Generator().manual_seed(0)))
+    return report, layout_verdict(report, layout_diagnosis(module.min_bias_broadcast(m, b), m, b))
+
+
+# --------------------------------------------------------------------------- diagrams
+
+_READ, _WRITE, _GRID = "#3182bd", "#e6550d", "#bbbbbb"
+
+
+def _diagram(figsize) -> Figure:
+    with matplotlib.rc_context(plots.STYLE):
+        return Figure(figsize=figsize)
+
+
+def _blank(ax, xlim, ylim, title):
+    ax.set_xlim(*xlim)
+    ax.set_ylim(*ylim)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=9)
+
+
+def passes_figure(chains: dict[int, tuple[str, list[int]]]) -> Figure:
+    """Notebook 05: what crosses DRAM for each problem, eager against fused, one bar segment per tensor pass.
+    chains: {problem: (the eager chain in words, tensors each eager kernel reads)}; every kernel writes one."""
+    fig = _diagram((9.0, 0.5 + 0.9 * len(chains)))
+    ax = fig.add_subplot()
+    y, labels = 0, []
+    for p, (chain, reads) in chains.items():
+        for label, kernels in ((f"{p} eager: {chain}", reads), (f"{p} fused: one kernel", [1])):
+            x = 0
+            for k, r in enumerate(kernels):
+                for _ in range(r):
+                    ax.add_patch(Rectangle((x, y - 0.35), 1, 0.7, facecolor=_READ, edgecolor="white"))
+                    x += 1
+                ax.add_patch(Rectangle((x, y - 0.35), 1, 0.7, facecolor=_WRITE, edgecolor="white"))
+                x += 1
+                if k < len(kernels) - 1:
+                    ax.plot([x, x], [y - 0.45, y + 0.45], color="black", lw=1.5)  # a kernel boundary
+            ax.text(x + 0.2, y, f"{x} passes", va="center", fontsize=8)
+            labels.append(label)
+            y += 1
+        y += 0.4
+    ax.set_yticks([i + 0.4 * (i // 2) for i in range(len(labels))], labels, fontsize=8)
+    ax.set_xlim(0, 10)
+    ax.set_ylim(y - 0.5, -0.6)
+    ax.set_xlabel("passes over the tensor through DRAM (one pass = the whole tensor read or written once)")
+    ax.grid(False)
+    ax.legend(handles=[Patch(color=_READ, label="a tensor read"), Patch(color=_WRITE, label="a tensor written"),
+                       Line2D([], [], color="black", lw=1.5, label="the next kernel starts")],
+              loc="lower right", fontsize=8)
+    fig.suptitle("Eager runs one kernel per operator, each a round trip to DRAM; fused, the chain is one")
+    fig.tight_layout()
+    return fig
+
+
+def groupnorm_figure(N=4, G=3, D=4) -> Figure:
+    """Notebook 06: what GroupNorm reduces over on (N, C = G * D), against the seeds' whole-batch groups, and how a
+    team of two lanes holds one group of 16 floats (two float4s each) in the kernels' team path."""
+    fig = _diagram((10.0, 6.4))
+    grid = fig.add_gridspec(2, 2, height_ratios=[1, 1])
+    colours = plots.CYCLE
+    panels = ((fig.add_subplot(grid[0, 0]), True, "GroupNorm: statistics per (sample, group)"),
+              (fig.add_subplot(grid[0, 1]), False, "Seeds 000, 003, 004: per group,\nover the whole batch (wrong)"))
+    for ax, per_sample, title in panels:
+        _blank(ax, (-2.2, G * D + 0.2), (-1.0, N + 0.9), title)
+        for n in range(N):
+            for c in range(G * D):
+                ax.add_patch(Rectangle((c, N - 1 - n), 1, 1, facecolor=colours[c // D], alpha=0.35, edgecolor="white"))
+        for g in range(G):
+            boxes = [(N - 1 - n, 1) for n in range(N)] if per_sample else [(0, N)]
+            for y, h in boxes:
+                ax.add_patch(Rectangle((g * D, y), D, h, fill=False, edgecolor="black", lw=1.6))
+            ax.text(g * D + D / 2, N + 0.25, f"group {g}", ha="center", fontsize=8)
+        for n in range(N):
+            ax.text(-0.3, N - 0.5 - n, f"n = {n}", ha="right", va="center", fontsize=8)
+        ax.text(G * D / 2, -0.7, f"{'N x G' if per_sample else 'G'} black boxes: one mean and variance each",
+                ha="center", fontsize=8)
+    ax = fig.add_subplot(grid[1, :])
+    _blank(ax, (-1, 17), (-1.4, 5.0), "The team path: 2 lanes own one group of D = 16 floats, two float4s each")
+    for f4 in range(4):
+        lane = f4 % 2
+        ax.add_patch(Rectangle((4 * f4, 3), 4, 1, facecolor=colours[lane], alpha=0.6, edgecolor="black"))
+        ax.text(4 * f4 + 2, 3.5, f"float4 {f4}: lane {lane}", ha="center", va="center", fontsize=8)
+    ax.text(8, 4.35, "one group, x[n, gD : gD + 16]: 64 contiguous bytes, loaded once", ha="center", fontsize=8)
+    for lane, (x0, x1) in enumerate(((1, 6), (10, 15))):
+        ax.add_patch(Rectangle((x0, 0), x1 - x0, 1, facecolor=colours[lane], alpha=0.6, edgecolor="black"))
+        ax.text((x0 + x1) / 2, 0.5, f"lane {lane}: its 8 values", ha="center", va="center", fontsize=8)
+        for f4 in (lane, lane + 2):
+            ax.add_patch(FancyArrowPatch((4 * f4 + 2, 2.95), ((x0 + x1) / 2, 1.05), arrowstyle="->", lw=0.8,
+                                         mutation_scale=9))
+    ax.add_patch(FancyArrowPatch((6.1, 0.5), (9.9, 0.5), arrowstyle="<->", lw=1.4, mutation_scale=10))
+    ax.text(8, -0.6, "one register shuffle (__shfl_xor_sync, offset 1) merges the two summaries:\n"
+            "both lanes hold the group's mean and variance, normalise their 8 values, store them", ha="center",
+            va="top", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def broadcast_figure(N=8, C=5) -> Figure:
+    """Notebook 07: rowmin (N, 1) + bias (1, C, 1, 1) -> out (1, C, N, 1), drawn as the (C, N) grid it is in memory
+    (n fastest), with one thread's float4 of n walking down the channels, and the minimum it is computed from."""
+    fig = _diagram((11.0, 3.6))
+    axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.5]})
+    ax = axes[0]
+    _blank(ax, (-3.5, 7.5), (-1.0, 5.2), "Shapes aligned from the right")
+    rows = [("rowmin", ["", "", "N", "1"]), ("bias", ["1", "C", "1", "1"]), ("sum", ["1", "C", "N", "1"])]
+    for i, (name, dims) in enumerate(rows):
+        y = 4 - 1.5 * i
+        ax.text(-0.4, y + 0.4, name, ha="right", va="center", fontsize=9)
+        for j, d in enumerate(dims):
+            if d:
+                stretched = name == "sum" and (j == 1 or j == 2)
+                ax.add_patch(Rectangle((1.6 * j, y), 1.4, 0.8, facecolor=_WRITE if stretched else "white",
+                                       alpha=0.35 if stretched else 1, edgecolor="black"))
+                ax.text(1.6 * j + 0.7, y + 0.4, d, ha="center", va="center", fontsize=9)
+    ax.text(3, -0.7, "each 1 stretches to the other's size: (N, 1) is read as (1, 1, N, 1)", ha="center", fontsize=7)
+    ax = axes[1]
+    _blank(ax, (-2.6, N + 3.2), (-1.9, C + 1.6), "The output in memory: (C, N), n fastest")
+    for c in range(C):
+        for n in range(N):
+            owned = 4 <= n < 8
+            ax.add_patch(Rectangle((n, C - 1 - c), 1, 1, facecolor=_WRITE if owned else "white",
+                                   alpha=0.45 if owned else 1, edgecolor=_GRID))
+        ax.text(-0.2, C - 0.5 - c, f"c={c}: +bias[{c}]", ha="right", va="center", fontsize=7)
+    for n in range(N):
+        ax.add_patch(Rectangle((n, -1.5), 1, 0.8, facecolor=_READ, alpha=0.35 if 4 <= n < 8 else 0.12,
+                               edgecolor=_GRID))
+    ax.text(N / 2, -1.8, "rowmin[0 .. N-1]: one float4 per thread, loaded once", ha="center", fontsize=7)
+    ax.add_patch(FancyArrowPatch((N + 0.4, C - 0.5), (N + 0.4, 0.5), arrowstyle="->", lw=1.2, mutation_scale=10))
+    ax.text(N + 0.6, C / 2, "one thread\nowns 4 n,\nwalks down\nchannels\nc = blockIdx.y,\n+ gridDim.y, ...:\na float4 store\neach", va="center",
+            fontsize=7)
+    ax.add_patch(FancyArrowPatch((0, C + 0.3), (N, C + 0.3), arrowstyle="->", lw=1.0, mutation_scale=8))
+    ax.text(N / 2, C + 0.55, "addresses increase: out[0, c, n, 0] is at c * N + n", ha="center", fontsize=7)
+    fig.tight_layout()
+    return fig

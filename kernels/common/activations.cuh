@@ -17,14 +17,15 @@
 //                 Here: tanh(log(1 + e)) = ((1 + e)^2 - 1) / ((1 + e)^2 + 1) = n / (n + 2) with
 //                 e = e^x and n = e (e + 2): the same function, one exp and one division, with no
 //                 cancellation anywhere (for x -> -inf, n ~ 2e and n / (n + 2) ~ e, as it
-//                 should). For x > 20 it returns x, as F.softplus's threshold does: tanh(20) is
-//                 1.0f exactly, and n would overflow past x ~ 44. Special values as torch: +inf
+//                 should). For x > 20 it returns x: F.mish has no threshold there (unlike
+//                 F.softplus), but its tanh of the softplus rounds to 1.0f, so it returns x too;
+//                 and n would overflow past x ~ 44. Special values as torch: +inf
 //                 -> inf, -inf -> -inf * 0 = NaN, NaN -> NaN. Max relative error against float64
 //                 over [-87, 120]: 2.9e-7, against 2.2e-7 for the three-call form (float32 on a
 //                 CPU); the tests hold it to 1e-6 of F.mish on CUDA, extremes included. Why
-//                 bother: problem 94's fused GroupNorm is bound by instruction issue, not memory,
-//                 with the three-call form (measured on an H100: 1516 GB/s, half of copy; 1947
-//                 GB/s with this one, 80% of a copy of the same size).
+//                 bother: with the three-call form, problem 94's fused GroupNorm is bound by
+//                 instruction issue, not memory (kernels/groupnorm.cu; the measurements are in
+//                 experiments/memory_bound/README.md).
 //   sigmoid(x)    1 / (1 + exp(-x)), torch's formula: exp(-x) overflows to inf for x < -88,
 //                 and 1 / inf = 0, the right limit, so no special case is needed.
 //   leaky_relu    x > 0 ? x : x * slope, torch's comparison (NaN goes to x * slope, NaN).

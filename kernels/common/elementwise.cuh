@@ -48,11 +48,10 @@ inline int64_t resident_blocks(Kernel kernel, int threads, size_t smem_bytes, in
 
 // How many resident waves of blocks a grid-stride kernel's grid may span before its loop takes
 // over. One wave looks enough (more blocks only wait for the resident ones), but it measured
-// slower on an H100 at problem 37's shape (32768 x 4096, 1.07 GB moved), in two runs: swish_bias
-// 2813 vs 2976 GB/s, group_norm_welford 2769 vs 2974 GB/s (99% of copy). With one wave every
-// thread makes many trips in step with all the others, and the last, partial trip leaves SMs
-// idle; blocks that each take one chunk and retire let the block scheduler keep every SM busy to
-// the end. At the 33.5 MB shapes of 94, 75 and 62 the two were within run-to-run noise (+-3%).
+// slower on an H100 at problem 37's shape (32768 x 4096; experiments/memory_bound/README.md). With
+// one wave every thread makes many trips in step with all the others, and the last, partial trip
+// leaves SMs idle; blocks that each take one chunk and retire let the block scheduler keep every
+// SM busy to the end. At the 33.5 MB shapes of 94, 75 and 62 the two were within run-to-run noise.
 // 64 waves covers the problems' tensors with one trip per thread, and the loop still bounds the
 // grid for tensors far larger. (Compile with -DWORKBOOK_GRID_WAVES=1 to compare.)
 #ifndef WORKBOOK_GRID_WAVES

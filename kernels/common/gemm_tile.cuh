@@ -1,13 +1,7 @@
-// kernels/common/gemm_tile.cuh: what the register-blocked GEMM rungs share (gemm_04, gemm_05,
-// gemm_06; notebooks/03_tiled_gemm.ipynb).
-//
-// All of them compute out = x @ w.T with x (M, K) and w (N, K) row-major: nn.Linear's layout,
-// where BOTH operands are contiguous along K. Each block computes one tile of `out` by walking
-// along K one slice of BK columns at a time: it copies the x rows and the w rows of its tile,
-// BK values each, into shared memory, synchronises, and multiplies from there.
-//
-// Here lives, once, load_tile_kmajor: the global -> shared copy of one such slice, stored
-// TRANSPOSED (k-major). What every rung's launcher shares is in common/gemm_launch.cuh.
+// kernels/common/gemm_tile.cuh: the copy that the register-blocked GEMM rungs share (gemm_04,
+// gemm_05, gemm_06; notebooks/03_tiled_gemm.ipynb): load_tile_kmajor, one slice of x or w from
+// global memory into a shared tile, stored transposed (k-major). What every rung's launcher shares
+// is in common/gemm_launch.cuh.
 
 #pragma once
 
@@ -26,7 +20,7 @@
 // element (k, r) sits at word k * ROWS + r, and with ROWS a multiple of 32 the 8 k-values of a
 // row all fall in one bank: 8-way conflicts. Padded, (k, r) is in bank (4k + r) % 32, and the
 // warp's 32 writes hit 32 different banks. A pad of 4 rather than 1 keeps every tile row a
-// multiple of 16 bytes long, so 16-byte reads of 4 consecutive rows stay aligned.
+// multiple of 16 bytes long, so the compute loop's 16-byte reads (LDS.128) stay aligned.
 constexpr int GEMM_SMEM_PAD = 4;
 
 // Copies rows [row0, row0 + ROWS) x columns [k0, k0 + BK) of a row-major (rows, K) matrix into

@@ -3,8 +3,8 @@
 // (GroupNorm + row minimum) put together. Notebook: 06_groupnorm_reduction.ipynb.
 //
 // What GroupNorm computes on (N, C) with G groups, D = C / G channels per group: for each
-// sample n and group g, over the D values x[n, g*D .. g*D + D-1] (seeds 003 and 004 reduce over
-// the whole batch instead: wrong),
+// sample n and group g, over the D values x[n, g*D .. g*D + D-1] (seeds 000, 003 and 004 reduce
+// over the whole batch instead: wrong),
 //   mean = sum(x) / D,  var = sum((x - mean)^2) / D   (biased: divided by D, not D - 1)
 //   y[n, c] = (x[n, c] - mean) * rsqrt(var + eps) * gamma[c] + beta[c]   (eps inside the root)
 // in that order of operations, PyTorch's own for 2-D input (GroupNorm1dForward).

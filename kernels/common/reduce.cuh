@@ -33,7 +33,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 //
 // A GroupNorm group of the problems is tiny: 16, 32 or 64 floats. Giving it a whole warp (or
 // block) would leave most lanes idle, so the kernels let a *team* of WIDTH consecutive lanes
-// (WIDTH = 4, 8, 16 or 32; a power of two dividing 32) own one group. A butterfly restricted to
+// (a power of two up to 32: 2, 4 and 8 for the problems' groups of 16, 32 and 64) own one group. A butterfly restricted to
 // offsets < WIDTH never leaves the team: lane l only ever meets lanes l ^ offset, which differ
 // from l in the low log2(WIDTH) bits alone. So one warp reduces 32 / WIDTH groups at once,
 // every lane busy. warp_sum above is team_sum<32>.
@@ -85,7 +85,9 @@ __device__ __forceinline__ float warp_min(float v) {
 // about 7 digits of it, so the variance keeps almost none. Welford's form carries instead the
 // mean and M2 = sum (x - mean)^2, the squares of *deviations*, which stay small.
 //
-// Partial results (n, mean, M2) over two disjoint sets merge exactly (Chan et al., 1979):
+// Partial results (n, mean, M2) over two disjoint sets merge by Chan et al.'s formula (1979), exact
+// in real arithmetic. In float each merge rounds, like any addition, but it only subtracts means,
+// never two large sums of squares, so nothing cancels beyond the data's own rounding:
 //   n = na + nb,  delta = mean_b - mean_a,
 //   mean = mean_a + delta * nb / n,
 //   M2 = M2a + M2b + delta^2 * na * nb / n.

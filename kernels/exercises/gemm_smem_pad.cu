@@ -9,13 +9,12 @@
 // With rows of 32 floats, word (tx, kk) is word 32 tx + kk, in bank (32 tx + kk) % 32 = kk for
 // every lane: the lanes queue on one bank. (nvcc reads 4 consecutive kk with one 16-byte LDS.128
 // where a row is a multiple of 16 bytes, as here, and 2 with an 8-byte LDS.64 where it is a
-// multiple of 8. A wide load is served a quarter- or half-warp at a time; the lanes of each part
-// still share banks.)
+// multiple of 8. An LDS.128 is served a quarter-warp (8 lanes) at a time, an LDS.64 a half-warp;
+// the lanes of each part still share banks.)
 //
 // It computes the right answer, only slowly: the checker in notebook 03 reports "Not yet" until
 // the read is conflict-free at the load width nvcc uses. Your job: change kWsRowFloats so that it
-// is. (The notebook tabulates the passes per kk of every row length from 32 to 40: predict them
-// first.)
+// is. (Predict first: how many passes per kk does each row length from 32 to 40 take?)
 
 #include "common/gemm_tile.cuh"  // gemm_new_output, gemm_grid: the ladder's launcher helpers
 

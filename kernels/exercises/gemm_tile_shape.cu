@@ -11,7 +11,7 @@
 //   TILE_BK        a deeper slice: fewer barriers and global-load rounds per FMA, more shared
 //                  memory per block (BK x (BM + BN + 8) floats must stay under 48 KB).
 //   TILE_BM/BN     a larger tile: more FLOP per byte loaded from global memory (BM BN / 2(BM + BN)),
-//                  but fewer blocks (1024 x 8192 / (BM BN) of them) to fill 132 SMs.
+//                  but fewer blocks (1024 x 8192 / (BM BN) of them) to fill the GPU's SMs.
 //   TILE_TM/TN     more outputs per thread: more reuse of each register, more registers (TM TN
 //                  accumulators), fewer threads (BM BN / (TM TN)) per block.
 //   TILE_MIN_BLOCKS  __launch_bounds__' minimum blocks per SM: caps the registers per thread at
