@@ -32,7 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from utils import bench, build, check, env, ladder, plots, precision, results
+from utils import bench, build, chapter, check, env, ladder, plots, precision, results
 from utils.run import skip
 from utils.show import header_section, source_path
 
@@ -500,11 +500,7 @@ def bias_plot(entries: list[dict], recorded_from: dict | None = None, save=None)
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         fig.suptitle(f"What the bias costs, M x N x K = {' x '.join(map(str, entries[0]['shape']))}, TF32 off\n"
                      f"{plots.provenance(recorded_from)}")
-        fig.tight_layout()
-        if save is not None:
-            Path(save).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(save, bbox_inches="tight")
-    return fig
+    return plots.finish(fig, save)
 
 
 def cost_table(entries: list[dict], source: str) -> str:
@@ -596,14 +592,10 @@ def expression_diagnosis(out, x, w, bias, candidates: dict[str, Callable]) -> st
 
 def expression_verdict(report, diagnosis: str | None, goal: str, candidates: dict, passed: str) -> str:
     """PASS when the harness found nothing wrong; else "Not yet:", what failed, and what the kernel computes."""
-    if report.ok:
-        return passed
-    lines = [f"Not yet: {', '.join(report.failed)} failed."]
-    if diagnosis is None:
-        lines.append("  - the output matches none of " + "; ".join(candidates) + ".")
-    elif diagnosis != goal:
-        lines.append(f"  - your kernel computes {diagnosis}: the checks that compare values fail for this one reason.")
-    return "\n".join(lines)
+    return chapter.diagnosis_verdict(
+        report, diagnosis, goal=goal, passed=passed,
+        none_matched="the output matches none of " + "; ".join(candidates) + ".",
+        wrong="your kernel computes {diagnosis}: the checks that compare values fail for this one reason.")
 
 
 def prediction_verdict(predicted_pct: float | None, actual: float, what: str) -> str:

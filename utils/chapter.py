@@ -183,6 +183,21 @@ def harness_summary(reports) -> str:
 
 # --- notebook 09's exercises ----------------------------------------------------------------------
 
+def diagnosis_verdict(report, diagnosis: str | None, *, goal: str, passed: str, none_matched: str,
+                      wrong: str) -> str:
+    """An exercise's verdict: `passed` when the harness found nothing wrong; else "Not yet:", the checks
+    that failed and, from `diagnosis` (which candidate the output equals, None for none), `none_matched`
+    or `wrong` (formatted with the diagnosis) unless the diagnosis is the goal."""
+    if report.ok:
+        return passed
+    lines = [f"Not yet: {', '.join(report.failed)} failed."]
+    if diagnosis is None:
+        lines.append(f"  - {none_matched}")
+    elif diagnosis != goal:
+        lines.append(f"  - {wrong.format(diagnosis=diagnosis)}")
+    return "\n".join(lines)
+
+
 def _gn_args(N: int, C: int, G: int, seed: int) -> tuple[Tensor, Tensor, Tensor]:
     g = torch.Generator().manual_seed(seed)
     sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1

@@ -900,9 +900,7 @@ def _figure(title: str, size: tuple[float, float]) -> Figure:
 
 
 def _finish(fig: Figure) -> Figure:
-    with matplotlib.rc_context(plots.STYLE):
-        fig.tight_layout()
-    return fig
+    return plots.finish(fig)
 
 
 def draw_mapping() -> Figure:

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from utils import bench, build, check, env, plots, results
+from utils import bench, build, chapter, check, env, plots, results
 from utils.run import skip
 
 __all__ = ["ACTIVATION_KERNELS", "FUSED_GROUPNORMS", "GELU_CANDIDATES", "GELU_GOAL", "LAYOUTS", "LAYOUT_GOAL",
@@ -105,11 +105,7 @@ def bandwidth_plot(entries, title, recorded_from=None, save=None):
         handles.append(Line2D([], [], color=plots.REFERENCE, lw=1, ls="--", label=f"target {TARGET_PCT}%"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
         fig.suptitle(f"{title}\n{plots.provenance(recorded_from)}")
-        fig.tight_layout()
-        if save is not None:
-            Path(save).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(save, bbox_inches="tight")
-    return fig
+    return plots.finish(fig, save)
 
 
 # --------------------------------------------------------------------------- predicted against measured
@@ -540,14 +536,10 @@ def gelu_diagnosis(out, x, bias):
 
 def gelu_verdict(report, diagnosis):
     """PASS when the harness found nothing wrong; else "Not yet:", what failed, and what the kernel computes."""
-    if report.ok:
-        return "PASS: bias_gelu is gelu(x + bias), every check passed."
-    lines = [f"Not yet: {', '.join(report.failed)} failed."]
-    if diagnosis is None:
-        lines.append("  - the output matches none of: " + "; ".join(GELU_CANDIDATES) + ".")
-    elif diagnosis != GELU_GOAL:
-        lines.append(f"  - your kernel computes {diagnosis}.")
-    return "\n".join(lines)
+    return chapter.diagnosis_verdict(report, diagnosis, goal=GELU_GOAL,
+                                     passed="PASS: bias_gelu is gelu(x + bias), every check passed.",
+                                     none_matched="the output matches none of: " + "; ".join(GELU_CANDIDATES) + ".",
+                                     wrong="your kernel computes {diagnosis}.")
 
 
 def gelu_exercise(module):
@@ -616,15 +608,11 @@ def layout_diagnosis(out, rowmin, bias):
 
 def layout_verdict(report, diagnosis):
     """PASS when the harness found nothing wrong; else "Not yet:", what failed, and which layout was written."""
-    if report.ok:
-        return "PASS: every (c, n) in its place, every check passed."
-    lines = [f"Not yet: {', '.join(report.failed)} failed."]
-    if diagnosis is None:
-        lines.append("  - the values match neither layout: " + "; ".join(LAYOUTS) + ".")
-    elif diagnosis != LAYOUT_GOAL:
-        lines.append(f"  - your kernel writes {diagnosis}: element (c, n) of a contiguous (1, C, N, 1) tensor is at "
-                     "flat index c * N + n.")
-    return "\n".join(lines)
+    return chapter.diagnosis_verdict(report, diagnosis, goal=LAYOUT_GOAL,
+                                     passed="PASS: every (c, n) in its place, every check passed.",
+                                     none_matched="the values match neither layout: " + "; ".join(LAYOUTS) + ".",
+                                     wrong="your kernel writes {diagnosis}: element (c, n) of a contiguous "
+                                           "(1, C, N, 1) tensor is at flat index c * N + n.")
 
 
 def layout_exercise(module):

@@ -103,7 +103,8 @@ def _figure(what: str, recorded: dict | None, **kw) -> Figure:
     return fig
 
 
-def _finish(fig: Figure, save: str | Path | None) -> Figure:
+def finish(fig: Figure, save: str | Path | None = None) -> Figure:
+    """Lay a figure out in the workbook's style and, given a path, save it there (folders made)."""
     with matplotlib.rc_context(STYLE):
         fig.tight_layout()
         if save is not None:
@@ -159,7 +160,7 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
         ax.set_ylabel(f"speedup over {baseline} with TF32 off (x)")
         ax.margins(y=0.15)  # room for the labels above the tallest bar
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _finish(fig, save)
+    return finish(fig, save)
 
 
 def _baseline_row(rows: list[dict], baseline: str) -> dict:
@@ -204,7 +205,7 @@ def op_breakdown(profile_record, *, top: int = 6, recorded: dict | None = None,
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of eager CUDA time")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _finish(fig, save)
+    return finish(fig, save)
 
 
 def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
@@ -230,7 +231,7 @@ def ladder(rows, reference: str = "cuBLAS", *, recorded: dict | None = None,
         ax.set_ylim(lowest / 2, highest * 2.5)  # room below the shortest bar and above the labels
         ax.set_xticks(range(len(rows)), names, rotation=30, ha="right")
         ax.set_ylabel("TFLOP/s, log scale (bar labels: % of " + reference + ")")
-    return _finish(fig, save)
+    return finish(fig, save)
 
 
 def warp_access(panels: list[dict], *, sector_floats: int = 8, save: str | Path | None = None) -> Figure:
@@ -265,7 +266,7 @@ def warp_access(panels: list[dict], *, sector_floats: int = 8, save: str | Path 
                             Patch(color=colours[1], label="moved with its sector, not used")],
                    loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=2)
     fig.suptitle("One warp, one load step (a diagram of addresses, not a measurement)", x=0.02, ha="left")
-    return _finish(fig, save)
+    return finish(fig, save)
 
 
 def roofline(points: list[dict], ceilings, *, recorded: dict | None = None,
@@ -299,4 +300,4 @@ def roofline(points: list[dict], ceilings, *, recorded: dict | None = None,
         ax.set_xlabel("arithmetic intensity (FLOP/byte)")
         ax.set_ylabel("TFLOP/s")
         ax.legend(loc="lower right", title=f"ceilings {c.source}", title_fontsize=8)
-    return _finish(fig, save)
+    return finish(fig, save)

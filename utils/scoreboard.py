@@ -448,7 +448,7 @@ def plot(rec: dict, stage: str, *, save=None):
         ax.set_xticks(range(len(pids)), [f"problem {p}" for p in pids])
         ax.set_ylabel("speedup over eager fp32, TF32 off (log scale)")
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return plots._finish(fig, save)
+    return plots.finish(fig, save)
 
 
 def show(stage: str, session) -> None:

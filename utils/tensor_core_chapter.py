@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from typing import Callable
 
 import matplotlib
@@ -558,11 +557,7 @@ def accumulation_figure(model_rows: list[dict] | None = None, record: dict | Non
             _loglog(ax)
         fig.suptitle("Largest |error| against float64 as K grows" + ("" if record is None or not sweep else
                                                                        f"\n{plots.provenance(record)}"))
-        fig.tight_layout()
-        if save is not None:
-            Path(save).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(save, bbox_inches="tight")
-    return fig
+    return plots.finish(fig, save)
 
 
 def _loglog(ax) -> None:
@@ -802,11 +797,7 @@ def timing_figure(record: dict, save=None) -> Figure:
         fig.legend(handles=[Line2D([], [], color="#e6550d", lw=2.5, label="the header's predicted range")],
                    loc="lower right", fontsize=8)
         fig.suptitle(f"The tensor-core rungs against cuBLAS, one run\n{plots.provenance(record)}")
-        fig.tight_layout()
-        if save is not None:
-            Path(save).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(save, bbox_inches="tight")
-    return fig
+    return plots.finish(fig, save)
 
 
 # --------------------------------------------------------------------------- diagrams

@@ -194,14 +194,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         float4* small = reinterpret_cast<float4*>(ring_a(r));
 #pragma unroll 4
         for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
-          const float4 v = raw[i];
-          uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-          tc::split_tf32(v.x, b0, s0);
-          tc::split_tf32(v.y, b1, s1);
-          tc::split_tf32(v.z, b2, s2);
-          tc::split_tf32(v.w, b3, s3);
-          raw[i] = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
-          small[i] = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
+          tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
         }
         hopper::fence_proxy_async();
         hopper::named_barrier(1, 128 * CONSUMERS);
@@ -344,14 +337,7 @@ __global__ void split_tf32_kernel(const float4* __restrict__ v, float4* __restri
                                   int64_t n4) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float4 a = v[i];
-    uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
-    tc::split_tf32(a.x, b0, s0);
-    tc::split_tf32(a.y, b1, s1);
-    tc::split_tf32(a.z, b2, s2);
-    tc::split_tf32(a.w, b3, s3);
-    big[i] = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
-    small[i] = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
+    tc::split_tf32x4(v[i], big[i], small[i]);
   }
 }
 

@@ -2,7 +2,7 @@
 // of the GEMM ladder share (gemm_08_mma_tf32.cu, gemm_09_wgmma_tf32.cu, gemm_10_3xtf32.cu;
 // notebooks/08_tensor_cores_and_precision.ipynb).
 //
-//   to_tf32 / split_tf32   fp32 -> TF32, and the 3xTF32 split v = big + small;
+//   to_tf32 / split_tf32   fp32 -> TF32, and the 3xTF32 split v = big + small (split_tf32x4: four);
 //   mma_tf32               one warp-wide mma.sync m16n8k8 (TF32 in, FP32 accumulate);
 //   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
 //   cp_async_16            a 16-byte cp.async (the 4-byte one, commit and wait are rung 7's);
@@ -44,6 +44,18 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
 __device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& small) {
   big = to_tf32(v);
   small = to_tf32(v - __uint_as_float(big));
+}
+
+// split_tf32 of four values at once, parts kept as floats (TF32 values with their low 13 bits zero):
+// the unit of the splits that go through memory, 16 bytes at a time.
+__device__ __forceinline__ void split_tf32x4(float4 v, float4& big, float4& small) {
+  uint32_t b0, b1, b2, b3, s0, s1, s2, s3;
+  split_tf32(v.x, b0, s0);
+  split_tf32(v.y, b1, s1);
+  split_tf32(v.z, b2, s2);
+  split_tf32(v.w, b3, s3);
+  big = make_float4(__uint_as_float(b0), __uint_as_float(b1), __uint_as_float(b2), __uint_as_float(b3));
+  small = make_float4(__uint_as_float(s0), __uint_as_float(s1), __uint_as_float(s2), __uint_as_float(s3));
 }
 
 // ---- mma.sync m16n8k8, TF32 ----------------------------------------------------------------
