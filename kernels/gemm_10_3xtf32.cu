@@ -74,8 +74,11 @@
 // be ~1.5x slower than the pre-split kernel. mma.sync path: 3x rung 8's work plus the split at half
 // rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
 
+#include <ATen/Context.h>      // at::globalContext(): PyTorch's fp32 matmul setting
+#include <ATen/ops/addmm.h>    // nn.Linear's GEMM, for the TF32 setting and GPUs other than sm_90
 #include <c10/cuda/CUDAStream.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -233,7 +236,9 @@ torch::Tensor gemm_split_in_smem(torch::Tensor x, torch::Tensor w) {
 // @export: the weight-split cache of linear: [hits, misses, live entries] since the last clear
 torch::Tensor weight_split_cache_stats() {
   const std::vector<int64_t> s = gemm10::weight_splits().stats();
-  return torch::tensor(s, torch::kInt64);
+  torch::Tensor out = torch::empty({static_cast<int64_t>(s.size())}, torch::kLong);  // on the CPU
+  std::copy(s.begin(), s.end(), out.data_ptr<int64_t>());
+  return out;
 }
 
 // @export: empties the weight-split cache of linear (frees the kept splits) and zeroes its counters; returns 0

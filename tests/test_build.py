@@ -1,15 +1,17 @@
 """utils.build: binding from `// @export`, the build cache, locks, compile errors, and vector_add.
 
-A cold build costs ~50 s on 2 cores, so the compile tests share one build of vector_add (in a
+A cold build costs ~25 s on 2 cores, so the compile tests share one build of vector_add (in a
 temporary build root, module-scoped) and one failing build of a broken kernel.
 """
 import contextlib
 import io
 import json
+import pickle
 import subprocess
 import sys
 import textwrap
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -123,7 +125,9 @@ def test_plan_flags_arch_and_line_directive(kernels_dir, monkeypatch):
     assert {"-O3", "-lineinfo"} <= set(p.cuda_cflags) and p.cflags == ("-O3",)
     # nvcc reports errors at the real file and line, not in the build directory's copy
     assert p.cuda_source.startswith(f'#line 1 "{kernels_dir / "k.cu"}"\n#include')
-    assert p.cpp_source == "torch::Tensor k(torch::Tensor x);"
+    # the bindings file: the light prelude (not <torch/extension.h>), then the launcher's declaration
+    assert p.cpp_source == build.BINDINGS_PRELUDE + "torch::Tensor k(torch::Tensor x);"
+    assert "torch/extension.h" not in p.cpp_source
     assert p.include_dirs == (kernels_dir, build.KERNELS_DIR)  # an exercise elsewhere can include common/
     assert p.build_dir.parent == kernels_dir.parent / "elsewhere"
 
@@ -361,6 +365,154 @@ def test_compile_error_names_the_file_and_line(tmp_path, capsys):
     if seconds > build.TICK_SECONDS + 2:
         assert "  ... still compiling 'broken' (10 s)" in out
     print(f"failing build of broken.cu: {seconds:.1f} s")
+
+
+# --- load_kernels: several builds side by side ----------------------------------------------
+
+class Unpicklable(Exception):
+    def __init__(self, a, b):  # pickle rebuilds an exception from .args: (a message,) here, not (a, b)
+        super().__init__(f"{a} {b}")
+
+
+@pytest.fixture
+def fake_loads(monkeypatch):
+    """load_kernels with its builds faked: every plan warm unless its name is in `cold`, no worker
+    processes (`side_by_side` records what they were given), a load returns what it was asked for and
+    raises for a name in `broken`. The fixture's value holds these knobs and the loads made."""
+    fake = types.SimpleNamespace(cold=set(), broken={}, loads=[], side_by_side=[])
+
+    def load_kernel(name, extra_cuda_cflags=(), kernels_dir=None):
+        fake.loads.append(name)
+        if name in fake.broken:
+            raise fake.broken[name]
+        return types.SimpleNamespace(name=name, flags=tuple(extra_cuda_cflags), kernels_dir=kernels_dir)
+
+    def plan(name, **kw):
+        if name == "nope":
+            raise FileNotFoundError("no kernel 'nope'")
+        return name
+
+    def side_by_side(cold, jobs):
+        fake.side_by_side.append((dict(cold), jobs))
+        return {}
+
+    monkeypatch.setattr(build, "plan", plan)
+    monkeypatch.setattr(build, "_is_built", lambda name: name not in fake.cold)
+    monkeypatch.setattr(build, "load_kernel", load_kernel)
+    monkeypatch.setattr(build, "_build_side_by_side", side_by_side)
+    return fake
+
+
+def test_a_variant_is_a_hashable_build_that_names_itself(tmp_path):
+    v = build.Variant("gemm_07_pipelined", ["-DGEMM07_BK=16", "-DGEMM07_STAGES=3"])
+    assert v == build.Variant("gemm_07_pipelined", ("-DGEMM07_BK=16", "-DGEMM07_STAGES=3")) and hash(v)
+    assert str(v) == "gemm_07_pipelined -DGEMM07_BK=16 -DGEMM07_STAGES=3"
+    assert str(build.Variant("k", kernels_dir=tmp_path)) == f"k (in {tmp_path})"
+    assert build.as_variant(("k", ["-DX"])) == build.Variant("k", ("-DX",))
+    assert build.as_variant(("k", [], str(tmp_path))) == build.Variant("k", (), tmp_path)
+    assert build.as_variant("k") == build.Variant("k")
+    with pytest.raises(TypeError, match="sequence of flags"):
+        build.Variant("k", "-DX")
+    with pytest.raises(TypeError, match="a name, a build.Variant or a tuple"):
+        build.as_variant(["k"])
+
+
+def test_load_kernels_keys_each_item_as_given_in_order(fake_loads, tmp_path):
+    flagged = build.Variant("a", ["-DX"])
+    got = build.load_kernels(["b", "a", ("a", ["-DX"]), flagged, "b", ("c", [], tmp_path)])
+    assert list(got) == ["b", "a", flagged, build.Variant("c", (), tmp_path)]  # a tuple keys by its Variant
+    assert got["a"].flags == () and got[flagged].flags == ("-DX",) and got["b"].name == "b"
+    assert got[build.Variant("c", (), tmp_path)].kernels_dir == tmp_path
+    assert fake_loads.side_by_side == []  # all warm: no worker started
+
+
+def test_load_kernels_with_labels_and_a_default_folder(fake_loads, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    got = build.load_kernels({"y": build.Variant("a", ["-DY"]), "x": "a", "z": ("a", [], elsewhere)},
+                             kernels_dir=tmp_path)
+    assert list(got) == ["y", "x", "z"]
+    assert (got["y"].flags, got["y"].kernels_dir) == (("-DY",), tmp_path)  # no folder of its own: kernels_dir
+    assert got["x"].kernels_dir == tmp_path and got["z"].kernels_dir == elsewhere
+
+
+def test_load_kernels_sends_each_cold_build_once_to_the_workers(fake_loads):
+    fake_loads.cold = {"a", "b"}
+    got = build.load_kernels({"first": "a", "again": "a", "other": ("b", ["-DX"]), "warm": "c"}, jobs=8)
+    (cold, jobs), = fake_loads.side_by_side
+    assert cold == {build.Variant("a"): "first", build.Variant("b", ["-DX"]): "other"}  # announced by their labels
+    assert jobs == 2  # at most one per cold build
+    assert list(got) == ["first", "again", "other", "warm"]
+
+
+def test_load_kernels_builds_one_cold_kernel_here_unless_build_only(fake_loads):
+    fake_loads.cold = {"a"}
+    assert list(build.load_kernels(["a", "c"])) == ["a", "c"]
+    assert fake_loads.side_by_side == []  # one cold build: in this process, by load_kernel
+    assert build.load_kernels(["a", "c"], build_only=True) == {}
+    assert [list(cold) for cold, _ in fake_loads.side_by_side] == [[build.Variant("a")]]
+    assert fake_loads.loads == ["a", "c"]  # build_only imported nothing
+
+
+def test_load_kernels_on_error(fake_loads, capsys):
+    error = build.KernelCompileError("bad", Path("kernels/bad.cu"), 3, "oops", "")
+    fake_loads.broken = {"bad": error}
+    got = build.load_kernels(["a", "bad", "c"], on_error="return")
+    assert got["bad"] is error and got["c"].name == "c" and list(got) == ["a", "bad", "c"]
+    assert "  FAILED bad: kernels/bad.cu:3: error: oops" in capsys.readouterr().out
+    fake_loads.loads.clear()
+    with pytest.raises(build.KernelCompileError):
+        build.load_kernels(["a", "bad", "c"])
+    assert fake_loads.loads == ["a", "bad", "c"]  # raised once the others were done
+    assert isinstance(build.load_kernels(["nope", "a"], on_error="return")["nope"], FileNotFoundError)
+    fake_loads.loads.clear()
+    with pytest.raises(FileNotFoundError):  # found before anything is built: raised at once
+        build.load_kernels(["a", "nope"])
+    assert fake_loads.loads == []
+    with pytest.raises(ValueError, match="on_error"):
+        build.load_kernels(["a"], on_error="ignore")
+    with pytest.raises(TypeError, match="a list"):
+        build.load_kernels("a")
+
+
+def test_a_workers_error_reaches_the_parent_whole(monkeypatch):
+    error = build.KernelCompileError("bad", Path("kernels/bad.cu"), 3, "oops", "the whole log")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.name, copy.path, copy.line, copy.message, copy.nvcc_output, str(copy)) == \
+        (error.name, error.path, error.line, error.message, error.nvcc_output, str(error))
+    monkeypatch.setenv("MAX_JOBS", "1")  # the worker sets its share of the cores; restored after the test
+
+    def plan(name, **kw):
+        raise Unpicklable("cannot", "travel")
+
+    monkeypatch.setattr(build, "plan", plan)
+    with pytest.raises(RuntimeError, match="^Unpicklable: cannot travel$"):  # not a pool broken by unpickling
+        build._build_only(build.Variant("k"), 1)
+
+
+@pytest.mark.compile
+def test_load_kernels_builds_variants_side_by_side(tmp_path, monkeypatch, capsys):
+    # the one real side-by-side build: two builds of vector_add (with and without a flag) and a kernel
+    # that fails at once, in worker processes, into a fresh build root
+    monkeypatch.setenv("WORKBOOK_BUILD_DIR", str(tmp_path / "builds"))  # read by the workers too
+    kernels = (tmp_path / "kernels").resolve()
+    kernels.mkdir()
+    (kernels / "broken.cu").write_text('#error "broken on purpose"\n// @export\ntorch::Tensor broken(torch::Tensor x) { return x; }\n')
+    flagged = build.Variant("vector_add", ["-DWORKBOOK_VARIANT_TEST=1"])
+    got = build.load_kernels({"broken": ("broken", [], kernels), "plain": "vector_add", "flagged": flagged},
+                             jobs=2, on_error="return")
+    assert isinstance(got["broken"], build.KernelCompileError)  # whole: file, line and nvcc's output
+    assert (got["broken"].path, got["broken"].line) == (kernels / "broken.cu", 1) and got["broken"].nvcc_output
+    plain, variant = got["plain"], got["flagged"]
+    assert plain is not variant and plain.__name__ != variant.__name__ and callable(variant.vector_add)
+    for item in ("vector_add", flagged):  # both built here (a module already loaded in this process is reused)
+        assert build.as_variant(item).plan().library.is_relative_to(tmp_path / "builds")
+        assert build._is_built(build.as_variant(item).plan())
+    out = capsys.readouterr().out
+    assert "building 3 kernels, 2 at a time: broken, plain, flagged" in out
+    assert "  built plain" in out and "  built flagged" in out and f"  FAILED broken: {kernels / 'broken.cu'}:" in out
+    if torch.cuda.is_available():
+        a, b = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
+        assert torch.equal(variant.vector_add(a, b), a + b)
 
 
 # --- running (GPU) ----------------------------------------------------------------------

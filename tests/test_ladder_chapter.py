@@ -347,3 +347,40 @@ def test_the_operands_fit_no_tile():
     assert x.shape == (37, 65) and w.shape == (129, 65) and w.min() < 0 < w.max()
     x, w = lc.operands_n515(torch.Generator().manual_seed(0))
     assert x.shape == (37, 65) and w.shape == (515, 65)
+
+
+# --------------------------------------------------------------------------- building (build.load_kernels, faked)
+
+@pytest.fixture
+def fake_load_kernels(monkeypatch):
+    """build.load_kernels recorded, not run: each call's (kernels, keyword arguments); every build fails
+    with the exception in `fail`, if any, else is a stand-in module."""
+    calls, fail = [], {}
+
+    def load_kernels(kernels, jobs=None, **kw):
+        calls.append((dict(kernels), kw))
+        return {key: fail.get(key, object()) for key in kernels}
+
+    monkeypatch.setattr(lc.build, "load_kernels", load_kernels)
+    return calls, fail
+
+
+def test_the_chapter_builds_rungs_and_exercises_in_one_call(fake_load_kernels, capsys):
+    calls, _ = fake_load_kernels
+    chapter = lc.LadderChapter(FakeSession(mode="compile-only"))
+    assert list(chapter.build(["gemm_01_naive"], exercises=["gemm_seed004"])) == ["gemm_01_naive", "gemm_seed004"]
+    assert calls == [({"gemm_01_naive": "gemm_01_naive",
+                       "gemm_seed004": lc.build.Variant("gemm_seed004", kernels_dir=lc.EXERCISES)}, {})]
+    assert "loaded: gemm_01_naive, gemm_seed004" in capsys.readouterr().out
+
+
+def test_a_tile_variant_that_does_not_compile_says_why(fake_load_kernels, capsys):
+    calls, fail = fake_load_kernels
+    variants = {**dict.fromkeys(lc.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
+    first = next(iter(variants))
+    fail[first] = lc.build.KernelCompileError("gemm_tile_shape", lc.EXERCISES / "gemm_tile_shape.cu", 7, "too big", "")
+    lc.tile_exercise(variants, list(variants), lc.LadderChapter(FakeSession(mode="compile-only")))
+    # without a GPU only the first variant is built, and a failure is shown, not raised
+    assert calls == [({first: lc.build.Variant("gemm_tile_shape", [], lc.EXERCISES)}, {"on_error": "return"})]
+    out = capsys.readouterr().out
+    assert f"{first:<16} does not compile: kernels/exercises/gemm_tile_shape.cu:7: error: too big" in out

@@ -116,7 +116,14 @@ class FakeRung:
 def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
     from utils import bench
 
-    monkeypatch.setattr(tcc.build, "load_kernel", lambda name, **kw: FakeRung)
+    loaded = []
+
+    def load_kernels(kernels, *args, **kw):  # every build in one call: the cold ones side by side
+        loaded.append(dict(kernels))
+        return {key: FakeRung for key in kernels}
+
+    monkeypatch.setattr(tcc.build, "load_kernels", load_kernels)
+    monkeypatch.setattr(tcc.build, "load_kernel", None)  # nothing loads on its own
     monkeypatch.setattr(tcc, "PIDS", (62,))
     monkeypatch.setattr(tcc, "SHAPES", ((16, 24, 64), (32, 8, 32)))
     monkeypatch.setattr(tcc, "SWEEP_MN", (8, 8))
@@ -132,6 +139,7 @@ def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
     entries = tcc.measure(3, seeds=1, progress=False, scale="odd", device="cpu")
     sections = {e["section"] for e in entries}
     assert sections == {"accuracy", "promotion_k", "timing"}
+    assert loaded == [tcc.build_jobs()]
     assert {e["promote_k"] for e in entries if e.get("source") == "rung 10"} == set(tcc.PROMOTE_KS)
     assert len(timed) == 2 and {tcc.SGEMM, tcc.TF32_CUBLAS, *tcc.PATHS} <= set(timed[0])
     rec = fake_record() | {"entries": entries}
@@ -236,7 +244,8 @@ def test_default_promotion_interval_is_the_kernels():
 def test_build_jobs_are_the_rungs_and_the_other_intervals():
     jobs = tcc.build_jobs()
     assert [j for j in jobs if j in tcc.RUNGS] == list(tcc.RUNGS)  # this CPU machine builds every arch
-    variants = {tuple(flags) for name, _, flags in jobs.values() if name == tcc.RUNG10 and flags}
+    builds = [build.as_variant(kernel) for kernel in jobs.values()]  # what build.load_kernels reads them as
+    variants = {v.extra_cuda_cflags for v in builds if v.name == tcc.RUNG10 and v.extra_cuda_cflags}
     assert variants == {(f"-DGEMM10_PROMOTE_K={k}",) for k in tcc.PROMOTE_KS if k != tcc.default_promote_k()}
     assert set(tcc.build_jobs(variants=False)) == set(tcc.RUNGS)
 

@@ -3,7 +3,8 @@
 problems    the four KernelBench problems, at full / small / odd scale
 kernelbench the problems' reference files, verbatim as KernelBench has them (a package of data)
 toolchain   what can compile CUDA here (nvcc, CUDA_HOME, ninja, torch's CUDA)
-build       load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash
+build       load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash;
+            load_kernels: several (or variants with flags), the cold builds side by side
 env         the machine's mode (gpu, compile-only, reference-only) and a one-screen report
 check       the correctness harness (KernelBench protocol, hardened)
 precision   PyTorch's fp32 matmul settings (TF32): read, switch for a block, restore exactly
@@ -18,7 +19,7 @@ sanitize    `make sanitize`: the kernels' GPU tests under compute-sanitizer's to
 ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
 export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
 chapter     what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
-ladder_chapter  notebooks 02-03: quoting rungs' headers, their PREDICTIONs against measurements, parallel builds
+ladder_chapter  notebooks 02-03: quoting rungs' headers, their PREDICTIONs against measurements, exercise checkers
 memory_chapter  notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
 baselines_chapter  notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
 bias_chapter    notebook 04: the epilogue diagram, the Amdahl bound, the bias measurement, exercise checkers

@@ -24,10 +24,12 @@ error at kernels/<name>.cu:<line>), BuildLockTimeout (another build holds the lo
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import importlib.util
 import os
+import pickle
 import re
 import threading
 import time
@@ -35,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from utils import REPO, toolchain
 
@@ -44,6 +46,21 @@ LOCK_FILE = ".workbook.lock"  # ours: holds the pid of the process that is build
 TORCH_LOCK_FILE = "lock"  # torch's own; some torch versions wait forever on one left by a killed build
 DONE_FILE = ".workbook.done"  # written once a build has finished: its library is complete
 TICK_SECONDS = 10.0
+
+# What the bindings file (main.cpp, which load_inline generates from the `// @export` prototypes)
+# includes. By default load_inline puts <torch/extension.h> at its top: the whole C++ frontend and
+# the Python bindings of PyTorch, over 40% of a kernel's compiler time, for a file that
+# only binds a few functions. Binding a launcher needs the tensor type, pybind11 with PyTorch's
+# casters, and wrap_pybind_function (which raises TORCH_CHECK's errors as the matching Python
+# exception). A precompiled <torch/extension.h> (load_inline's use_pch) helps less: measured in
+# experiments/build_time/README.md.
+BINDINGS_PRELUDE = """#include <ATen/core/Tensor.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
+namespace torch {
+using namespace at;  // NOLINT: torch::Tensor, as in PyTorch's C++ API
+}
+"""
 
 _loaded: dict[str, ModuleType] = {}  # module name -> module: a second load in one process is free
 
@@ -64,6 +81,9 @@ class KernelCompileError(RuntimeError):
     def __init__(self, name: str, path: Path, line: int | None, message: str, nvcc_output: str):
         self.name, self.path, self.line, self.message, self.nvcc_output = name, path, line, message, nvcc_output
         super().__init__(self._render())
+
+    def __reduce__(self):  # whole (file, line, nvcc's output) from load_kernels' worker processes to the parent
+        return KernelCompileError, (self.name, self.path, self.line, self.message, self.nvcc_output)
 
     def _render(self) -> str:
         where = f"{display_path(self.path)}:{self.line}" if self.line else display_path(self.path)
@@ -269,7 +289,7 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
     cflags = ("-O3",)
     cuda_source = f'#line 1 "{path}"\n{source}'
-    cpp_source = "\n".join(f"{e.prototype};" for e in exports)
+    cpp_source = BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
     headers = included_headers(path, kernels_dir)
     key = cache_key(
         cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
@@ -296,37 +316,151 @@ def load_kernel(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str |
     return _loaded[p.module_name]
 
 
-def _build_only(name: str, kernels_dir: Path | None, max_jobs: int) -> str:
-    # a worker of load_kernels: compile and return; importing the library is the parent's job.
-    # Its share of the cores: each build runs ninja, which would otherwise take them all.
+@dataclass(frozen=True)
+class Variant:
+    """One build of a kernel file, for load_kernels: <kernels_dir>/<name>.cu (default kernels/)
+    compiled with extra nvcc flags, e.g. Variant("gemm_07_pipelined", ["-DGEMM07_BK=16"]).
+    Frozen and hashable (the flags are kept as a tuple), so it can key a dict; str() names it."""
+    name: str
+    extra_cuda_cflags: tuple[str, ...] = ()
+    kernels_dir: Path | None = None
+
+    def __post_init__(self):
+        if isinstance(self.extra_cuda_cflags, str):
+            raise TypeError(f"extra_cuda_cflags is a sequence of flags, e.g. [{self.extra_cuda_cflags!r}]")
+        object.__setattr__(self, "extra_cuda_cflags", tuple(self.extra_cuda_cflags))
+        if self.kernels_dir is not None:
+            object.__setattr__(self, "kernels_dir", Path(self.kernels_dir))
+
+    def __str__(self) -> str:
+        text = " ".join([self.name, *self.extra_cuda_cflags])
+        return f"{text} (in {display_path(self.kernels_dir)})" if self.kernels_dir else text
+
+    def plan(self) -> BuildPlan:
+        return plan(self.name, extra_cuda_cflags=self.extra_cuda_cflags, kernels_dir=self.kernels_dir)
+
+    def load(self) -> ModuleType:
+        return load_kernel(self.name, extra_cuda_cflags=self.extra_cuda_cflags, kernels_dir=self.kernels_dir)
+
+
+def as_variant(item: str | Variant | tuple) -> Variant:
+    """What an item of load_kernels names: a kernel name, a Variant, or a tuple (name, flags) or
+    (name, flags, kernels_dir), read as Variant(*item)."""
+    if isinstance(item, Variant):
+        return item
+    if isinstance(item, str):
+        return Variant(item)
+    if isinstance(item, tuple) and 2 <= len(item) <= 3:
+        return Variant(*item)
+    raise TypeError(f"a kernel to load is a name, a build.Variant or a tuple (name, flags[, kernels_dir]); got {item!r}")
+
+
+def _build_only(item: Variant, max_jobs: int) -> str:
+    # a worker of load_kernels (a spawned process): compile and return; importing the library is
+    # the parent's job. Its share of the cores: each build runs ninja, which would otherwise take them all.
     os.environ["MAX_JOBS"] = str(max_jobs)
-    p = plan(name, kernels_dir=kernels_dir)
-    if not _is_built(p):
-        _build(p, verbose=False, lock_timeout=600.0)
-    return name
+    try:
+        p = item.plan()
+        if not _is_built(p):
+            _build(p, verbose=False, lock_timeout=600.0)
+    except Exception as error:
+        # the parent receives the exception pickled: one that would not unpickle there would break the pool
+        try:
+            pickle.loads(pickle.dumps(error))
+        except Exception:
+            raise RuntimeError(f"{type(error).__name__}: {error}") from None
+        raise
+    return str(item)
 
 
-def load_kernels(names: Sequence[str], jobs: int | None = None, *, kernels_dir: Path | None = None,
-                 build_only: bool = False) -> dict[str, ModuleType]:
-    """load_kernel for several kernels, the cold builds `jobs` at a time (default: one per core, at
-    most one per kernel): nvcc uses one core per kernel file, so a machine with several builds
-    several kernels in the time of one. Returns {name: module}, in the order given; with
-    build_only, builds and imports nothing into this process (returns {}): later loads are warm."""
-    names = list(dict.fromkeys(names))
-    cold = [n for n in names if not _is_built(plan(n, kernels_dir=kernels_dir))]
+def load_kernels(kernels: Sequence[str | Variant | tuple] | Mapping[object, str | Variant | tuple],
+                 jobs: int | None = None, *, kernels_dir: Path | None = None, build_only: bool = False,
+                 on_error: str = "raise") -> dict:
+    """load_kernel for several kernels, the cold builds side by side: nvcc uses one core per kernel
+    file, so a machine with several cores builds several kernels in the time of one.
+
+    kernels: a list of kernel names ("gemm_01_naive"), Variants (a kernel with extra nvcc flags, or
+        from another folder) or tuples (name, flags[, kernels_dir]); returns {item: module} in the
+        order given, a name keyed by itself and a tuple by its Variant. Or a dict {label: item};
+        returns {label: module}. A Variant without a kernels_dir, and a name, is looked for in
+        `kernels_dir` (default kernels/). The same build asked for twice is built once.
+    jobs: cold builds at a time (default: one per core, at most one per cold build), each in a worker
+        process (spawned) with its share of the cores; one line is printed as each finishes
+        ("built <label>" or "FAILED <label>: <the error's first line>"). A single cold build, or
+        jobs=1, builds in this process.
+    build_only: build in the workers and import nothing here (returns {}, or only the failures):
+        later loads are warm.
+    on_error: "raise" (default) raises the first failure, in the order given, once the other builds
+        have finished; "return" maps each item that failed to its exception (a KernelCompileError
+        names nvcc's first error at file:line). A kernel that does not exist, or that cannot be
+        planned, fails before anything is built.
+    """
+    if on_error not in ("raise", "return"):
+        raise ValueError(f"on_error is 'raise' or 'return', got {on_error!r}")
+    if isinstance(kernels, (str, Variant)):
+        raise TypeError(f"load_kernels takes a list (or dict) of kernels, e.g. [{kernels!r}]; load_kernel loads one")
+    pairs = kernels.items() if isinstance(kernels, Mapping) else (
+        (item if isinstance(item, str) else as_variant(item), item) for item in kernels)
+    wanted: dict[object, Variant] = {}  # key -> the build it names, in the order given
+    for key, item in pairs:
+        variant = as_variant(item)
+        if variant.kernels_dir is None and kernels_dir is not None:
+            variant = dataclasses.replace(variant, kernels_dir=kernels_dir)
+        wanted.setdefault(key, variant)
+    failed: dict[Variant, Exception] = {}
+    cold: dict[Variant, str] = {}  # each cold build once, with the label it is announced by
+    for key, variant in wanted.items():
+        if variant in cold or variant in failed:
+            continue
+        try:
+            if not _is_built(variant.plan()):
+                cold[variant] = str(key)
+        except Exception as error:  # no such kernel, no `// @export`, an @arch of another GPU, ...
+            if on_error == "raise":
+                raise
+            failed[variant] = error
     jobs = max(1, min(len(cold), jobs or os.cpu_count() or 1))
-    # in worker processes: several builds at once, or (build_only) none imported into this one
     if cold and (build_only or (len(cold) > 1 and jobs > 1)):
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+        failed |= _build_side_by_side(cold, jobs)
+    modules = {}
+    for key, variant in wanted.items():
+        if variant not in failed and not build_only:
+            try:
+                modules[key] = variant.load()  # warm now: an import (or, in this process, the one cold build)
+            except Exception as error:
+                print(f"  FAILED {key}: {_first_line(error)}", flush=True)
+                failed[variant] = error
+        if variant in failed:
+            modules[key] = failed[variant]
+    if on_error == "raise" and failed:
+        raise next(failed[v] for v in wanted.values() if v in failed)
+    return modules
 
-        print(f"building {len(cold)} kernels, {jobs} at a time: {', '.join(cold)}", flush=True)
-        # spawn, not fork: a forked child of a process that has initialised CUDA cannot use CUDA
-        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            share = max(1, (os.cpu_count() or 1) // jobs)
-            for done in pool.map(_build_only, cold, [kernels_dir] * len(cold), [share] * len(cold)):
-                print(f"  built {done}", flush=True)
-    return {} if build_only else {n: load_kernel(n, kernels_dir=kernels_dir) for n in names}
+
+def _build_side_by_side(cold: dict[Variant, str], jobs: int) -> dict[Variant, Exception]:
+    """Build `cold` ({variant: label}) `jobs` at a time in spawned worker processes; {variant: error} of those that failed."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    print(f"building {len(cold)} kernels, {jobs} at a time: {', '.join(cold.values())}", flush=True)
+    failed = {}
+    share = max(1, (os.cpu_count() or 1) // jobs)
+    # spawn, not fork: a forked child of a process that has initialised CUDA cannot use CUDA
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_build_only, variant, share): variant for variant in cold}
+        for future in as_completed(futures):
+            variant = futures[future]
+            try:
+                future.result()
+                print(f"  built {cold[variant]}", flush=True)
+            except Exception as error:  # nvcc's error, or a worker that died (BrokenProcessPool)
+                print(f"  FAILED {cold[variant]}: {_first_line(error)}", flush=True)
+                failed[variant] = error
+    return failed
+
+
+def _first_line(error: BaseException) -> str:
+    return next(iter(str(error).splitlines()), type(error).__name__)
 
 
 def _is_built(p: BuildPlan) -> bool:
@@ -366,7 +500,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
     print(f"building kernel '{p.name}' for sm_{toolchain.arch_code(p.arch)} "
-          "(cold build: ~50 s on 2 cores; later loads reuse it)...", flush=True)
+          "(cold build: ~25 s on 2 cores; later loads reuse it)...", flush=True)
     # torch remembers the sources of each extension name per process and skips the build when
     # they did not change, even if the last build failed; forget them so a retry really builds.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(p.module_name, None)
@@ -384,6 +518,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
                 extra_include_paths=[str(d) for d in p.include_dirs],
                 build_directory=str(p.build_dir),
                 verbose=verbose,
+                **_light_bindings(),
             )
         except RuntimeError as err:
             if not str(err).startswith("Error building extension"):
@@ -391,6 +526,18 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
             raise _compile_error(p, str(err)) from None
     print(f"built '{p.name}' in {time.monotonic() - start:.1f} s", flush=True)
     return module
+
+
+@functools.cache
+def _light_bindings() -> dict[str, bool]:
+    """load_inline's argument that leaves <torch/extension.h> out of the bindings file, where this
+    torch has it; an older one includes it as well (BINDINGS_PRELUDE is harmless beside it)."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    has = "no_implicit_headers" in inspect.signature(cpp_extension.load_inline).parameters
+    return {"no_implicit_headers": True} if has else {}
 
 
 def _c_string(text: str) -> str:

@@ -21,7 +21,7 @@ fp32 rungs with cuBLAS SGEMM (TF32 off, contender "cuBLAS"), tf32 rungs with cuB
 "ladder_tensor_cores" under results/<device>/, with TFLOP/s and % of the reference per rung.
 
 --tune rebuilds rung 7 (kernels/common/gemm_pipelined.cuh) for every slice depth BK and number
-of pipeline stages in TUNE_GRID whose shared memory fits an SM, builds them in parallel, verifies
+of pipeline stages in TUNE_GRID whose shared memory fits an SM, builds them side by side, verifies
 each, and times them with cuBLAS in one run (kind "ladder_tuning"). Its best pair is what the
 header's defaults should be; the test suite checks that they are.
 """
@@ -29,11 +29,8 @@ from __future__ import annotations
 
 import argparse
 import math
-import multiprocessing
-import os
 import re
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from typing import Callable
 
 import torch
@@ -186,25 +183,17 @@ def tune_grid() -> list[tuple[int, int]]:
     return [(bk, st) for bk, st in TUNE_GRID if stage_bytes(bk) * st <= SMEM_PER_SM]
 
 
-def _build(flags: list[str]) -> list[str]:
-    build.load_kernel(TUNED, extra_cuda_cflags=flags)
-    return flags
-
-
-def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = None, workers: int | None = None,
+def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = None, jobs: int | None = None,
          progress: bool = True) -> list[dict]:
-    """Rung 7 at every (BK, STAGES) of `grid`: built in parallel, each verified on odd shapes and at
-    `shape`, then all timed with cuBLAS in one run. Rows in grid order, cuBLAS last."""
+    """Rung 7 at every (BK, STAGES) of `grid`: built side by side (build.load_kernels, `jobs` at a time),
+    each verified on odd shapes and at `shape`, then all timed with cuBLAS in one run. Rows in grid
+    order, cuBLAS last."""
     grid = grid or tune_grid()
-    workers = workers or max(1, min(len(grid), (os.cpu_count() or 2) - 1))
+    label = {v: f"{TUNED} BK={v[0]} STAGES={v[1]}" for v in grid}
     if progress:
-        print(f"building {len(grid)} variants of {TUNED} with {workers} parallel compilers...", flush=True)
-    # spawn, not fork: a forked child of a process that has initialised CUDA cannot use CUDA.
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for flags in pool.map(_build, [tune_flags(*v) for v in grid]):
-            if progress:
-                print(f"  built {' '.join(flags)}", flush=True)
-    fns = {(bk, st): build.load_kernel(TUNED, extra_cuda_cflags=tune_flags(bk, st)).gemm for bk, st in grid}
+        print(f"building {len(grid)} variants of {TUNED} (the cold ones side by side)...", flush=True)
+    modules = build.load_kernels({label[v]: build.Variant(TUNED, tune_flags(*v)) for v in grid}, jobs)
+    fns = {v: modules[label[v]].gemm for v in grid}
     for s in [*ODD_SHAPES, tuple(shape)]:
         x, w = operands(*s, seed=sum(s))
         for (bk, st), fn in fns.items():
@@ -213,7 +202,6 @@ def tune(shape=SHAPE, *, reps: int = 20, grid: list[tuple[int, int]] | None = No
                 raise AssertionError(f"{TUNED} with BK={bk}, STAGES={st} is wrong at {s} ({detail}); not timing it")
     M, N, K = shape
     x, w = operands(M, N, K)
-    label = {v: f"{TUNED} BK={v[0]} STAGES={v[1]}" for v in grid}
     with precision.ieee_fp32():
         contenders = {label[v]: (lambda fn=fn: fn(x, w)) for v, fn in fns.items()}
         contenders[REFERENCE] = lambda: torch.nn.functional.linear(x, w)

@@ -21,13 +21,10 @@ and, without a GPU as well:
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,13 +33,13 @@ import numpy as np
 from IPython.display import Markdown, display
 from matplotlib.figure import Figure
 
-from utils import REPO, bench, build, env, ladder, plots, precision, results
+from utils import bench, build, env, ladder, plots, precision, results
 from utils.ladder import rung_number
 from utils.run import skip
 from utils.show import header, header_section
 
 __all__ = [
-    "SHAPES", "LadderChapter", "build_all", "quote", "show_excerpt", "global_kernels", "rung_name", "rung_number",
+    "SHAPES", "LadderChapter", "quote", "show_excerpt", "global_kernels", "rung_name", "rung_number",
     "header", "header_section", "predicted_pct", "predicted_speedup", "prediction_rows", "prediction_table",
     "provenance", "warp_step", "warp_panel", "l1_model", "fma_lanes", "kernel_constants", "tile_facts",
     "tile_table", "LOAD_NAMES", "conflict_degree", "load_passes", "bank_table", "ws_load_floats", "ws_passes",
@@ -132,44 +129,6 @@ def predicted_speedup(name: str) -> tuple[float, float, int] | None:
 
 # --------------------------------------------------------------------------- building and measuring
 
-def build_all(jobs: dict, on_error: str = "raise") -> dict:
-    """Compile several kernels at once, each in its own process (nvcc keeps one core busy per file),
-    then load them here (instant once built). jobs: {label: (kernel name, kernels_dir or None, extra
-    nvcc flags)}. Returns {label: module}; with on_error="return", a kernel that fails to build maps to
-    its exception instead. (utils.build.load_kernels does the same for plain names; these jobs carry
-    flags and folders.)"""
-    def built(name, kernels_dir, flags):
-        plan = build.plan(name, extra_cuda_cflags=flags, kernels_dir=kernels_dir)
-        return (plan.build_dir / build.DONE_FILE).is_file()
-
-    def compile_in_child(job):
-        name, kernels_dir, flags = job
-        code = ("from utils import build; build.load_kernel("
-                f"{name!r}, kernels_dir={(str(kernels_dir) if kernels_dir else None)!r}, extra_cuda_cflags={list(flags)!r})")
-        path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              env=dict(os.environ, PYTHONPATH=path)).returncode == 0
-
-    cold = {label: job for label, job in jobs.items() if not built(*job)}
-    if cold:
-        workers = max(1, min(len(cold), (os.cpu_count() or 2) // 2))
-        print(f"compiling {len(cold)} cold build(s), {workers} at a time (a failed one is rebuilt below to show "
-              "its error)...", flush=True)
-        with ThreadPoolExecutor(workers) as pool:
-            futures = {pool.submit(compile_in_child, job): label for label, job in cold.items()}
-            for future in as_completed(futures):
-                print(f"  {futures[future]}: {'built' if future.result() else 'FAILED'}", flush=True)
-    modules = {}
-    for label, (name, kernels_dir, flags) in jobs.items():
-        try:
-            modules[label] = build.load_kernel(name, kernels_dir=kernels_dir, extra_cuda_cflags=flags)
-        except Exception as error:
-            if on_error == "raise":
-                raise
-            modules[label] = error
-    return modules
-
-
 def provenance(record: dict) -> str:
     """Whose numbers a recorded run holds: device, date and commit, to open a sentence that uses them."""
     return f"Recorded on {record['device']['name']} ({record['date'][:10]}, commit `{record['git_commit']}`)"
@@ -201,8 +160,8 @@ class LadderChapter:
         if not self.session.can_compile:
             skip("compiling the GEMM kernels", "no nvcc or a CPU-only torch")
             return {}
-        jobs = {name: (name, None, []) for name in rungs} | {name: (name, EXERCISES, []) for name in exercises}
-        modules = build_all(jobs)
+        modules = build.load_kernels({name: name for name in rungs} |
+                                     {name: build.Variant(name, kernels_dir=EXERCISES) for name in exercises})
         print("loaded:", ", ".join(modules))
         return modules
 
@@ -761,8 +720,8 @@ def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
         skip("compiling exercise 1", "no nvcc or a CPU-only torch")
         return
     chosen = variants if S.on_gpu else dict(list(variants.items())[:1])
-    built = build_all({label: ("gemm_tile_shape", EXERCISES, flags) for label, flags in chosen.items()},
-                      on_error="return")
+    built = build.load_kernels({label: build.Variant("gemm_tile_shape", flags, EXERCISES)
+                                for label, flags in chosen.items()}, on_error="return")
     broken = {label: m for label, m in built.items() if isinstance(m, Exception)}
     for label, module in built.items():
         print(f"{label:<16} " + (f"does not compile: {_first_line(module)}" if label in broken else
@@ -845,8 +804,8 @@ def pipeline_exercise(my_best, chapter: LadderChapter) -> None:
         print(prediction)
         return
     label = {p: f"BK {p[0]}, {p[1]} stages" + (" (committed)" if p == committed else "") for p in pairs}
-    built = build_all({label[p]: (ladder.TUNED, None, [] if p == committed else ladder.tune_flags(*p)) for p in pairs},
-                      on_error="return")
+    built = build.load_kernels({label[p]: build.Variant(ladder.TUNED, [] if p == committed else ladder.tune_flags(*p))
+                                for p in pairs}, on_error="return")
     broken = {l: m for l, m in built.items() if isinstance(m, Exception)}
     for l, error in broken.items():
         print(f"{l}: does not compile: {_first_line(error)}")

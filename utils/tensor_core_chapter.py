@@ -954,14 +954,13 @@ def show_excerpt(name: str, first: str, last: str):
 
 # --------------------------------------------------------------------------- the GPU run
 
-def build_jobs(variants: bool = True) -> dict[str, tuple[str, None, list[str]]]:
-    """utils.ladder_chapter.build_all's jobs: the three rungs and, with variants, rung 10 at each
-    promotion interval of PROMOTE_KS other than its default. Only what this machine can build
-    (build.builds_here: rungs 9 and 10 are sm_90a)."""
-    jobs = {name: (name, None, []) for name in RUNGS if build.builds_here(name)}
+def build_jobs(variants: bool = True) -> dict[str, str | build.Variant]:
+    """What the chapter compiles, for build.load_kernels: {label: kernel}, the three rungs and, with
+    variants, rung 10 at each promotion interval of PROMOTE_KS other than its default. Only what this
+    machine can build (build.builds_here: rungs 9 and 10 are sm_90a)."""
+    jobs = {name: name for name in RUNGS if build.builds_here(name)}
     if variants and RUNG10 in jobs:
-        jobs |= {_promote_label(k): (RUNG10, None, [f"-DGEMM10_PROMOTE_K={k}"]) for k in PROMOTE_KS
-                 if k != default_promote_k()}
+        jobs |= {_promote_label(k): _promote_variant(k) for k in PROMOTE_KS if k != default_promote_k()}
     return jobs
 
 
@@ -972,16 +971,24 @@ def runs_here() -> bool:
     return env.mode() == "gpu" and all(build.builds_here(n) for n in RUNGS)
 
 
-def _variant_module(k: int):
-    flags = [] if k == default_promote_k() else [f"-DGEMM10_PROMOTE_K={k}"]
-    return build.load_kernel(RUNG10, extra_cuda_cflags=flags)
+def _promote_variant(k: int) -> str | build.Variant:
+    """Rung 10 promoting every k (its plain build at its default interval)."""
+    return RUNG10 if k == default_promote_k() else build.Variant(RUNG10, [f"-DGEMM10_PROMOTE_K={k}"])
 
 
-def _k_sweep(progress: bool, device: str = "cuda") -> list[dict]:
+def _modules() -> tuple[dict, dict]:
+    """The rungs' modules by name, and rung 10's by promotion interval: every build of build_jobs(), the
+    cold ones side by side (all warm when the notebook's build cell ran first)."""
+    built = build.load_kernels(build_jobs())
+    promoted = {k: built[RUNG10 if k == default_promote_k() else _promote_label(k)] for k in PROMOTE_KS}
+    return {name: built[name] for name in RUNGS}, promoted
+
+
+def _k_sweep(promoted: dict, progress: bool, device: str = "cuda") -> list[dict]:
     from utils import ladder, precision
 
     M, N = SWEEP_MN
-    fns = {_promote_label(k): _variant_module(k).gemm for k in PROMOTE_KS} | {SGEMM: F.linear}
+    fns = {_promote_label(k): promoted[k].gemm for k in PROMOTE_KS} | {SGEMM: F.linear}
     rows = []
     for K in SWEEP_KS:
         x, w = ladder.operands(M, N, K, seed=K, device=device)
@@ -998,10 +1005,9 @@ def _k_sweep(progress: bool, device: str = "cuda") -> list[dict]:
     return rows
 
 
-def _timing(reps: int, progress: bool, device: str = "cuda") -> list[dict]:
+def _timing(mods: dict, promoted: dict, reps: int, progress: bool, device: str = "cuda") -> list[dict]:
     from utils import bench, ladder, precision
 
-    mods = {name: build.load_kernel(name) for name in RUNGS}
     rows = []
     for M, N, K in SHAPES:
         x, w = ladder.operands(M, N, K, device=device)
@@ -1013,7 +1019,7 @@ def _timing(reps: int, progress: bool, device: str = "cuda") -> list[dict]:
             elif hasattr(mods[rung], export) and export != "linear":
                 paths[label] = (getattr(mods[rung], export), ladder.tier_of(rung))
         # the promotion variants are timed for their cost; their accuracy is the models' table
-        paths |= {_promote_label(k): (_variant_module(k).gemm, "tf32") for k in PROMOTE_KS if k != default_promote_k()}
+        paths |= {_promote_label(k): (promoted[k].gemm, "tf32") for k in PROMOTE_KS if k != default_promote_k()}
         contenders = {SGEMM: lambda: F.linear(x, w), TF32_CUBLAS: lambda: _tf32_linear(x, w)}
         checked = {}
         with precision.ieee_fp32():
@@ -1042,7 +1048,7 @@ def _timing(reps: int, progress: bool, device: str = "cuda") -> list[dict]:
 
 def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale: str = "full",
             device: str = "cuda") -> list[dict]:
-    """The chapter's one GPU run (an sm_90 GPU; the kernels built beforehand, e.g. by build_all(build_jobs())):
+    """The chapter's one GPU run (an sm_90 GPU; its builds, build_jobs(), are loaded first, the cold ones side by side):
       1. accuracy: the four models at full size with cuBLAS TF32 GEMMs on pre-split operands (gpu_variants),
          and with rung 10 built at each promotion interval of PROMOTE_KS, `seeds` seeds each;
       2. promotion_k: rung 10 at each interval and cuBLAS SGEMM, largest error against float64 as K grows;
@@ -1051,10 +1057,11 @@ def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale:
     Entries of kind "tensor_cores" (utils.results), each with its "section". (scale and device are there for
     the tests, which run it on the CPU with the kernels and the timing replaced.)"""
     default = default_promote_k()
+    mods, promoted = _modules()
     variants = gpu_variants()
     extras = {name: {"source": "cuBLAS"} for name in variants}
     for k in PROMOTE_KS:
-        variants[_promote_label(k)] = _variant_module(k).gemm
+        variants[_promote_label(k)] = promoted[k].gemm
         extras[_promote_label(k)] = {"source": "rung 10", "promote_k": k, "default_promote_k": default}
     if progress:
         print(f"1/3 the four models' accuracy: cuBLAS on pre-split operands, and rung 10 promoting every "
@@ -1062,10 +1069,10 @@ def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale:
     entries = accuracy(PIDS, variants, scale=scale, seeds=seeds, device=device, extras=extras, progress=progress)
     if progress:
         print("2/3 error against K", flush=True)
-    entries += _k_sweep(progress, device)
+    entries += _k_sweep(promoted, progress, device)
     if progress:
         print("3/3 timing, one run per shape", flush=True)
-    entries += _timing(reps, progress, device)
+    entries += _timing(mods, promoted, reps, progress, device)
     return entries
 
 

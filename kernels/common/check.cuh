@@ -9,10 +9,14 @@
 // threads, too much shared memory) fails silently otherwise, and the error surfaces later in
 // some unrelated call.
 //
-// The includes are the lightest that give a launcher what it needs:
-// - <torch/types.h> (torch::Tensor, TORCH_CHECK, torch::empty_like), not <torch/extension.h>:
-//   that one adds pybind11 and the whole C++ frontend and doubles nvcc's time on every kernel.
-//   The Python bindings live in a separate file that load_inline generates, which has it.
+// The includes are the lightest that give a launcher what it needs, because every kernel file
+// parses them three times (nvcc's device pass, its host pass, g++), and they set the cold build time:
+// - <ATen/core/Tensor.h> (the tensor and its methods) and the factory functions used, with
+//   `torch::` as another name for `at::`, not <torch/types.h>, which includes every ATen operator
+//   (<ATen/ATen.h>) and the autograd headers and doubles nvcc's time on a small kernel. A file
+//   that calls another operator includes its header, e.g. <ATen/ops/addmm.h>.
+// - not <torch/extension.h>: it adds pybind11 and the whole C++ frontend. The Python bindings live
+//   in a separate file that load_inline generates (utils/build.py keeps that one light too).
 // - not <ATen/cuda/CUDAContext.h>: it includes the cuSPARSE, cuBLAS and cuSOLVER headers, which a
 //   minimal CUDA toolkit (nvcc and the runtime only, as on CI) does not have. What a kernel here
 //   needs from it comes from the c10 headers below.
@@ -23,10 +27,18 @@
 #include <string>
 #include <type_traits>
 
-#include <torch/types.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/zeros.h>
 #include <c10/cuda/CUDAException.h>  // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
 #include <c10/cuda/CUDAGuard.h>      // c10::cuda::CUDAGuard: run on the inputs' GPU
 #include <c10/cuda/CUDAStream.h>     // at::cuda::getCurrentCUDAStream: PyTorch's current stream
+
+// torch::Tensor, torch::empty, ... as in PyTorch's C++ API, where torch:: is at:: too (<torch/types.h>).
+namespace torch {
+using namespace at;  // NOLINT
+}  // namespace torch
 
 #define CHECK_CUDA(x) \
   TORCH_CHECK((x).is_cuda(), #x " must be a CUDA tensor, got one on ", (x).device(), " (move it with .cuda())")
