@@ -104,15 +104,19 @@ def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, com
                 for name, mode in modes.items():
                     fn = contender_fn(model, mode)
                     out, first_s = _first_call(fn, x)
+                    # compared before it is timed: max-autotune replays a CUDA graph, whose next call
+                    # overwrites the output of the last (reading `out` afterwards raises)
+                    diff = (out - reference).abs().max().item()
+                    del out
                     t = bench.time_ms(lambda: fn(x), reps=reps)
                     print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms  (first call "
-                          f"{first_s:6.1f} s, max |diff| vs eager {(out - reference).abs().max().item():.1e})", flush=True)
+                          f"{first_s:6.1f} s, max |diff| vs eager {diff:.1e})", flush=True)
                     timed.append((name, tf32, t))
         eager_ms = next(t.median for name, tf32, t in timed if name == "eager" and not tf32)
         for name, tf32, t in timed:
             rows.append({"problem": pid, **bench.make_row(name, t, baseline_ms=eager_ms, cost=cost, ceilings=ceilings,
                                                           tf32_allowed=tf32)})
-        del model, x, reference, out
+        del model, x, reference
         torch._dynamo.reset()
     return rows
 
