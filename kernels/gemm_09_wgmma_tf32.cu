@@ -55,9 +55,6 @@
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"
 
-namespace gemm09 {
-using Config = gemm_wgmma::Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
-}  // namespace gemm09
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 9, TF32 wgmma + TMA, warp-specialised (tf32 tier; K % 4 != 0 or misaligned: rung 8's kernel)
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
@@ -66,7 +63,7 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
     return out;  // nothing to compute; K == 0: gemm_new_output's zeros
   }
   if (gemm_wgmma::tma_ok(x, w)) {
-    gemm_wgmma::run<gemm09::Config>(x, w, out);
+    gemm_wgmma::run<gemm_wgmma::Tf32Config>(x, w, out);
   } else {
     gemm_mma::run<gemm_mma::Tf32Config, /*SPLIT*/ false, /*PROMOTE*/ 0>(x, w, out);
   }

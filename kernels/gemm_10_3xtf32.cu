@@ -35,7 +35,7 @@
 //     64 + 64 registers per thread), 3 stages of 64 KB, 384 threads. Promotion: every
 //     GEMM10_PROMOTE_K values of k, wait for the wgmmas, add, and start the next chunk with
 //     scale-d = 0. The split costs one pass over x per call (read 4, write 8 bytes per element);
-//     linear() keeps w's split while the weight is unchanged (WeightSplits below), gemm() splits
+//     linear() keeps w's split while the weight is unchanged (common/weight_splits.cuh), gemm() splits
 //     both operands on every call.
 //   - wgmma splitting in shared memory (gemm_split_in_smem, the first version, kept to compare):
 //     TMA brings raw fp32 tiles; the 256 consumer threads split each landed stage in place, big
@@ -76,19 +76,17 @@
 
 #include <ATen/Context.h>      // at::globalContext(): PyTorch's fp32 matmul setting
 #include <ATen/ops/addmm.h>    // nn.Linear's GEMM, for the TF32 setting and GPUs other than sm_90
-#include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
-#include <memory>
-#include <mutex>
 #include <vector>
 
 #include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"
+#include "common/weight_splits.cuh"
 
 #ifndef GEMM10_PROMOTE_K
-#define GEMM10_PROMOTE_K 256
+#define GEMM10_PROMOTE_K (gemm_wgmma::PROMOTE_K)
 #endif
 #ifndef GEMM10_WGMMA
 #define GEMM10_WGMMA 1
@@ -102,107 +100,9 @@ constexpr int PROMOTE = GEMM10_PROMOTE_K / 32;  // stages per promoted chunk
 // Split in shared memory by the consumers: 4 raw stages + a ring of 3 small-part buffers.
 using SmemSplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ true, PROMOTE>;
 // Pre-split operands: 3 stages of four boxes (x big, w big, x small, w small: 64 KB each).
-using PresplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE, /*PRESPLIT*/ true>;
+using PresplitConfig = gemm_wgmma::PresplitConfig<PROMOTE>;
 
-// The split of a weight, kept while the weight does not change. nn.Linear's weight is the same
-// tensor on every forward and changes only in place (an optimizer step, load_state_dict's copy_,
-// `with torch.no_grad(): w.mul_(2)`), and every in-place write bumps the tensor's version counter.
-// So an entry is valid while its tensor is alive (a weak reference to the TensorImpl, so that a
-// freed weight's address reused by another tensor cannot match), has the same version, the same
-// data pointer (`w.data = ...` swaps the storage) and the same shape. Anything else splits anew.
-// Not cached: inference tensors (they have no version counter), weights that are views (the
-// kernel's contiguous copy is a new tensor on every call) and splits made while a CUDA graph is
-// being captured (their memory belongs to the graph's pool).
-// An entry split on one stream and used on another: that stream waits for the split's event and
-// the parts are recorded as used there, so the caching allocator does not hand them out early.
-class WeightSplits {
- public:
-  // The split of w (contiguous); kept only when `keep` (the caller's weight is w itself, not a
-  // contiguous copy of a view, which is a new tensor on every call).
-  torch::Tensor parts(const torch::Tensor& w, bool keep) {
-    if (!keep || w.is_inference() || capturing(w.get_device())) {
-      return gemm_wgmma::split_parts(w);
-    }
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const auto stream = at::cuda::getCurrentCUDAStream(w.get_device());
-    std::vector<Entry> kept;
-    torch::Tensor found;
-    for (Entry& e : entries_) {
-      const auto impl = e.impl.lock();
-      if (!impl) {
-        continue;  // the weight is gone: drop its split
-      }
-      if (impl.get() == w.unsafeGetTensorImpl()) {
-        if (e.version == w._version() && e.data == w.data_ptr() && e.parts.sizes().slice(1).equals(w.sizes())) {
-          found = e.parts;
-          if (e.stream != stream) {
-            C10_CUDA_CHECK(cudaStreamWaitEvent(stream.stream(), e.ready.get(), 0));
-            found.record_stream(stream);
-          }
-        } else {
-          continue;  // the weight changed: its old split goes
-        }
-      }
-      kept.push_back(std::move(e));
-    }
-    entries_ = std::move(kept);
-    if (found.defined()) {
-      ++hits_;
-      return found;
-    }
-    ++misses_;
-    Entry e{c10::weak_intrusive_ptr<c10::TensorImpl>(w.getIntrusivePtr()), w._version(), w.data_ptr(),
-            gemm_wgmma::split_parts(w), stream, new_event()};
-    C10_CUDA_CHECK(cudaEventRecord(e.ready.get(), stream.stream()));
-    if (entries_.size() >= MAX_ENTRIES) {
-      entries_.erase(entries_.begin());  // the oldest
-    }
-    entries_.push_back(e);
-    return e.parts;
-  }
-
-  // hits, misses, live entries
-  std::vector<int64_t> stats() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return {hits_, misses_, static_cast<int64_t>(entries_.size())};
-  }
-
-  void clear() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    entries_.clear();
-    hits_ = misses_ = 0;
-  }
-
- private:
-  static constexpr size_t MAX_ENTRIES = 16;
-  struct Entry {
-    c10::weak_intrusive_ptr<c10::TensorImpl> impl;
-    int64_t version;
-    const void* data;
-    torch::Tensor parts;  // (2, N, K): big, small
-    c10::cuda::CUDAStream stream;
-    std::shared_ptr<CUevent_st> ready;  // recorded after the split, on `stream`
-  };
-  static std::shared_ptr<CUevent_st> new_event() {
-    cudaEvent_t event = nullptr;
-    C10_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    return std::shared_ptr<CUevent_st>(event, [](cudaEvent_t e) { cudaEventDestroy(e); });
-  }
-  static bool capturing(int device) {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    C10_CUDA_CHECK(cudaStreamIsCapturing(at::cuda::getCurrentCUDAStream(device), &status));
-    return status != cudaStreamCaptureStatusNone;
-  }
-  std::mutex mutex_;
-  std::vector<Entry> entries_;
-  int64_t hits_ = 0;
-  int64_t misses_ = 0;
-};
-
-inline WeightSplits& weight_splits() {
-  static WeightSplits cache;  // one per process (per module that compiles this file)
-  return cache;
-}
+using weight_split_cache::weight_splits;
 }  // namespace gemm10
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 10, 3xTF32 with promoted accumulation (strict tier), on wgmma (mma.sync where TMA cannot describe the inputs)

@@ -12,21 +12,33 @@ Each module follows the drop-in contract of ARCHITECTURE.md, the same way:
   order are the reference's, so the same seed gives the same weights and
   `ModelNew(...).load_state_dict(Model(...).state_dict())` works. Every constant (eps, slopes,
   Hardtanh's range) is read from the modules.
-- The GEMM, over 90% of every model's time, is the workbook's fastest at the precision PyTorch's
-  fp32 matmul setting asks for, with nn.Linear's weight and bias: workbook::linear. At the default
-  (IEEE fp32, the strict tier) on an sm_90 GPU that is rung 10 of the GEMM ladder, 3xTF32 on the
-  tensor cores with promoted accumulation: fp32's accuracy at over twice cuBLAS SGEMM's speed
-  (notebook 08 measures it; the FP32 units' best, rung 7 of notebook 03, stays below cuBLAS). x is
-  split into its big and small parts on every call; the weight's split is kept between calls, at
-  the cost of twice the weight's memory on the GPU, and made again whenever the weight changes
-  (an optimizer step, load_state_dict, any in-place write: its version counter moves). With TF32 allowed
-  the fastest is cuBLAS's TF32 GEMM (rung 9 reaches 90-98% of it), and on GPUs other than sm_90
-  cuBLAS again: aten::addmm, exactly nn.Linear's, named in `ModelNew.allow_torch_ops` so the
-  harness knows it is deliberate.
-- Everything after the GEMM is one fused kernel, called as a registered operator (utils/ops.py):
-  on CUDA the kernel, on the CPU the reference PyTorch math (so the module moves between devices
-  like any nn.Module), a fake implementation for torch.compile(fullgraph=True), and an autograd
-  formula for training.
+- The whole model is one registered operator (utils/ops.py), one per problem:
+  workbook::linear_bias_hardtanh_mish_group_norm (94), linear_group_norm_min_bias (75),
+  linear_swish_bias_group_norm (37) and linear_group_norm_leaky_relu_x2 (62), each called with
+  nn.Linear's weight and bias and then the tail's own arguments. On an sm_90 GPU it is one kernel,
+  kernels/fused_gemm_groupnorm.cu (notebook 08): x @ W.T on the tensor cores with the bias, the
+  activations, GroupNorm and, for 75, each row's minimum in the GEMM's epilogue, so the GEMM's
+  output never goes to memory; the model's output is written once.
+- Its precision follows PyTorch's fp32 matmul setting, as nn.Linear's would. At the default (IEEE
+  fp32, the strict tier) the GEMM is rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation:
+  fp32's accuracy at over twice cuBLAS SGEMM's speed (notebook 08 measures it; the FP32 units'
+  best, rung 7 of notebook 03, stays below cuBLAS). x is split into its big and small parts on
+  every call; the weight's split is kept between calls, at the cost of twice the weight's memory
+  on the GPU, and made again whenever the weight changes (an optimizer step, load_state_dict, any
+  in-place write: its version counter moves). With TF32 allowed the GEMM is rung 9's 1xTF32, with
+  the same epilogue, held to the TF32 tier: no longer cuBLAS's TF32 GEMM, which rung 9 alone does
+  not beat but which has no room for the tail in its epilogue.
+- Where the fused kernel does not apply (a GPU other than sm_90, K % 4 != 0, a group width C / G
+  other than 16, 32 or 64) the op runs two ops instead, with the same result: workbook::linear
+  (rung 10 at the strict tier on sm_90; otherwise cuBLAS's addmm, exactly nn.Linear's) and then
+  the tail as one fused kernel (workbook::bias_hardtanh_mish_group_norm, group_norm_min_bias,
+  swish_bias_group_norm, group_norm_leaky_relu_x2; notebooks 06 and 07). cuBLAS runs only there,
+  off sm_90 or on inputs the fused kernel does not take: aten::addmm, named in
+  `ModelNew.allow_torch_ops` so the harness knows it is deliberate.
+- Every op has, besides its CUDA implementation, the reference PyTorch math on the CPU (so the
+  module moves between devices like any nn.Module), a fake implementation for
+  torch.compile(fullgraph=True), and an autograd formula for training (the GEMM recomputed with
+  PyTorch, then the tail's backward and Linear's).
 - float32 only: other dtypes get an error naming it.
 
 To take one into code of your own without this repository, export it as one self-contained

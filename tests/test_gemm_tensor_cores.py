@@ -90,7 +90,9 @@ def test_wgmma_rungs_ask_for_sm_90a_and_rung_8_does_not():
 
 def test_promotion_interval_is_a_build_knob():
     source = build.kernel_source(RUNG10)
-    assert re.search(r"#ifndef GEMM10_PROMOTE_K\n#define GEMM10_PROMOTE_K 256\n#endif", source)
+    assert re.search(r"#ifndef GEMM10_PROMOTE_K\n#define GEMM10_PROMOTE_K \(gemm_wgmma::PROMOTE_K\)\n#endif", source)
+    # the default, shared with the whole-model kernels
+    assert "constexpr int PROMOTE_K = 256;" in (build.KERNELS_DIR / "common" / "gemm_wgmma.cuh").read_text()
 
 
 # ---------------------------------------------------------------------------- compile (CI too)

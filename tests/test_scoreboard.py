@@ -109,7 +109,10 @@ CALLS = {
                                62: {"activations.leaky_relu_x2"}, 75: set()}[pid],
     "06": lambda pid: {LIN, TAILS.get(pid, "groupnorm.group_norm_welford")},
     "07": lambda pid: {LIN, TAILS.get(pid, "min_bias_broadcast.group_norm_min_bias")},
-    "08": lambda pid: {"gemm_10_3xtf32.linear", TAILS.get(pid, "min_bias_broadcast.group_norm_min_bias")},
+    "08": lambda pid: {"fused_gemm_groupnorm.fusable"} | {{94: "fused_gemm_groupnorm.linear_bias_hardtanh_mish_group_norm",
+                        37: "fused_gemm_groupnorm.linear_swish_bias_group_norm",
+                        62: "fused_gemm_groupnorm.linear_group_norm_leaky_relu_x2",
+                        75: "fused_gemm_groupnorm.linear_group_norm_min_bias"}[pid]},
     "09": lambda pid: set(),  # the drop-in calls the registered ops, not the kernel modules
 }
 

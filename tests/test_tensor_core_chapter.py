@@ -1,8 +1,11 @@
 """utils.tensor_core_chapter, the helpers of notebook 08, without a GPU: TF32 rounding and the split against
 their definitions, the float64 emulation, the modeled adder, the predictions read from the rungs' headers,
 the tables, figures and exercise checkers on a synthetic record, and the notebook's exercises: each checker
-says Not yet on the notebook's starting value and PASS on a right answer. The GPU run itself
-(tensor_core_chapter.measure) is exercised by running the notebook on a GPU."""
+says Not yet on the notebook's starting value and PASS on a right answer. Section 6 (whole models in the
+GEMM's epilogue): the fit and the quad layout against the kernels' constants, the bytes, measure_fusion's
+logic on the CPU with the timing replaced, its tables, plot and the header's prediction on a synthetic
+record. The GPU runs themselves (measure, measure_fusion) are exercised by the notebook on a GPU and by
+the one gpu-marked test below."""
 import ast
 import json
 import math
@@ -238,7 +241,9 @@ def test_rung_10s_paragraph_on_its_kernels_is_found():
 
 def test_default_promotion_interval_is_the_kernels():
     assert tcc.default_promote_k() in tcc.PROMOTE_KS
-    assert re.search(rf"#define GEMM10_PROMOTE_K {tcc.default_promote_k()}\n", build.kernel_source(tcc.RUNG10))
+    assert re.search(r"#define GEMM10_PROMOTE_K \(gemm_wgmma::PROMOTE_K\)\n", build.kernel_source(tcc.RUNG10))
+    assert f"constexpr int PROMOTE_K = {tcc.default_promote_k()};" in (
+        build.KERNELS_DIR / "common" / "gemm_wgmma.cuh").read_text()
 
 
 def test_build_jobs_are_the_rungs_and_the_other_intervals():
@@ -247,7 +252,7 @@ def test_build_jobs_are_the_rungs_and_the_other_intervals():
     builds = [build.as_variant(kernel) for kernel in jobs.values()]  # what build.load_kernels reads them as
     variants = {v.extra_cuda_cflags for v in builds if v.name == tcc.RUNG10 and v.extra_cuda_cflags}
     assert variants == {(f"-DGEMM10_PROMOTE_K={k}",) for k in tcc.PROMOTE_KS if k != tcc.default_promote_k()}
-    assert set(tcc.build_jobs(variants=False)) == set(tcc.RUNGS)
+    assert set(tcc.build_jobs(variants=False)) == {*tcc.RUNGS, tcc.FUSED_KERNEL}  # section 6's kernel compiles too
 
 
 # --- a synthetic record: tables, figures, the README, exercise 2 --------------------------------
@@ -397,3 +402,221 @@ def test_the_chapter_has_no_more_code_words_than_prose_words():
     for cell in notebook_cells():
         words[cell["cell_type"]] += len(code(cell).split())
     assert words["code"] <= words["markdown"], words
+
+
+# --- section 6: whole models in the GEMM's epilogue ------------------------------------------------
+
+def test_every_group_width_divides_both_tile_widths():
+    assert tcc.tile_widths() == {"strict": 128, "tf32": 256}  # rung 10's PresplitConfig, rung 9's Tf32Config
+    assert tcc.group_widths() == {94: 32, 75: 16, 37: 64, 62: 16}
+    table = tcc.fit_table().splitlines()
+    assert len(table) == 5 and "straddles" not in "\n".join(table)
+    assert table[2].split() == ["75", "8192", "512", "16", "fits,", "8", "groups", "fits,", "16", "groups", "4"]
+
+
+def test_quad_layout_puts_a_rows_group_on_one_quad():
+    layout = tcc.quad_layout(32)
+    assert set(layout) == {(r, c) for r in range(16) for c in range(32)}  # every value once
+    for lane in range(32):
+        mine = [cell for cell, (owner, _) in layout.items() if owner == lane]
+        assert len(mine) == 4 * 32 // 8 and {r for r, _ in mine} == {lane // 4, lane // 4 + 8}
+        assert sorted(reg for (owner, reg) in layout.values() if owner == lane) == list(range(16))
+    for D in (16, 32):  # the quad's 4 lanes hold a row's D values of a group, D / 4 each
+        for row in range(16):
+            owners = [layout[(row, c)][0] for c in range(D)]
+            assert set(owners) == {4 * (row % 8) + t for t in range(4)}
+            assert all(owners.count(o) == D // 4 for o in set(owners))
+    assert layout[(9, 13)] == (4 * 1 + 2, 4 * 1 + 2 * 1 + 1)  # g = 1, t = 2, j = 1, h = 1, e = 1
+    with pytest.raises(ValueError):
+        tcc.quad_layout(12)
+
+
+def test_the_kernel_states_the_layout_quad_layout_draws():
+    text = (build.KERNELS_DIR / "common" / "gemm_wgmma.cuh").read_text()
+    assert "value 4j + 2h + e of the lane's registers is" in " ".join(text.split())
+    epilogue = (build.KERNELS_DIR / "common" / "gemm_epilogue_groupnorm.cuh").read_text()
+    assert "team_welford<4>" in epilogue and "acc[4 * j + 2 * h]" in epilogue
+
+
+def test_epilogue_figure_draws():
+    assert isinstance(tcc.epilogue_figure(), Figure) and isinstance(tcc.epilogue_figure(37, "tf32"), Figure)
+
+
+def test_fusion_bytes_count_the_gemm_output_three_times_against_once():
+    b = tcc.fusion_bytes(94)
+    assert (b["M"], b["C"], b["K"]) == (1024, 8192, 8192)
+    assert b["unfused_bytes"] == 3 * 1024 * 8192 * 4 and b["fused_bytes"] == 1024 * 8192 * 4
+    assert b["saved_bytes"] == 2 * 1024 * 8192 * 4 and b["gemm_flops"] == 2 * 1024 * 8192 * 8192
+    b75 = tcc.fusion_bytes(75)  # less the row minimum's partials: 64 tiles x 1024 rows, written and read
+    assert b75["saved_bytes"] == 2 * 1024 * 8192 * 4 - 2 * 64 * 1024 * 4
+    assert tcc.fusion_bytes(75, bn=256)["fused_bytes"] == 1024 * 8192 * 4 + 2 * 32 * 1024 * 4
+    assert tcc.fusion_bytes(37)["saved_bytes"] == 2 * 32768 * 4096 * 4
+
+
+def test_fusion_bytes_table_with_and_without_ceilings():
+    plain = tcc.fusion_bytes_table().splitlines()
+    assert plain[0].count("|") == 6 and len(plain) == 6 and "| 37 | 32768 x 4096, 1024 | 1610.6 | 536.9 | 1073.7 |" in plain
+    ceilings = fake_record() | {"kind": "ceilings", "entries": [{"copy_GBps": 2000.0, "fp32_tflops": 50.0,
+                                                                 "tf32_tflops": 400.0}]}
+    table = tcc.fusion_bytes_table(ceilings)
+    row = next(line for line in table.splitlines() if line.startswith("| 94 |")).split("|")
+    assert float(row[6]) == pytest.approx(2 * 1024 * 8192 * 4 / 2e12 * 1e3, abs=1e-3)
+    assert float(row[7]) == pytest.approx(2 * 1024 * 8192 * 8192 / 4e14 * 1e3, abs=1e-3)
+    assert "recorded on NVIDIA H100 80GB HBM3" in table
+
+
+@pytest.mark.parametrize("pid", tcc.PIDS)
+def test_linear_and_rest_feed_the_whole_model_and_the_tail_ops(pid):
+    from utils import ops
+    from utils.problems import get_problem
+
+    p = get_problem(pid)
+    model = p.make_model("small").eval()
+    x = p.get_inputs("small", generator=torch.Generator().manual_seed(0))[0]
+    linear, rest = tcc.linear_and_rest(pid, model)
+    tail, whole = getattr(ops, tcc.FUSION_OPS[pid][0]), ops.WHOLE_MODELS[tcc.FUSION_OPS[pid][1]]
+    with torch.no_grad():
+        want = model(x)
+        torch.testing.assert_close(whole(x, linear.weight, linear.bias, *rest), want)  # the CPU reference
+        torch.testing.assert_close(tail(ops.linear(x, linear.weight, linear.bias), *rest), want)
+    assert any(t is linear.weight for t in model.parameters())  # the model's own, not a copy
+
+
+class FakeFused:
+    """fused_gemm_groupnorm and rung 9 as measure_fusion uses them, on the CPU."""
+    fusable = staticmethod(lambda x, w, groups: True)
+    gemm = staticmethod(lambda x, w: x @ w.T)
+
+    @staticmethod
+    def linear_group_norm_min_bias_atomic(*args):
+        from utils import ops
+        return ops.WHOLE_MODELS["linear_group_norm_min_bias"](*args)
+
+
+def fake_compare(timed):
+    def compare(contenders, baseline=None, reps=3, progress=True):
+        timed.append(list(contenders))
+        return [{"contender": n, "median_ms": 1.0 + 0.1 * i, "p20_ms": 0.9 + 0.1 * i, "p80_ms": 1.1 + 0.1 * i,
+                 "speedup": None, "tf32": False, "flag": ""} for i, n in enumerate(contenders)]
+    return compare
+
+
+def test_measure_fusion_checks_then_times_every_contender(monkeypatch):
+    from utils import bench
+
+    monkeypatch.setattr(tcc.build, "load_kernels", lambda kernels, *a, **kw: {k: FakeFused for k in kernels})
+    timed = []
+    monkeypatch.setattr(bench, "compare", fake_compare(timed))
+    entries = tcc.measure_fusion(3, pids=(75, 62), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+    assert len(timed) == 8  # two rounds per problem and tier, the second in reverse order
+    assert timed[0] == ["eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.ATOMIC, tcc.GEMM_ALONE] == timed[1][::-1]
+    assert timed[4] == ["eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.GEMM_ALONE]
+    eager = next(e for e in entries if e["contender"] == "eager" and e["problem"] == 75 and e["tier"] == "strict")
+    assert eager["median_ms_by_round"] == [1.0, 1.5] and eager["median_ms"] == 1.0  # the better round
+    assert {(e["problem"], e["tier"]) for e in entries} == {(75, "strict"), (75, "tf32"), (62, "strict"), (62, "tf32")}
+    assert all(e["max_abs_vs_eager"] < 1e-4 and e["shape"] == [64, 1024, 256] for e in entries)
+    rec = fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+    results.validate(rec)
+    json.dumps(rec, allow_nan=False)  # what results.record writes
+    for text in (tcc.fusion_table(rec), tcc.fusion_findings(rec), tcc.fusion_prediction_table(rec),
+                 results.KINDS[tcc.FUSION_KIND].render(rec)):
+        assert text and "nan" not in text
+
+
+def test_measure_fusion_raises_on_a_wrong_contender_and_times_nothing(monkeypatch):
+    from utils import bench, ops
+
+    monkeypatch.setattr(tcc.build, "load_kernels", lambda kernels, *a, **kw: {k: FakeFused for k in kernels})
+    timed = []
+    monkeypatch.setattr(bench, "compare", fake_compare(timed))
+    wrong = dict(ops.WHOLE_MODELS)
+    right = wrong["linear_group_norm_leaky_relu_x2"]
+    wrong["linear_group_norm_leaky_relu_x2"] = lambda *args: right(*args) + 1e-3  # off by 10x the strict tolerance
+    monkeypatch.setattr(ops, "WHOLE_MODELS", wrong)
+    with pytest.raises(AssertionError, match="problem 62, strict tier: fused differs from eager"):
+        tcc.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+    assert timed == []
+
+
+def test_measure_fusion_refuses_when_the_kernel_would_not_run(monkeypatch):
+    class NotFusable(FakeFused):
+        fusable = staticmethod(lambda x, w, groups: False)
+
+    monkeypatch.setattr(tcc.build, "load_kernels", lambda kernels, *a, **kw: {k: NotFusable for k in kernels})
+    with pytest.raises(RuntimeError, match="does not take these inputs"):
+        tcc.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+
+
+def fusion_record(ms=None) -> dict:
+    """A "whole_model_fusion" record with made-up numbers, shaped as measure_fusion writes it.
+    ms: {(problem, tier): {contender: median_ms}}."""
+    ms = ms or {(pid, tier): {"eager": 3.0, tcc.COMPILE: 2.7, tcc.UNFUSED: 1.05, tcc.FUSED: 1.0 if pid != 37 else 0.8,
+                              tcc.GEMM_ALONE: 0.97} | ({tcc.ATOMIC: 1.1} if pid == 75 else {})
+                for pid in tcc.PIDS for tier in tcc.TIERS}
+    entries = [{"problem": pid, "tier": tier, "contender": c, "median_ms": v, "p20_ms": 0.99 * v, "p80_ms": 1.01 * v,
+                "tf32": tier == "tf32", "speedup": None, "flag": "", "max_abs_vs_eager": 1e-5, "shape": [1024, 8192, 8192]}
+               for (pid, tier), row in ms.items() for c, v in row.items()]
+    return fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+
+
+def test_the_fusion_kind_is_registered_and_a_record_validates():
+    assert tcc.FUSION_KIND in results.KINDS
+    results.validate(fusion_record())
+    with pytest.raises(ValueError, match="lacks"):
+        rec = fusion_record()
+        del rec["entries"][0]["max_abs_vs_eager"]
+        results.validate(rec)
+
+
+def test_fusion_table_and_findings():
+    rec = fusion_record()
+    table = tcc.fusion_table(rec).splitlines()
+    assert len(table) == 2 + 8 and table[2].startswith("| 94 | strict |")
+    assert "| 37 | TF32 | 3.000 | 2.700 | 1.050 | 0.800 | **3.38x** | **1.31x** | -17.5% |" in table
+    findings = tcc.fusion_findings(rec)
+    assert "from **1.05x** (problem 94) to **1.31x** (problem 37)" in findings
+    assert "Problem 75, strict tier: partials and a second kernel 1.000 ms, the atomic fold 1.100 ms: the partials are faster" in findings
+    assert "no problem's two timings overlap" in findings  # p20-p80 of 1% around 1.00 and 1.05
+
+
+def test_fusion_findings_see_an_overlap():
+    ms = {(94, "strict"): {"eager": 3.0, tcc.COMPILE: 2.7, tcc.UNFUSED: 1.005, tcc.FUSED: 1.0}}
+    assert "overlap within the run's p20-p80 spread for problem(s) 94" in tcc.fusion_findings(fusion_record(ms))
+
+
+def test_fusion_figure():
+    assert isinstance(tcc.fusion_figure(fusion_record()), Figure)
+
+
+def test_the_prediction_is_read_from_the_kernels_header():
+    want = tcc.fusion_predictions()
+    assert set(want) == {"strict", "tf32"}
+    for tier in want.values():  # whatever the numbers, the header names each: epilogue and every problem's saving
+        assert tier["epilogue"] is not None and set(tier["saving"]) == set(tcc.PIDS)
+    text = ("PREDICTION: strict tier, plus 2-4% (the epilogue): 37 saves ~0.3 ms of ~3.0 (10%), 94/62/75 ~0.01 ms "
+            "of ~1.1 (1%). TF32 tier: plus 3-6%: 37 saves ~0.3 ms of ~1.1 (25-30%); at 94/62/75 rung 9 is close, "
+            "so they come out within +-5%.")
+    parsed = tcc.fusion_predictions(text)
+    assert parsed["strict"] == {"epilogue": (2.0, 4.0), "saving": {37: (10.0, 10.0), 94: (1.0, 1.0), 62: (1.0, 1.0),
+                                                                   75: (1.0, 1.0)}}
+    assert parsed["tf32"] == {"epilogue": (3.0, 6.0), "saving": {37: (25.0, 30.0), 94: (-5.0, 5.0), 62: (-5.0, 5.0),
+                                                                 75: (-5.0, 5.0)}}
+    table = tcc.fusion_prediction_table(fusion_record(), text).splitlines()
+    row37 = next(line for line in table if line.startswith("| 37 | TF32 |"))
+    assert row37 == "| 37 | TF32 | 3-6% | -17.5% | below | 25-30% | +23.8% | below |"
+    row94 = next(line for line in table if line.startswith("| 94 | strict |"))
+    assert row94 == "| 94 | strict | 2-4% | +3.1% | inside | 1% | +4.8% | +3.8 points from it |"
+    assert "| ±5% |" in next(line for line in table if line.startswith("| 62 | TF32 |"))
+
+
+@pytest.mark.gpu
+def test_measure_fusion_on_the_gpu_records_a_valid_run():
+    """The real kernels at the small scale (the notebook measures the full one, with torch.compile; here the
+    model itself stands in for its compiled self, to keep the test short): every contender checked and timed."""
+    if not tcc.fusion_runs_here():
+        pytest.skip("the whole-model kernels need an sm_90 GPU")
+    entries = tcc.measure_fusion(3, pids=(75, 37), scale="small", progress=False, compiler=lambda m: m)
+    rec = fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+    results.validate(rec)
+    assert {e["contender"] for e in entries} >= {"eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.ATOMIC, tcc.GEMM_ALONE}
+    assert all(e["median_ms"] > 0 for e in entries) and tcc.fusion_table(rec)

@@ -17,7 +17,9 @@ export replaces both imports with what they stand for:
 
 Nothing else of this repository is imported, and no file is read at run time. The exported
 ModelNew runs on CUDA only (KernelBench's setting): the CPU path, autograd and torch.compile
-support of the registered ops stay in the workbook.
+support of the registered ops stay in the workbook, and so does their fallback: an exported
+whole-model solution calls fused_gemm_groupnorm.cu's launcher directly, so it needs an sm_90 GPU
+and inputs that kernel takes (the launcher says which condition failed otherwise).
 
 `kernelbench_eval(path)` runs an exported file as KernelBench's eval does: Model and ModelNew
 built under one seed, 5 seeded correctness trials at atol = rtol = 1e-4, then timed trials,

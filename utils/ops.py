@@ -1,4 +1,6 @@
-"""The workbook's registered operators: the fused tails that solutions/ call, in the namespace `workbook`.
+"""The workbook's registered operators, in the namespace `workbook`: the whole models that solutions/
+call (each one GEMM kernel with the rest of the model in its epilogue), and the GEMM and the fused
+tails they fall back on.
 
     from utils import ops
     y = ops.bias_hardtanh_mish_group_norm(x, bias, -1.0, 1.0, 256, gamma, beta, 1e-5)   # = torch.ops.workbook.…
@@ -21,6 +23,12 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
 | swish_bias_group_norm | groupnorm.cu | 37 | group_norm(x * sigmoid(x) + bias) |
 | group_norm_leaky_relu_x2 | groupnorm.cu | 62 | y = leaky_relu(group_norm(x)); y + y |
 | group_norm_min_bias | min_bias_broadcast.cu | 75 | min(group_norm(x), dim=1, keepdim) + bias(1, C, 1, 1): (1, C, N, 1) |
+
+The whole models (WHOLE_MODELS), x the model's input: linear_bias_hardtanh_mish_group_norm (94),
+linear_swish_bias_group_norm (37), linear_group_norm_leaky_relu_x2 (62), linear_group_norm_min_bias
+(75), each = its tail above applied to linear(x, weight, linear_bias), in one kernel of
+fused_gemm_groupnorm.cu where that kernel applies (sm_90, K % 4 == 0, groups of 16, 32 or 64
+channels), as linear then the tail otherwise.
 
 `linear` is nn.Linear's forward. At PyTorch's default fp32 setting (IEEE) on an sm_90 GPU it runs
 rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation and the bias in its epilogue, which
@@ -225,6 +233,73 @@ group_norm_min_bias = build.register_op(
     fake=_group_norm_min_bias_fake, backward=_group_norm_min_bias_backward)
 
 
+# --- whole models: the GEMM and its tail in one kernel --------------------------------------------
+#
+# kernels/fused_gemm_groupnorm.cu runs x @ w.T on the tensor cores with the tail in the GEMM's
+# epilogue: the GEMM's output never goes to memory. Its tier follows PyTorch's fp32 matmul setting
+# like `linear`: 3xTF32 (strict) by default, rung 9's 1xTF32 with TF32 allowed. Where the kernel
+# does not apply (not an sm_90 GPU, K % 4 != 0, a group width it has no instance for), the op runs
+# `linear` and the tail above instead: the same result, two kernels.
+
+FUSED_GROUP_WIDTHS = (16, 32, 64)  # fused_gemm_groupnorm.cu's kGroupWidths (tests/test_fused_models.py compares)
+
+
+def _fusable(x: Tensor, weight: Tensor, num_groups: int) -> bool:
+    """Whether the fused kernel takes these inputs (the launcher checks the same and says which failed)."""
+    if x.dim() != 2 or weight.dim() != 2 or x.device != weight.device or x.shape[1] != weight.shape[1]:
+        return False
+    C, K = weight.shape
+    return (K > 0 and K % 4 == 0 and num_groups > 0 and C % num_groups == 0
+            and C // num_groups in FUSED_GROUP_WIDTHS and torch.cuda.get_device_capability(weight.device) == (9, 0))
+
+
+def _whole_model(name: str, tail, num_groups_of):
+    """Registers workbook::<name> = tail(linear(x, weight, linear_bias), *rest): the op of
+    fused_gemm_groupnorm.cu, with its CPU reference, fake, backward and unfused fallback composed
+    from `linear`'s and the tail's. num_groups_of(rest): the tail's num_groups."""
+    tail_op, tail_reference, tail_fake, tail_backward = (
+        globals()[f"{prefix}{tail}{suffix}"] for prefix, suffix in (("", ""), ("_", "_reference"), ("_", "_fake"),
+                                                                    ("_", "_backward")))
+
+    def reference(x, weight, linear_bias, *rest):
+        return tail_reference(_linear_reference(x, weight, linear_bias), *rest)
+
+    def fake(x, weight, linear_bias, *rest):
+        return tail_fake(_linear_fake(x, weight, linear_bias), *rest)
+
+    def backward(grad, x, weight, linear_bias, *rest):
+        # the GEMM's output is not kept (it never existed): recomputed with PyTorch's own GEMM
+        y = F.linear(x, weight, linear_bias)
+        dy, *d_rest = tail_backward(grad, y, *rest)
+        return (*_linear_backward(dy, x, weight, linear_bias), *d_rest)
+
+    def cuda(launch, x, weight, linear_bias, *rest):
+        # (dtypes and shapes: the launcher's checks, or the fallback ops')
+        if _fusable(x, weight, num_groups_of(rest)):
+            return launch(x, weight, linear_bias, *rest)
+        return tail_op(linear(x, weight, linear_bias), *rest)
+
+    return build.register_op("fused_gemm_groupnorm", name, reference=reference, fake=fake, backward=backward,
+                             cuda=cuda)
+
+
+linear_bias_hardtanh_mish_group_norm = _whole_model(  # problem 94
+    "linear_bias_hardtanh_mish_group_norm", "bias_hardtanh_mish_group_norm",
+    lambda r: r[3])
+linear_swish_bias_group_norm = _whole_model(  # problem 37
+    "linear_swish_bias_group_norm", "swish_bias_group_norm",
+    lambda r: r[1])
+linear_group_norm_leaky_relu_x2 = _whole_model(  # problem 62
+    "linear_group_norm_leaky_relu_x2", "group_norm_leaky_relu_x2",
+    lambda r: r[0])
+linear_group_norm_min_bias = _whole_model(  # problem 75
+    "linear_group_norm_min_bias", "group_norm_min_bias",
+    lambda r: r[0])
+
 # name -> op, in the order above (the GEMM, then the tails of 94, 37, 62, 75)
 ALL = {name: getattr(torch.ops.workbook, name) for name in (
     "linear", "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2", "group_norm_min_bias")}
+# the whole models, 94, 37, 62, 75
+WHOLE_MODELS = {name: getattr(torch.ops.workbook, name) for name in (
+    "linear_bias_hardtanh_mish_group_norm", "linear_swish_bias_group_norm", "linear_group_norm_leaky_relu_x2",
+    "linear_group_norm_min_bias")}

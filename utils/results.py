@@ -77,6 +77,15 @@ Entry conventions of the kinds known so far (every listed key is required):
                    GEMMs on pre-split operands) | "rung 10" (with "promote_k")}; "promotion_k" {"M", "N",
                    "K", "max_abs_err", "strict_ratio"}; "timing" compare() rows with "shape", "tflops",
                    "pct_of_cublas_tf32", "x_cublas_sgemm", "tier".
+    whole_model_fusion
+                   notebook 08, section 6 (utils.tensor_core_chapter.measure_fusion): each model with its
+                   tail in the GEMM's epilogue, compare() rows of one run per problem and tier, {"problem",
+                   "tier": "strict" | "tf32", "contender": "eager" | "torch.compile" | "unfused" | "fused" |
+                   "fused, atomic fold" (75) | "its GEMM alone", "median_ms", "p20_ms", "p80_ms",
+                   "max_abs_vs_eager", "shape": [M, C, K]} and "median_ms_by_round" (two rounds, the second in
+                   reverse order; the row is the contender's better round). Every contender was checked
+                   against eager at the tier's tolerance before it was timed ("its GEMM alone" against
+                   eager's GEMM).
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
 README, a render function (record -> Markdown). Kinds not in KINDS are still valid
@@ -334,6 +343,12 @@ def _render_tensor_cores(rec: dict) -> str:
     return tensor_core_chapter.render(rec)
 
 
+def _render_whole_model_fusion(rec: dict) -> str:
+    from utils import tensor_core_chapter  # its rendering lives with its measurement
+
+    return tensor_core_chapter.render_fusion(rec)
+
+
 _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
                       "shape")
 
@@ -359,6 +374,9 @@ KINDS: dict[str, Kind] = {
                        ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps"), _render_scoreboard),
     "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender"),
                          _render_tensor_cores),
+    "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 08)",
+                               ("problem", "tier", "contender", "median_ms", "p20_ms", "p80_ms", "max_abs_vs_eager"),
+                               _render_whole_model_fusion),
 }
 
 

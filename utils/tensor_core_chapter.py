@@ -1,13 +1,14 @@
 """The helpers of the tensor-core chapter (notebook 08): TF32 rounding and the 3xTF32 split emulated with
 torch on any device, the four models' accuracy with the GEMM swapped for a variant, a model of the tensor
-core's accumulation, the rungs' predictions read from their headers, the chapter's diagrams, its one GPU
-measurement (recorded as kind "tensor_cores") and its exercise checkers. Tested in
-tests/test_tensor_core_chapter.py.
+core's accumulation, the rungs' predictions read from their headers, the chapter's diagrams, its GPU
+measurements (recorded as kind "tensor_cores", and section 6's whole models in the GEMM's epilogue as kind
+"whole_model_fusion") and its exercise checkers. Tested in tests/test_tensor_core_chapter.py.
 
     big, small = split_tf32(x)                       # x = big + small + (a rest below 2^-22 |x|)
     rows = accuracy([94], cpu_variants(), scale="small", seeds=5, device="cpu")
-    entries = measure(reps=30)                       # on an H100: everything the chapter shows, in one run
+    entries = measure(reps=30)                       # on an H100: the rungs and the accuracy, in one run
     display(Markdown(accuracy_table(record)))        # ... and from a record, on any machine
+    entries = measure_fusion(reps=50)                # on an H100: fused against unfused, eager, torch.compile
 
 Numbers come from what these functions compute or from a record; nothing here holds a measured number.
 """
@@ -38,7 +39,10 @@ __all__ = ["KIND", "RUNGS", "RUNG10", "PROMOTE_KS", "SHAPES", "PRODUCTS", "SGEMM
            "accumulation_figure", "predictions", "prediction_table", "timing_figure", "fragment_layout",
            "fragment_figure", "pipeline_schedule", "pipeline_figure", "paths_label", "quote_paths", "show_excerpt",
            "build_jobs", "runs_here", "measure", "render", "provenance", "promotion_table", "promotion_verdict",
-           "default_promote_k", "PATHS", "TARGETS"]
+           "default_promote_k", "PATHS", "TARGETS", "FUSED_KERNEL", "FUSION_KIND", "FUSION_OPS", "tile_widths",
+           "group_widths", "fit_table", "quad_layout", "epilogue_figure", "linear_and_rest", "fusion_bytes",
+           "fusion_bytes_table", "fusion_runs_here", "fusion_contenders", "measure_fusion", "fusion_table",
+           "fusion_findings", "fusion_figure", "fusion_predictions", "fusion_prediction_table", "render_fusion"]
 
 KIND = "tensor_cores"  # utils.results kind of the chapter's one GPU run
 RUNGS = ("gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32")
@@ -569,10 +573,10 @@ def _loglog(ax) -> None:
 
 
 def default_promote_k() -> int:
-    """Rung 10's default promotion interval, read from its #define."""
-    match = re.search(r"#define GEMM10_PROMOTE_K (\d+)", build.kernel_source(RUNG10))
+    """Rung 10's default promotion interval (GEMM10_PROMOTE_K's default), read from the wgmma header."""
+    match = re.search(r"constexpr int PROMOTE_K = (\d+);", (build.KERNELS_DIR / "common" / "gemm_wgmma.cuh").read_text())
     if match is None:
-        raise ValueError("kernels/gemm_10_3xtf32.cu has no `#define GEMM10_PROMOTE_K <n>`")
+        raise ValueError("kernels/common/gemm_wgmma.cuh has no `constexpr int PROMOTE_K = <n>;`")
     return int(match.group(1))
 
 
@@ -955,10 +959,11 @@ def show_excerpt(name: str, first: str, last: str):
 # --------------------------------------------------------------------------- the GPU run
 
 def build_jobs(variants: bool = True) -> dict[str, str | build.Variant]:
-    """What the chapter compiles, for build.load_kernels: {label: kernel}, the three rungs and, with
-    variants, rung 10 at each promotion interval of PROMOTE_KS other than its default. Only what this
-    machine can build (build.builds_here: rungs 9 and 10 are sm_90a)."""
-    jobs = {name: name for name in RUNGS if build.builds_here(name)}
+    """What the chapter compiles, for build.load_kernels: {label: kernel}, the three rungs, section 6's
+    whole-model kernel and, with variants, rung 10 at each promotion interval of PROMOTE_KS other than its
+    default. Only what this machine can build (build.builds_here: rungs 9 and 10 and the whole-model kernel
+    are sm_90a)."""
+    jobs = {name: name for name in (*RUNGS, FUSED_KERNEL) if build.builds_here(name)}
     if variants and RUNG10 in jobs:
         jobs |= {_promote_label(k): _promote_variant(k) for k in PROMOTE_KS if k != default_promote_k()}
     return jobs
@@ -1100,3 +1105,419 @@ def render(record: dict) -> str:
                   f"{e['pct_of_cublas_tf32']:.1f} % | {e['x_cublas_sgemm']:.2f}x |" for e in timed]
         parts += ["\n".join(lines)]
     return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- section 6: whole models in the epilogue
+#
+# kernels/fused_gemm_groupnorm.cu runs each model in one GEMM kernel: rung 10's (strict) or rung 9's (TF32)
+# wgmma kernel with the rest of the model in its epilogue (kernels/common/gemm_epilogue_groupnorm.cuh).
+# What the section computes on any machine (the fit, the quad layout, the bytes), its one GPU run
+# (measure_fusion, kind "whole_model_fusion") and the tables and plot drawn from that record.
+
+FUSED_KERNEL = "fused_gemm_groupnorm"
+FUSION_KIND = "whole_model_fusion"  # utils.results kind of measure_fusion's run
+# problem -> (the tail op of utils.ops that runs after workbook::linear, the whole-model op of ops.WHOLE_MODELS)
+FUSION_OPS = {94: ("bias_hardtanh_mish_group_norm", "linear_bias_hardtanh_mish_group_norm"),
+              75: ("group_norm_min_bias", "linear_group_norm_min_bias"),
+              37: ("swish_bias_group_norm", "linear_swish_bias_group_norm"),
+              62: ("group_norm_leaky_relu_x2", "linear_group_norm_leaky_relu_x2")}
+COMPILE, UNFUSED, FUSED, ATOMIC, GEMM_ALONE = "torch.compile", "unfused", "fused", "fused, atomic fold", "its GEMM alone"
+TIERS = ("strict", "tf32")
+_WGMMA_HEADER = "common/gemm_wgmma.cuh"
+
+
+def tile_widths() -> dict[str, int]:
+    """The block tile's width BN of the fused kernel at each tier, read from kernels/common/gemm_wgmma.cuh:
+    {"strict": rung 10's PresplitConfig's BN, "tf32": rung 9's Tf32Config's BN}."""
+    text = (build.KERNELS_DIR / _WGMMA_HEADER).read_text()
+    found = {tier: re.search(rf"using {name}\s*=\s*Config</\*BN\*/\s*(\d+)", text)
+             for tier, name in (("strict", "PresplitConfig"), ("tf32", "Tf32Config"))}
+    if not all(found.values()):
+        raise ValueError(f"kernels/{_WGMMA_HEADER} no longer spells `using PresplitConfig/Tf32Config = Config</*BN*/ n`")
+    return {tier: int(m.group(1)) for tier, m in found.items()}
+
+
+def group_widths(scale: str = "full") -> dict[int, int]:
+    """Each problem's GroupNorm group width D = C / G (channels per group), from its definition."""
+    return {pid: get_problem(pid).dims(scale).channels_per_group for pid in PIDS}
+
+
+def fit_table(scale: str = "full") -> str:
+    """Plain text: per problem, C, G and D = C / G, and at each tier's tile width whether D divides it (no
+    group straddles two blocks), the groups per tile row, and the values of a group each of a quad's 4 lanes
+    holds per row (D / 4)."""
+    widths = tile_widths()
+    lines = [f"{'problem':>7} {'C':>6} {'G':>5} {'D = C/G':>8} " + " ".join(
+        f"{f'BN = {bn} ({tier})':>18}" for tier, bn in widths.items()) + f" {'values per lane':>16}"]
+    for pid, D in group_widths(scale).items():
+        d = get_problem(pid).dims(scale)
+        cells = [f"{(f'fits, {bn // D} groups' if bn % D == 0 else 'straddles'):>18}" for bn in widths.values()]
+        lines.append(f"{pid:>7} {d.out_features:>6} {d.groups:>5} {D:>8} " + " ".join(cells) + f" {D // 4:>16}")
+    return "\n".join(lines)
+
+
+def quad_layout(cols: int, rows: int = 16) -> dict[tuple[int, int], tuple[int, int]]:
+    """Where a warp's accumulators sit after the wgmma (kernels/common/gemm_wgmma.cuh, the end of the kernel):
+    {(row, col): (lane, register)} for the warp's 16 rows and the first `cols` columns of the tile (a multiple
+    of 8). Lane 4g + t holds rows g and g + 8, columns 8j + 2t and 8j + 2t + 1 of every n8 block j; its
+    register 4j + 2h + e is (g + 8h, 8j + 2t + e)."""
+    if cols % 8 or rows != 16:
+        raise ValueError(f"cols is a multiple of 8 and a warp has 16 rows, got cols={cols}, rows={rows}")
+    layout = {}
+    for lane in range(32):
+        g, t = divmod(lane, 4)
+        for j in range(cols // 8):
+            for h in range(2):
+                for e in range(2):
+                    layout[(g + 8 * h, 8 * j + 2 * t + e)] = (lane, 4 * j + 2 * h + e)
+    return layout
+
+
+def epilogue_figure(pid: int = 75, tier: str = "strict") -> Figure:
+    """A drawn diagram of why GroupNorm fits in the epilogue, for one problem's group width D at one tier's
+    tile width BN: left, a block's tile (128 rows, 8 consumer warps of 16 rows) cut into groups of D columns,
+    no group crossing the tile's edge; right, one warp's 16 rows by two groups, each value labelled with the
+    lane holding it (quad_layout): a row's D values of a group sit on the 4 lanes of one quad."""
+    D, BN = group_widths()[pid], tile_widths()[tier]
+    cols = 2 * D
+    layout = quad_layout(cols)
+    cmap = matplotlib.colormaps["tab10"]
+    with matplotlib.rc_context(plots.STYLE):
+        fig = Figure(figsize=(12.0, 4.8))
+        ax = fig.add_subplot(1, 3, 1)
+        for warp in range(8):  # 2 consumer warp groups x 4 warps, 16 rows each
+            ax.add_patch(Rectangle((0, 16 * warp), BN, 16, facecolor="#c6dbef" if warp % 2 else "#eff3ff",
+                                   edgecolor="white"))
+            ax.text(BN + 2, 16 * warp + 8, f"warp {warp}", va="center", fontsize=7)
+        for c in range(0, BN + 1, D):
+            ax.plot([c, c], [0, 128], color="#e6550d", lw=0.6 if 0 < c < BN else 2.0)
+        ax.add_patch(Rectangle((0, 0), cols, 16, fill=False, edgecolor="black", lw=1.5))
+        ax.set_xlim(0, BN * 1.25)
+        ax.set_ylim(128, 0)
+        ax.set_xticks(range(0, BN + 1, max(D, BN // 8)))
+        ax.set_xlabel(f"BN = {BN} columns: {BN // D} groups of D = {D}\nper row (orange); none crosses the tile's edge",
+                      fontsize=8)
+        ax.set_ylabel("BM = 128 rows: 2 consumer warp groups x 4 warps", fontsize=8)
+        ax.set_title(f"a block's tile ({tier} tier); black: drawn at the right", fontsize=9)
+        ax.grid(False)
+        bx = fig.add_subplot(1, 3, (2, 3))
+        for (row, col), (lane, reg) in layout.items():
+            g, t = divmod(lane, 4)
+            bx.add_patch(Rectangle((col, row), 1, 1, facecolor=cmap(t), alpha=0.25 + 0.06 * (g % 2), edgecolor="white"))
+            if cols <= 32:  # wider, the labels would not fit: the colours still say which lane of the quad
+                bx.text(col + 0.5, row + 0.5, str(lane), ha="center", va="center", fontsize=6)
+        for c in range(0, cols + 1, D):
+            bx.plot([c, c], [0, 16], color="#e6550d", lw=2.0)
+        bx.add_patch(Rectangle((0, 0), D, 1, fill=False, edgecolor="black", lw=1.8))
+        bx.set_xlim(0, cols)
+        bx.set_ylim(16, 0)
+        bx.set_xticks(range(0, cols + 1, 8))
+        bx.set_yticks([r + 0.5 for r in range(16)], range(16), fontsize=6)
+        bx.set_ylabel("row of the warp: lane 4g + t holds rows g and g + 8", fontsize=8)
+        bx.grid(False)
+        bx.set_xlabel(f"column of the tile. Outlined: one row of one group, on lanes 0-3 (a quad), {D // 4} values each:\n"
+                      "a Welford summary per lane, then two shuffles (xor 1, xor 2) merge the quad's four", fontsize=8)
+        bx.set_title("one warp, 16 rows x 2 groups, each value labelled with the lane that holds it; "
+                     "colour: t = lane % 4", fontsize=9)
+        fig.suptitle(f"GroupNorm in the GEMM's epilogue: problem {pid}'s groups of {D} inside a tile {BN} wide (a diagram)")
+    return plots.finish(fig)
+
+
+def linear_and_rest(pid: int, model: torch.nn.Module) -> tuple[torch.nn.Linear, list]:
+    """(the reference model's nn.Linear, the arguments that follow x, weight, linear_bias in its whole-model op
+    and, after the GEMM's output, in its tail op): the model's own parameters, not copies."""
+    if pid == 94:
+        gn = model.groupnorm
+        return model.gemm, [model.bias, model.hardtanh.min_val, model.hardtanh.max_val, gn.num_groups, gn.weight,
+                            gn.bias, gn.eps]
+    if pid == 37:
+        gn = model.group_norm
+        return model.matmul, [model.bias, gn.num_groups, gn.weight, gn.bias, gn.eps]
+    if pid == 62:
+        gn = model.gn
+        return model.fc, [gn.num_groups, gn.weight, gn.bias, gn.eps, model.leaky_relu.negative_slope]
+    if pid == 75:
+        gn = model.group_norm
+        return model.gemm, [gn.num_groups, gn.weight, gn.bias, gn.eps, model.bias]
+    raise ValueError(f"no whole-model op for problem {pid} (the four are {PIDS})")
+
+
+def fusion_bytes(pid: int, scale: str = "full", bn: int | None = None) -> dict:
+    """What fusion saves in memory traffic for one problem, counting the (M, C) tensors only (reading x and w
+    is the same either way). Unfused: the GEMM writes its output, the tail reads it back and writes the
+    model's output (75's (1, C, M, 1) broadcast is M x C floats too): 3 x M x C x 4 bytes. Fused: the output,
+    written once; for 75 also its row-minimum partials, one float per (row, tile of bn columns), written and
+    read (bn: the strict tier's tile width by default). Also the GEMM's FLOPs, 2 M C K."""
+    d = get_problem(pid).dims(scale)
+    M, C, K = d.batch, d.out_features, d.in_features
+    out = M * C * 4
+    partials = 2 * -(-C // (bn or tile_widths()["strict"])) * M * 4 if pid == 75 else 0
+    return {"problem": pid, "M": M, "C": C, "K": K, "gemm_output_bytes": out, "unfused_bytes": 3 * out,
+            "fused_bytes": out + partials, "saved_bytes": 2 * out - partials, "gemm_flops": 2 * M * C * K}
+
+
+def fusion_bytes_table(ceilings: dict | None = None, scale: str = "full") -> str:
+    """Markdown: per problem, the bytes of (M, C) tensors moved unfused and fused (fusion_bytes) and what is
+    saved; with a "ceilings" record, that saving in ms at its measured copy bandwidth beside the GEMM's floor
+    at its measured TF32 rate (the strict tier's 3xTF32 does three times that work)."""
+    entry = (ceilings or {}).get("entries", [{}])[0]
+    head = "| problem | M x C, K | unfused: MB moved | fused: MB moved | saved MB |"
+    if entry:
+        head += " saved, ms at the copy bandwidth | the GEMM's TF32 floor, ms | saved / that floor |"
+    lines = [head, "|---|---|---:|---:|---:|" + ("---:|---:|---:|" if entry else "")]
+    for pid in PIDS:
+        b = fusion_bytes(pid, scale)
+        line = (f"| {pid} | {b['M']} x {b['C']}, {b['K']} | {b['unfused_bytes'] / 1e6:.1f} | {b['fused_bytes'] / 1e6:.1f} | "
+                f"{b['saved_bytes'] / 1e6:.1f} |")
+        if entry:
+            saved_ms = b["saved_bytes"] / (entry["copy_GBps"] * 1e9) * 1e3
+            floor_ms = b["gemm_flops"] / (entry["tf32_tflops"] * 1e12) * 1e3
+            line += f" {saved_ms:.3f} | {floor_ms:.3f} | {100 * saved_ms / floor_ms:.0f}% |"
+        lines.append(line)
+    if entry:
+        lines.append(f"\nCopy bandwidth {entry['copy_GBps']:.0f} GB/s (bytes read + written) and TF32 "
+                     f"{entry['tf32_tflops']:.0f} TFLOP/s as {plots.provenance(ceilings)}.")
+    return "\n".join(lines)
+
+
+def fusion_runs_here() -> bool:
+    """Whether this machine can run measure_fusion: a GPU that builds and runs the fused kernel (sm_90)."""
+    from utils import env
+
+    return (env.mode() == "gpu" and build.builds_here(FUSED_KERNEL)
+            and torch.cuda.get_device_capability() == (9, 0))
+
+
+def fusion_contenders(pid: int, model: torch.nn.Module, x: Tensor, *, tf32: bool, compiled, kernels: dict
+                      ) -> dict[str, tuple[Callable[[], Tensor], Callable[[], Tensor]]]:
+    """{name: (the contender, what it is checked against)} for one problem at one tier: eager, torch.compile
+    (`compiled`, the model compiled), unfused (workbook::linear, then the tail op), fused (the whole-model op),
+    for 75 the atomic fold, and the fused kernel's GEMM alone (rung 10's `linear` at the strict tier, rung 9's
+    `gemm` at the TF32 tier: its epilogue a plain store), checked against eager's GEMM. `kernels`: the loaded
+    modules by name (fused_gemm_groupnorm, gemm_09_wgmma_tf32)."""
+    from utils import ops
+
+    linear, rest = linear_and_rest(pid, model)
+    w, lb = linear.weight, linear.bias
+    tail, whole = getattr(ops, FUSION_OPS[pid][0]), ops.WHOLE_MODELS[FUSION_OPS[pid][1]]
+    eager = lambda: model(x)  # noqa: E731
+    out = {"eager": (eager, eager), COMPILE: (lambda: compiled(x), eager),
+           UNFUSED: (lambda: tail(ops.linear(x, w, lb), *rest), eager), FUSED: (lambda: whole(x, w, lb, *rest), eager)}
+    if pid == 75:
+        out[ATOMIC] = (lambda: kernels[FUSED_KERNEL].linear_group_norm_min_bias_atomic(x, w, lb, *rest), eager)
+    if tf32:
+        out[GEMM_ALONE] = (lambda: kernels["gemm_09_wgmma_tf32"].gemm(x, w), lambda: F.linear(x, w))
+    else:
+        out[GEMM_ALONE] = (lambda: ops.linear(x, w, lb), lambda: F.linear(x, w, lb))
+    return out
+
+
+def measure_fusion(reps: int = 50, *, pids=PIDS, scale: str = "full", device: str = "cuda", seed: int = 0,
+                   progress: bool = True, compiler=None) -> list[dict]:
+    """Section 6's GPU run (an sm_90 GPU): for each problem, at both tiers (TF32 off, then on), every contender of
+    fusion_contenders checked against eager at that tier's tolerance (utils.check.TIERS; a miss raises, nothing
+    wrong is timed), then all timed side by side (bench.compare, utils.bench.time_ms: CUDA events, a clean L2,
+    medians) in two rounds, the second in the reverse order, each contender keeping its better round: in the
+    study before this run (experiments/fused_models/README.md) a contender timed later in a sequence came out a
+    few percent slower, as large as the differences measured here. The model is the reference with its
+    GroupNorm γ, β and biases randomised as the harness does. Entries of kind "whole_model_fusion": compare()
+    rows with "problem", "tier", "max_abs_vs_eager", "median_ms_by_round", "shape" [M, C, K]. (scale, device
+    and compiler are there for the tests, which run it on the CPU.)"""
+    from utils import bench, chapter, check, precision
+
+    compiler = compiler or torch.compile  # default mode
+    chapter.quiet_inductor()
+    kernels = build.load_kernels([FUSED_KERNEL, "gemm_09_wgmma_tf32", "gemm_10_3xtf32", "groupnorm",
+                                  "min_bias_broadcast"])
+    sync = torch.cuda.synchronize if device != "cpu" else (lambda: None)
+    rows = []
+    for pid in pids:
+        p = get_problem(pid)
+        model = p.make_model(scale, seed=seed)
+        check._randomise(model, seed)  # γ = 1 and β = 0 would hide an ignored affine parameter
+        model = model.to(device).eval()
+        x = p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))[0].to(device)
+        d = p.dims(scale)
+        if not kernels[FUSED_KERNEL].fusable(x, linear_and_rest(pid, model)[0].weight, d.groups):
+            raise RuntimeError(f"problem {pid}: the fused kernel does not take these inputs here; "
+                               "its op would run the unfused path and the comparison would be void")
+        for tier in TIERS:
+            tol = check.TIERS[tier]
+            torch._dynamo.reset()  # each tier compiles afresh, under its own fp32 setting
+            with precision.tf32(tier == "tf32"), torch.no_grad():
+                contenders = fusion_contenders(pid, model, x, tf32=tier == "tf32", compiled=compiler(model),
+                                               kernels=kernels)
+                diffs = {}
+                for name, (fn, reference) in contenders.items():  # the first call of torch.compile compiles
+                    out, want = fn(), reference()
+                    sync()
+                    diffs[name] = (out - want).abs().max().item()
+                    if out.shape != want.shape or not torch.allclose(out, want, atol=tol.atol, rtol=tol.rtol):
+                        raise AssertionError(f"problem {pid}, {tier} tier: {name} differs from eager by "
+                                             f"{diffs[name]:.2e} (atol = rtol = {tol.atol:g}); not timing it")
+                    del out, want
+                if progress:
+                    print(f"problem {pid}, {tier} tier: all {len(contenders)} checked against eager", flush=True)
+                # A contender timed late in a sequence runs on a GPU the earlier ones have heated: the second
+                # round reverses the order, so that each contender is timed early once.
+                rounds: dict[str, list[dict]] = {name: [] for name in contenders}
+                for order in (list(contenders), list(contenders)[::-1]):
+                    for r in bench.compare({n: contenders[n][0] for n in order}, baseline=None, reps=reps,
+                                           progress=progress):
+                        rounds[r["contender"]].append(r)
+            for name, rs in rounds.items():
+                best = min(rs, key=lambda r: r["median_ms"])
+                rows.append(best | {"problem": pid, "tier": tier, "max_abs_vs_eager": diffs[name],
+                                    "median_ms_by_round": [r["median_ms"] for r in rs],
+                                    "shape": [d.batch, d.out_features, d.in_features]})
+        del model, x
+        if device != "cpu":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _fusion_at(record: dict) -> dict:
+    return {(e["problem"], e["tier"], e["contender"]): e for e in record["entries"]}
+
+
+def _fusion_groups(record: dict) -> list[tuple[int, str]]:
+    return list(dict.fromkeys((e["problem"], e["tier"]) for e in record["entries"]))
+
+
+def _tier_name(tier: str) -> str:
+    return "TF32" if tier == "tf32" else tier
+
+
+def fusion_table(record: dict) -> str:
+    """Markdown, from a "whole_model_fusion" record: per problem and tier, the median ms of torch.compile, the
+    unfused path and the fused kernel, fused's speedup over each, and the fused kernel against its own GEMM
+    alone (what the epilogue adds)."""
+    at = _fusion_at(record)
+    lines = ["| problem | tier | eager ms | torch.compile ms | unfused ms | fused ms | fused x torch.compile | "
+             "fused x unfused | fused vs its GEMM alone (a plain store) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for pid, tier in _fusion_groups(record):
+        ms = {c: at[(pid, tier, c)]["median_ms"] for c in ("eager", COMPILE, UNFUSED, FUSED, GEMM_ALONE)
+              if (pid, tier, c) in at}
+        epi = f"{100 * (ms[FUSED] / ms[GEMM_ALONE] - 1):+.1f}%" if GEMM_ALONE in ms else "–"
+        lines.append(f"| {pid} | {_tier_name(tier)} | {ms['eager']:.3f} | {ms[COMPILE]:.3f} | {ms[UNFUSED]:.3f} | "
+                     f"{ms[FUSED]:.3f} | **{ms[COMPILE] / ms[FUSED]:.2f}x** | **{ms[UNFUSED] / ms[FUSED]:.2f}x** | {epi} |")
+    return "\n".join(lines)
+
+
+def fusion_findings(record: dict) -> str:
+    """Computed bullets on a "whole_model_fusion" record: per tier, fused against unfused at its best and worst
+    and whether the two overlap within the run's spread (p20-p80); 75's two folds of the row minimum."""
+    at = _fusion_at(record)
+    lines = []
+    for tier in TIERS:
+        pids = [pid for pid, t in _fusion_groups(record) if t == tier]
+        if not pids:
+            continue
+        ratio = {pid: at[(pid, tier, UNFUSED)]["median_ms"] / at[(pid, tier, FUSED)]["median_ms"] for pid in pids}
+        overlap = [pid for pid in pids if at[(pid, tier, FUSED)]["p20_ms"] <= at[(pid, tier, UNFUSED)]["p80_ms"]
+                   and at[(pid, tier, UNFUSED)]["p20_ms"] <= at[(pid, tier, FUSED)]["p80_ms"]]
+        best, worst = max(ratio, key=ratio.get), min(ratio, key=ratio.get)
+        lines.append(f"- {_tier_name(tier)} tier: fused against unfused from **{ratio[worst]:.2f}x** (problem {worst}) "
+                     f"to **{ratio[best]:.2f}x** (problem {best}); "
+                     + (f"the two overlap within the run's p20-p80 spread for problem(s) {', '.join(map(str, overlap))}."
+                        if overlap else "no problem's two timings overlap within the run's p20-p80 spread."))
+        if (75, tier, ATOMIC) in at:
+            part, atom = at[(75, tier, FUSED)]["median_ms"], at[(75, tier, ATOMIC)]["median_ms"]
+            lines.append(f"- Problem 75, {_tier_name(tier)} tier: partials and a second kernel {part:.3f} ms, the atomic "
+                         f"fold {atom:.3f} ms: the {'partials are' if part <= atom else 'atomic fold is'} faster by "
+                         f"{100 * abs(atom - part) / max(part, atom):.1f}%.")
+    return "\n".join(lines)
+
+
+def fusion_figure(record: dict, save=None) -> Figure:
+    """Grouped bars from a "whole_model_fusion" record: the fused kernel's speedup over the unfused path and over
+    torch.compile, per problem, one panel per tier; a line at 1x."""
+    at = _fusion_at(record)
+    groups = _fusion_groups(record)
+    with matplotlib.rc_context(plots.STYLE):
+        fig = Figure(figsize=(11.0, 4.2))
+        tiers = [t for t in TIERS if any(g[1] == t for g in groups)]
+        for i, tier in enumerate(tiers):
+            ax = fig.add_subplot(1, len(tiers), i + 1)
+            pids = [pid for pid, t in groups if t == tier]
+            for j, (over, colour) in enumerate(((UNFUSED, plots.CYCLE[1]), (COMPILE, plots.COLOURS["torch.compile"]))):
+                ys = [at[(pid, tier, over)]["median_ms"] / at[(pid, tier, FUSED)]["median_ms"] for pid in pids]
+                bars = ax.bar([k - 0.2 + 0.4 * j for k in range(len(pids))], ys, 0.4, color=colour, edgecolor="white",
+                              label=f"fused over {over}" + (" (workbook::linear, then the tail op)"
+                                                            if over == UNFUSED else " (default mode)"))
+                ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2)
+            ax.axhline(1.0, color=plots.REFERENCE, lw=1, ls="--")
+            ax.set_xticks(range(len(pids)), [f"problem {pid}" for pid in pids])
+            ax.set_ylabel("the fused kernel's speedup (x)")
+            ax.set_title(f"{_tier_name(tier)} tier", fontsize=10)
+            ax.set_ylim(0, 1.5 * max(max(b.get_height() for b in c) for c in ax.containers))  # room for the legend
+            if i == 0:
+                ax.legend(loc="upper left", fontsize=8)
+        fig.suptitle(f"The whole model in the GEMM's epilogue: fused over unfused and over torch.compile\n"
+                     f"{plots.provenance(record)}")
+    return plots.finish(fig, save)
+
+
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def fusion_predictions(text: str | None = None) -> dict[str, dict]:
+    """The numbers fused_gemm_groupnorm.cu's PREDICTION names, per tier ("strict", then "tf32" after the words
+    "TF32 tier"): {"epilogue": (lo, hi) % the fused kernel adds to its GEMM, or None, "saving": {problem: (lo, hi)
+    % it saves against the unfused path}} ("~10%" gives (10, 10); "within +-5%" gives (-5, 5)). Read from the
+    header, so the comparison is computed, never typed."""
+    text = " ".join((text if text is not None else header_section(FUSED_KERNEL, "PREDICTION") or "").split())
+    strict, _, tf32 = text.partition("TF32 tier")
+    out = {}
+    for tier, part in (("strict", strict), ("tf32", tf32)):
+        epilogue = re.search(rf"plus {_NUM}-{_NUM}%", part)
+        saving: dict[int, tuple[float, float]] = {}
+        for m in re.finditer(rf"(\d+(?:/\d+)*)(?: saves)? ~[\d.]+ ms of ~[\d.]+ \({_NUM}(?:-{_NUM})?%\)", part):
+            for pid in m[1].split("/"):
+                saving.setdefault(int(pid), (float(m[2]), float(m[3] or m[2])))
+        for m in re.finditer(rf"at (\d+(?:/\d+)*) [^;]*?within \+-{_NUM}%", part):
+            for pid in m[1].split("/"):
+                saving.setdefault(int(pid), (-float(m[2]), float(m[2])))
+        out[tier] = {"epilogue": (float(epilogue[1]), float(epilogue[2])) if epilogue else None, "saving": saving}
+    return out
+
+
+def _fusion_band(band) -> str:
+    if band is None:
+        return "–"
+    lo, hi = band
+    return f"±{hi:g}%" if lo == -hi else _band(band, "%")
+
+
+def _versus(value: float, band) -> str:
+    """The measured value against a predicted band: inside, above or below a range; off by how many points from
+    a single value (a "~" figure has no range to be inside)."""
+    if band is None:
+        return "no prediction"
+    lo, hi = band
+    if lo == hi:
+        return f"{value - lo:+.1f} points from it"
+    return "inside" if lo <= value <= hi else ("above" if value > hi else "below")
+
+
+def fusion_prediction_table(record: dict, text: str | None = None) -> str:
+    """Markdown: per problem and tier, the header's predicted epilogue cost (fused against its GEMM alone) and
+    saving (against the unfused path, % of the unfused time), each beside the record's measurement."""
+    want, at = fusion_predictions(text), _fusion_at(record)
+    lines = ["| problem | tier | predicted epilogue | measured | verdict | predicted saving | measured | verdict |",
+             "|---|---|---:|---:|---|---:|---:|---|"]
+    for pid, tier in _fusion_groups(record):
+        fused, unfused = at[(pid, tier, FUSED)]["median_ms"], at[(pid, tier, UNFUSED)]["median_ms"]
+        alone = at.get((pid, tier, GEMM_ALONE))
+        epi = None if alone is None else 100 * (fused / alone["median_ms"] - 1)
+        saving = 100 * (unfused - fused) / unfused
+        e_band, s_band = want[tier]["epilogue"], want[tier]["saving"].get(pid)
+        lines.append(f"| {pid} | {_tier_name(tier)} | {_fusion_band(e_band)} | {'–' if epi is None else f'{epi:+.1f}%'} | "
+                     f"{'–' if epi is None else _versus(epi, e_band)} | {_fusion_band(s_band)} | {saving:+.1f}% | "
+                     f"{_versus(saving, s_band)} |")
+    return "\n".join(lines)
+
+
+def render_fusion(record: dict) -> str:
+    """The README's rendering of a "whole_model_fusion" record: the table and its computed findings."""
+    return fusion_table(record) + "\n\n" + fusion_findings(record)

@@ -113,6 +113,17 @@ struct SwishBias {
   __device__ float f(float v, float b) const { return __fadd_rn(__fmul_rn(sigmoid_f(v), v), b); }
 };
 
+// The same with the hardware's approximate exp and reciprocal (__expf, __fdividef: a few ulp),
+// for the GEMM's epilogue (common/gemm_epilogue_groupnorm.cuh), where only 8 warps per SM run
+// the tail's arithmetic and nothing overlaps it: IEEE expf and division cost about 4x the
+// instructions. The values go straight into a GroupNorm, held to 1e-4. For v < -88, __expf(-v)
+// is inf and __fdividef(1, inf) is 0, the right limit, as in sigmoid_f.
+struct SwishBiasFast {
+  static constexpr bool kHasBias = true;
+  const float* bias;
+  __device__ float f(float v, float b) const { return __fadd_rn(__fmul_rn(__fdividef(1.0f, 1.0f + __expf(-v)), v), b); }
+};
+
 // Problem 62 after its GroupNorm: y = leaky_relu(v); y + y. Written as the sum the model does;
 // y + y == 2 * y exactly in binary floating point (doubling only changes the exponent), so
 // either form gives the same bits, overflow to inf included.

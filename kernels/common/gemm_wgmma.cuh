@@ -5,9 +5,11 @@
 //
 //   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT>   tile width, pipeline depth, TF32 or 3xTF32,
 //                                        promotion, and where the 3xTF32 split happens;
-//   gemm_wgmma_kernel                    the kernel;
+//   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi;
+//   StoreEpilogue                        the plain epilogue: out = acc (+ bias);
 //   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
-//   run                                  encodes the two tensor maps and launches.
+//   run, run_presplit                    encode the tensor maps and launch (run_epilogue and
+//                                        run_presplit_epilogue with another epilogue).
 //
 // out = x @ w.T, x (M, K) and w (N, K) row-major: both K-major, the only layout TF32 wgmma takes.
 
@@ -53,6 +55,16 @@ struct Config {
   static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
 };
 
+// The two configurations the rungs run (and the whole-model kernels with them):
+// rung 9, TF32: block 128 x 256, 4 stages of 48 KB;
+using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
+// rung 10, 3xTF32 on pre-split operands: block 128 x 128 (the promoted sums double the
+// accumulators), 3 stages of four boxes (x big, w big, x small, w small: 64 KB each), promotion
+// every PROMOTE k tiles.
+constexpr int PROMOTE_K = 256;  // k values per promoted chunk (gemm_10_3xtf32.cu measures the choice)
+template <int PROMOTE = PROMOTE_K / BK>
+using PresplitConfig = Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE, /*PRESPLIT*/ true>;
+
 template <int N>
 __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   if constexpr (N == 64) {
@@ -61,6 +73,85 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
     hopper::wgmma_m64n256k8_tf32(d, desc_a, desc_b, scale_d);
   }
 }
+
+// Where a consumer thread's registers sit in the output (see the end of the kernel).
+struct EpilogueTile {
+  int row;     // the lane's first row (the second is row + 8)
+  int col;     // the lane's first column (then col + 1, and + 8j for n8 block j)
+  int n0;      // the tile's first column
+  int tile_n;  // the tile's column index
+  int M, N;
+};
+
+// out = acc (+ bias (N,), when not null), stored straight from registers, 8 bytes per lane.
+struct StoreEpilogue {
+  float* out;
+  const float* bias;
+
+  // The lane's bias pairs, loaded ahead: loaded beside each store, every store would wait for
+  // its load. (At BN = 256, rung 9, which is never given a bias, the 64 registers this takes
+  // would be too many beside its 128 accumulators: it adds the bias beside each store instead.)
+  template <class C>
+  struct Ahead {
+    static constexpr bool PRELOAD = C::BN <= 128;
+    float2 bias[PRELOAD ? C::BN / 8 : 1];
+  };
+
+  template <class C>
+  __device__ __forceinline__ Ahead<C> ahead(const EpilogueTile& t) const {
+    Ahead<C> a;
+    if constexpr (Ahead<C>::PRELOAD) {
+#pragma unroll
+      for (int j = 0; j < C::BN / 8; ++j) {
+        a.bias[j] = tc::bias_pair(bias, t.col + 8 * j, t.N);
+      }
+    }
+    return a;
+  }
+
+  template <class C>
+  static constexpr int smem_floats() {
+    return 0;  // nothing staged in shared memory
+  }
+  template <class C>
+  __device__ void stage(float*, int, int, int, int) const {}
+
+  template <class C>
+  __device__ __forceinline__ void finish(const float (&v)[C::ACC], const Ahead<C>& a, const EpilogueTile& t,
+                                         const float*) const {
+    const bool vec_stores = t.N % 2 == 0;
+#pragma unroll
+    for (int j = 0; j < C::BN / 8; ++j) {
+      const int n = t.col + 8 * j;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = t.row + 8 * h;
+        if (m >= t.M) {
+          continue;
+        }
+        float v0 = v[4 * j + 2 * h];
+        float v1 = v[4 * j + 2 * h + 1];
+        if constexpr (Ahead<C>::PRELOAD) {
+          if (bias != nullptr) {
+            v0 += a.bias[j].x;
+            v1 += a.bias[j].y;
+          }
+        } else {
+          tc::add_bias(bias, n, t.N, v0, v1);
+        }
+        float* dst = out + static_cast<int64_t>(m) * t.N;
+        if (vec_stores) {
+          if (n < t.N) {  // N even and n even: n + 1 < N too
+            *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
+          }
+        } else {
+          if (n < t.N) dst[n] = v0;
+          if (n + 1 < t.N) dst[n + 1] = v1;
+        }
+      }
+    }
+  }
+};
 
 // One BM x BN tile of out per block (tc::grouped_tile's raster over a 1-D grid).
 //
@@ -98,11 +189,17 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
 // weight, can be split once and kept while the parameter does not change (gemm_10_3xtf32.cu).
 // PROMOTE: every PROMOTE k tiles, wait for all wgmmas, add the accumulators into FP32 registers
 // (`total`, plain FADD), and start the next chunk with scale-d = 0 (D = A·B, the old D ignored).
-template <class C>
+//
+// The epilogue (Epi, after the main loop) gets each consumer thread's finished sums in registers:
+// StoreEpilogue below writes them (+ nn.Linear's bias); common/gemm_epilogue_groupnorm.cuh
+// finishes a whole model there instead (bias, activations, GroupNorm, a row minimum). An epilogue
+// may ask for Epi::smem_floats<C>() floats of shared memory after the barriers, which its stage()
+// fills before the main loop (its per-column parameters), and its finish() reads.
+template <class C, class Epi>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
                       const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
-                      float* __restrict__ out, const float* __restrict__ bias, int M, int N, int K) {
+                      const Epi epi, int M, int N, int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
   // the small parts under PRESPLIT, unused otherwise.
   extern __shared__ unsigned char smem_raw[];
@@ -117,6 +214,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto ring_b = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES; };
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
   uint64_t* empty = full + C::STAGES;
+  float* epi_smem = reinterpret_cast<float*>(empty + C::STAGES);  // Epi::smem_floats<C>() floats
 
   int tile_m, tile_n;
   tc::grouped_tile(static_cast<int>(blockIdx.x), (M + BM - 1) / BM, (N + C::BN - 1) / C::BN, GROUP_M, tile_m,
@@ -177,6 +275,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     total[i] = 0.0f;
   }
   hopper::fence_operands(acc);
+  if constexpr (Epi::template smem_floats<C>() > 0) {
+    // What the epilogue reads per column of the tile (biases, gamma, beta) goes to shared memory
+    // now, while the first stages load: read from there at the end, it costs no trip to L2.
+    epi.template stage<C>(epi_smem, n0, N, ct, 128 * CONSUMERS);
+    hopper::named_barrier(2, 128 * CONSUMERS);
+  }
 
   for (int kt = 0; kt < k_tiles; ++kt) {
     const int s = kt % C::STAGES;
@@ -242,59 +346,18 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
   }
   // Lane (g, t) of warp v in this consumer: rows 16v + g and 16v + g + 8 of its 64, columns
-  // 8j + 2t and 8j + 2t + 1 for each n8 block j. The lane's bias values are loaded while the last
-  // wgmmas run, all at once: loaded beside each store, every store would wait for its load.
+  // 8j + 2t and 8j + 2t + 1 for each n8 block j: value 4j + 2h + e of the lane's registers is
+  // (row + 8h, col + 8j + e). What the epilogue needs from memory is loaded while the last
+  // wgmmas run (Epi::ahead).
   const int lane = threadIdx.x % 32;
-  const int row = m0 + c * 64 + ((threadIdx.x % 128) / 32) * 16 + lane / 4;
-  const int col = n0 + 2 * (lane % 4);
-  const bool vec_stores = N % 2 == 0;
-  // (At BN = 256, rung 9, which is never given a bias, the 64 registers this takes would be too
-  // many beside its 128 accumulators: it adds the bias beside each store instead.)
-  constexpr bool PRELOAD_BIAS = C::BN <= 128;
-  float2 bias_v[PRELOAD_BIAS ? C::BN / 8 : 1];
-  if constexpr (PRELOAD_BIAS) {
-#pragma unroll
-    for (int j = 0; j < C::BN / 8; ++j) {
-      bias_v[j] = tc::bias_pair(bias, col + 8 * j, N);
-    }
-  }
+  const EpilogueTile t{m0 + c * 64 + ((threadIdx.x % 128) / 32) * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
+  const auto ahead = epi.template ahead<C>(t);
   hopper::wgmma_wait<0>();
   hopper::fence_operands(acc);
-#pragma unroll
-  for (int j = 0; j < C::BN / 8; ++j) {
-    const int n = col + 8 * j;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = row + 8 * h;
-      if (m >= M) {
-        continue;
-      }
-      float v0, v1;
-      if constexpr (C::PROMOTE > 0) {
-        v0 = total[4 * j + 2 * h];
-        v1 = total[4 * j + 2 * h + 1];
-      } else {
-        v0 = acc[4 * j + 2 * h];
-        v1 = acc[4 * j + 2 * h + 1];
-      }
-      if constexpr (PRELOAD_BIAS) {
-        if (bias != nullptr) {
-          v0 += bias_v[j].x;
-          v1 += bias_v[j].y;
-        }
-      } else {
-        tc::add_bias(bias, n, N, v0, v1);
-      }
-      float* dst = out + static_cast<int64_t>(m) * N;
-      if (vec_stores) {
-        if (n < N) {  // N even and n even: n + 1 < N too
-          *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
-        }
-      } else {
-        if (n < N) dst[n] = v0;
-        if (n + 1 < N) dst[n + 1] = v1;
-      }
-    }
+  if constexpr (C::PROMOTE > 0) {
+    epi.template finish<C>(total, ahead, t, epi_smem);
+  } else {
+    epi.template finish<C>(acc, ahead, t, epi_smem);
   }
 }
 
@@ -304,21 +367,27 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
-template <class C>
+template <class C, class Epi>
 void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
-            int64_t M, int64_t N, int64_t K, torch::Tensor& out, const float* bias) {
-  auto kernel = gemm_wgmma_kernel<C>;
-  allow_dynamic_smem(kernel, C::SMEM_BYTES);  // over 48 KB: asked for once per kernel and device
-  kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, C::SMEM_BYTES, at::cuda::getCurrentCUDAStream()>>>(
-      tmap_x, tmap_w, tmap_xs, tmap_ws, out.data_ptr<float>(), bias, static_cast<int>(M), static_cast<int>(N),
-      static_cast<int>(K));
+            int64_t M, int64_t N, int64_t K, const Epi& epi) {
+  auto kernel = gemm_wgmma_kernel<C, Epi>;
+  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
+  static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
+  allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
+  kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
+      tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
   LAUNCH_CHECK();
 }
 
-// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null). x
-// and w checked, tma_ok(x, w), M, N, K > 0.
+// Tiles of the output in N, for epilogues that keep one value per row and tile (a row minimum).
 template <class C>
-void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
+inline int64_t tiles_n(int64_t N) {
+  return (N + C::BN - 1) / C::BN;
+}
+
+// Computes x @ w.T and hands each tile to `epi`. x and w checked, tma_ok(x, w), M, N, K > 0.
+template <class C, class Epi>
+void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi) {
   static_assert(!C::PRESPLIT, "pre-split operands go through run_presplit");
   const c10::cuda::CUDAGuard guard(x.device());
   const int64_t M = x.size(0);
@@ -326,7 +395,13 @@ void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, con
   const int64_t K = x.size(1);
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
   const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
-  launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, out, bias);
+  launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
+}
+
+// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null).
+template <class C>
+void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
+  run_epilogue<C>(x, w, StoreEpilogue{out.data_ptr<float>(), bias});
 }
 
 // ---- pre-split operands (PRESPLIT) ------------------------------------------------------------
@@ -363,11 +438,10 @@ inline torch::Tensor split_parts(const torch::Tensor& v) {
   return parts;
 }
 
-// Fills `out` (M, N) with x @ w.T (+ bias) from split_parts of x (M, K) and of w (N, K): the PRESPLIT
+// x @ w.T from split_parts of x (M, K) and of w (N, K), each tile handed to `epi`: the PRESPLIT
 // kernel. M, N, K > 0, K % 4 == 0.
-template <class C>
-void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, torch::Tensor& out,
-                  const float* bias = nullptr) {
+template <class C, class Epi>
+void run_presplit_epilogue(const torch::Tensor& x_parts, const torch::Tensor& w_parts, const Epi& epi) {
   static_assert(C::PRESPLIT, "run_presplit is the pre-split path");
   const c10::cuda::CUDAGuard guard(x_parts.device());
   const int64_t M = x_parts.size(1);
@@ -379,7 +453,14 @@ void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, to
   const CUtensorMap tmap_w = hopper::make_tensor_map_2d(wp, N, K, C::BN, BK);
   const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(xp + M * K, M, K, BM, BK);
   const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(wp + N * K, N, K, C::BN, BK);
-  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, out, bias);
+  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
+}
+
+// The same, filling `out` (M, N) with x @ w.T (+ bias).
+template <class C>
+void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, torch::Tensor& out,
+                  const float* bias = nullptr) {
+  run_presplit_epilogue<C>(x_parts, w_parts, StoreEpilogue{out.data_ptr<float>(), bias});
 }
 
 }  // namespace gemm_wgmma

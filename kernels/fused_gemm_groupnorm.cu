@@ -1,0 +1,272 @@
+// fused_gemm_groupnorm.cu: each of the four models in one GEMM kernel: x @ w.T on the tensor
+// cores (rung 9's or rung 10's wgmma kernel, common/gemm_wgmma.cuh) with the rest of the model in
+// its epilogue (common/gemm_epilogue_groupnorm.cuh). Notebook 08's last part; the drop-ins of
+// notebook 09 call these through utils/ops.py.
+//
+//   linear_bias_hardtanh_mish_group_norm(x, w, lb, bias, lo, hi, G, gamma, beta, eps)   problem 94
+//   linear_swish_bias_group_norm(x, w, lb, bias, G, gamma, beta, eps)                   problem 37
+//   linear_group_norm_leaky_relu_x2(x, w, lb, G, gamma, beta, eps, slope)               problem 62
+//   linear_group_norm_min_bias(x, w, lb, G, gamma, beta, eps, bias)                     problem 75
+//   (x (M, K) the model's input, w (C, K) and lb (C,) nn.Linear's weight and bias)
+//
+// PRECISION: fp32 (the strict tier) at PyTorch's default fp32 setting: the GEMM is rung 10's
+// 3xTF32 with promoted accumulation on pre-split operands, w's split kept between calls while
+// the weight is unchanged (common/weight_splits.cuh). With TF32 allowed
+// (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision("high")) the GEMM is
+// rung 9's 1xTF32 (the tf32 tier), as nn.Linear's cuBLAS GEMM would then be. The setting is read
+// on every call.
+// @precision: fp32
+// @arch: 9.0a
+//
+// What fusion saves. Unfused, the GEMM writes its output (M, C) and the tail reads it back and
+// writes the model's output: at problem 37's shape (32768 x 4096) that is 537 MB written, read
+// and written again, ~0.35 ms of the H100's ~3 TB/s on top of the GEMM; at 94's and 62's
+// (1024 x 8192) 33.5 MB each way, ~0.02 ms. Fused, the output is written once, from registers, and
+// the GEMM's output never exists in memory. Problem 75 writes even less: its model output is the
+// (1, C, M, 1) broadcast of a row minimum, so the epilogue leaves one float per (row, tile), and a
+// small kernel reduces those and the broadcast write (common/broadcast_add.cuh) follows.
+//
+// The price is in the epilogue: it is not overlapped with any main loop (a block's main loop
+// ends before its epilogue starts, and each SM holds one block), and it now does the tail's
+// arithmetic (Mish's exp, the statistics' shuffles) instead of 16 stores. Per block that is
+// 128 x BN elements of work against a main loop of K / 32 stages.
+//
+// Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
+// (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so;
+// utils/ops.py runs the unfused ops (workbook::linear, then the tail) when it does not hold.
+// Anything else this launcher rejects with an error naming the condition.
+//
+// PREDICTION (written before measuring, H100): strict tier, the fused kernel takes rung 10's
+// `linear` time plus 2-4% (the epilogue), so that against `linear` + the tail it saves the tail
+// minus that: 37 saves ~0.3 ms of ~3.0 (10%), 94/62/75 ~0.01 ms of ~1.1 (1%). TF32 tier: rung 9's
+// time plus 3-6% against cuBLAS TF32 + the tail: 37 saves ~0.3 ms of ~1.1 (25-30%); at 94/62/75
+// rung 9 is 87-96% of cuBLAS, so the fused kernel and cuBLAS + tail come out within +-5%.
+
+#include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
+#include <ATen/ops/full.h>
+
+#include <type_traits>
+
+#include "common/activations.cuh"
+#include "common/broadcast_add.cuh"
+#include "common/check.cuh"
+#include "common/dependent_launch.cuh"
+#include "common/device_cache.cuh"
+#include "common/gemm_epilogue_groupnorm.cuh"
+#include "common/gemm_launch.cuh"
+#include "common/gemm_wgmma.cuh"
+#include "common/groupnorm.cuh"
+#include "common/weight_splits.cuh"
+
+namespace fused {
+
+using gemm_epilogue::GroupNormEpilogue;
+using gemm_epilogue::Sink;
+
+constexpr int kGroupWidths[] = {16, 32, 64};  // D, the instantiated group widths
+
+inline bool width_instantiated(int64_t d) {
+  for (const int w : kGroupWidths) {
+    if (d == w) return true;
+  }
+  return false;
+}
+
+// Calls f(std::integral_constant<int, D>{}) for the instantiated D == d.
+template <class F>
+void with_group_width(int64_t d, F&& f) {
+  switch (d) {
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    case 32: f(std::integral_constant<int, 32>{}); break;
+    case 64: f(std::integral_constant<int, 64>{}); break;
+    default: TORCH_CHECK(false, "group width ", num(d), " is not instantiated (16, 32 or 64)");
+  }
+}
+
+inline bool is_sm90(int device) {
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
+}
+
+// The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
+inline torch::Tensor tma_ready(const torch::Tensor& t) {
+  torch::Tensor c = t.contiguous();
+  return aligned16(c.data_ptr()) ? c : c.clone();
+}
+
+// The checks every export makes, then the operands ready for the kernel: x (M, K), w (C, K) float32
+// CUDA on one device (views welcome: copied), lb, gamma, beta (C,) contiguous; G divides C; the
+// fused kernels' own conditions (fusable).
+struct Operands {
+  torch::Tensor x, w;
+  bool keep_split;  // w is the caller's weight itself, not a copy: its split may be kept
+};
+
+inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
+                                  int64_t num_groups, const torch::Tensor& gamma, const torch::Tensor& beta,
+                                  double eps) {
+  CHECK_CUDA(x);
+  CHECK_CUDA(w);
+  CHECK_FLOAT(x);
+  CHECK_FLOAT(w);
+  CHECK_SAME_DEVICE(x, w);
+  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
+              "x (M, K) and w (C, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
+  TORCH_CHECK(x.size(0) <= GEMM_MAX_DIM && w.size(0) <= GEMM_MAX_DIM && x.size(1) <= GEMM_MAX_DIM,
+              "M, C and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ",
+              shape_string(w));
+  const int64_t C = w.size(0);
+  for (const auto* p : {&lb, &gamma, &beta}) {
+    CHECK_FLOAT_CUDA_INPUT(*p);
+    CHECK_SAME_DEVICE(x, *p);
+  }
+  TORCH_CHECK(lb.dim() == 1 && lb.size(0) == C, "the linear bias must have shape [", num(C), "], got ", shape_string(lb));
+  TORCH_CHECK(num_groups > 0, "num_groups must be positive, got ", num(num_groups));
+  TORCH_CHECK(C % num_groups == 0, "the number of channels C = ", num(C), " must be divisible by num_groups = ",
+              num(num_groups));
+  TORCH_CHECK(gamma.dim() == 1 && gamma.size(0) == C, "gamma (the GroupNorm weight) must have shape [", num(C),
+              "], got ", shape_string(gamma));
+  TORCH_CHECK(beta.dim() == 1 && beta.size(0) == C, "beta (the GroupNorm bias) must have shape [", num(C),
+              "], got ", shape_string(beta));
+  TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
+  TORCH_CHECK(is_sm90(x.get_device()), "the fused kernels run on sm_90 GPUs only (wgmma)");
+  TORCH_CHECK(x.size(1) % 4 == 0, "the fused kernels need K % 4 == 0 (TMA's row stride), got K = ", num(x.size(1)));
+  TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
+              num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
+  return {tma_ready(x), tma_ready(w), w.is_contiguous() && aligned16(w.data_ptr())};
+}
+
+// The model's own bias before GroupNorm (94, 37): (C,).
+inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
+  CHECK_FLOAT_CUDA_INPUT(bias);
+  CHECK_SAME_DEVICE(x, bias);
+  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape [", num(w.size(0)), "], got ",
+              shape_string(bias));
+}
+
+// x @ w.T through `epi`, at the tier PyTorch's fp32 matmul setting asks for (read on every call).
+template <class Epi3, class Epi1>
+void run_gemm(const Operands& o, const Epi3& strict, const Epi1& tf32) {
+  if (at::globalContext().allowTF32CuBLAS()) {
+    gemm_wgmma::run_epilogue<gemm_wgmma::Tf32Config>(o.x, o.w, tf32);
+  } else {
+    const torch::Tensor w_parts = weight_split_cache::weight_splits().parts(o.w, o.keep_split);
+    gemm_wgmma::run_presplit_epilogue<gemm_wgmma::PresplitConfig<>>(gemm_wgmma::split_parts(o.x), w_parts, strict);
+  }
+}
+
+// The model whose GroupNorm output is stored: out (M, C) = post(GroupNorm(pre(x @ w.T + lb))).
+template <class Pre, class Post>
+torch::Tensor store_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
+                          const torch::Tensor& beta, double eps, Pre pre, Post post) {
+  const int64_t M = o.x.size(0), C = o.w.size(0);
+  torch::Tensor out = torch::empty({M, C}, o.x.options());
+  if (out.numel() == 0) return out;
+  TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
+  const c10::cuda::CUDAGuard guard(o.x.device());
+  with_group_width(C / num_groups, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    GroupNormEpilogue<D, Pre, Post, Sink::STORE> epi{lb.data_ptr<float>(), pre, gamma.data_ptr<float>(),
+                                                     beta.data_ptr<float>(), static_cast<float>(eps), post,
+                                                     out.data_ptr<float>(), nullptr};
+    run_gemm(o, epi, epi);
+  });
+  return out;
+}
+
+// Problem 75: out (1, C, M, 1) = min over c of GroupNorm(x @ w.T + lb) + bias (1, C, 1, 1).
+torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
+                        const torch::Tensor& beta, double eps, const torch::Tensor& bias, bool atomic) {
+  const int64_t M = o.x.size(0), C = o.w.size(0);
+  TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
+  check_broadcast_bias(o.x, bias);
+  TORCH_CHECK(bias.size(1) == C, "bias must have shape [1, ", num(C), ", 1, 1], got ", shape_string(bias));
+  TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
+  const c10::cuda::CUDAGuard guard(o.x.device());
+  torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
+  if (M == 0) return broadcast_add(rowmin, bias, /*dependent=*/false);
+  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  const int64_t tiles = tf32 ? gemm_wgmma::tiles_n<gemm_wgmma::Tf32Config>(C)
+                             : gemm_wgmma::tiles_n<gemm_wgmma::PresplitConfig<>>(C);
+  torch::Tensor partials, keys;
+  if (atomic) {
+    keys = at::full({M}, gemm_epilogue::kInfinityKey, o.x.options().dtype(torch::kInt));
+  } else {
+    partials = torch::empty({tiles, M}, o.x.options());
+  }
+  with_group_width(C / num_groups, [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    GroupNormEpilogue<D, Identity, Identity, Sink::ROW_MIN> epi{
+        lb.data_ptr<float>(), Identity{}, gamma.data_ptr<float>(), beta.data_ptr<float>(), static_cast<float>(eps),
+        Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr};
+    run_gemm(o, epi, epi);
+  });
+  const int threads = 256;
+  const dim3 grid(static_cast<unsigned>((M + threads - 1) / threads));
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (atomic) {
+    launch_dependent(gemm_epilogue::row_min_of_keys_kernel, grid, dim3(threads), stream,
+                     static_cast<const int*>(keys.data_ptr<int>()), rowmin.data_ptr<float>(), static_cast<int>(M));
+  } else {
+    launch_dependent(gemm_epilogue::row_min_of_partials_kernel, grid, dim3(threads), stream,
+                     static_cast<const float*>(partials.data_ptr<float>()), rowmin.data_ptr<float>(),
+                     static_cast<int>(tiles), static_cast<int>(M));
+  }
+  return broadcast_add(rowmin, bias, /*dependent=*/true);
+}
+
+}  // namespace fused
+
+// @export: whether the fused kernels take these inputs: an sm_90 GPU, K % 4 == 0, groups of 16, 32 or 64 channels (x (M, K), w (C, K), C % num_groups == 0)
+bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) {
+  return x.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(1) > 0 &&
+         x.size(1) % 4 == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
+         fused::width_instantiated(w.size(0) / num_groups) && fused::is_sm90(x.get_device());
+}
+
+// @export: problem 94 in one kernel: group_norm(mish(hardtanh(x @ w.T + linear_bias + bias, min_val, max_val)), num_groups, gamma, beta, eps)
+torch::Tensor linear_bias_hardtanh_mish_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
+                                                   torch::Tensor bias, double min_val, double max_val,
+                                                   int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
+                                                   double eps) {
+  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+  fused::check_bias(x, w, bias);
+  TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
+  const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
+  return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, pre, Identity{});
+}
+
+// @export: problem 37 in one kernel: group_norm(y * sigmoid(y) + bias, num_groups, gamma, beta, eps), y = x @ w.T + linear_bias
+torch::Tensor linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
+                                           torch::Tensor bias, int64_t num_groups, torch::Tensor gamma,
+                                           torch::Tensor beta, double eps) {
+  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+  fused::check_bias(x, w, bias);
+  return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{bias.data_ptr<float>()},
+                            Identity{});
+}
+
+// @export: problem 62 in one kernel: z = leaky_relu(group_norm(x @ w.T + linear_bias, num_groups, gamma, beta, eps), negative_slope); z + z
+torch::Tensor linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
+                                              int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
+                                              double eps, double negative_slope) {
+  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+  return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
+                            LeakyReluX2{nullptr, static_cast<float>(negative_slope)});
+}
+
+// @export: problem 75 in one GEMM: torch.min(group_norm(x @ w.T + linear_bias, ...), dim=1, keepdim=True)[0] + bias -> (1, C, M, 1); row minima as per-tile partials reduced by a second kernel
+torch::Tensor linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
+                                         int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
+                                         torch::Tensor bias) {
+  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+  return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);
+}
+
+// @export: the same with the row minima folded by atomicMin on ordered integer keys (to compare the two)
+torch::Tensor linear_group_norm_min_bias_atomic(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
+                                                int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
+                                                double eps, torch::Tensor bias) {
+  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+  return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/true);
+}

@@ -1,0 +1,220 @@
+"""kernels/fused_gemm_groupnorm.cu and its ops (utils/ops.py WHOLE_MODELS): each model's GEMM with
+the tail in its epilogue.
+
+On the CPU (CI): the file compiles for sm_90a, exports what it says, the ops' schemas, the CPU
+reference against the model's own PyTorch math, opcheck, backward against autograd, and the
+group widths Python routes to the kernel are the ones the kernel instantiates. On an sm_90 GPU:
+every model at both tiers, 5 seeds, on shapes that are multiples of no tile (M, C, K), every
+element checked over NaN-poisoned memory against float64; the weight's kept split seen to change
+with the weight; the unfused fallback where the kernel does not apply; the launcher's errors.
+"""
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from tests.kernel_tests import kernel_file_tests, poisoned
+from utils import build, ops, precision
+
+KERNEL = "fused_gemm_groupnorm"
+EXPORTS = {"fusable", "linear_bias_hardtanh_mish_group_norm", "linear_swish_bias_group_norm",
+           "linear_group_norm_leaky_relu_x2", "linear_group_norm_min_bias", "linear_group_norm_min_bias_atomic"}
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
+
+EPS = 1e-5
+MODELS = list(ops.WHOLE_MODELS)  # 94, 37, 62, 75
+TAIL = {"linear_bias_hardtanh_mish_group_norm": "bias_hardtanh_mish_group_norm",
+        "linear_swish_bias_group_norm": "swish_bias_group_norm",
+        "linear_group_norm_leaky_relu_x2": "group_norm_leaky_relu_x2",
+        "linear_group_norm_min_bias": "group_norm_min_bias"}
+
+
+def _args(name: str, M: int, K: int, C: int, G: int, device="cpu", seed=0, scale=1.0) -> list:
+    """The op's arguments: x (M, K) from torch.rand (the problems' inputs), nn.Linear's weight and
+    bias at its own init scale, random γ (signs too), β and model biases. Never zeros."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(M, K, generator=g) * scale
+    bound = 1 / max(K, 1) ** 0.5
+    weight = (torch.rand(C, K, generator=g) * 2 - 1) * bound
+    linear_bias = (torch.rand(C, generator=g) * 2 - 1) * bound
+    sign = torch.randint(0, 2, (C,), generator=g) * 2 - 1
+    gamma, beta = (torch.rand(C, generator=g) + 0.5) * sign, 0.5 * torch.randn(C, generator=g)
+    bias = 0.5 * torch.randn(C, generator=g)
+    x, weight, linear_bias, gamma, beta, bias = (t.to(device) for t in (x, weight, linear_bias, gamma, beta, bias))
+    head = [x, weight, linear_bias]
+    return head + {
+        "linear_bias_hardtanh_mish_group_norm": [bias, -1.0, 1.0, G, gamma, beta, EPS],
+        "linear_swish_bias_group_norm": [bias, G, gamma, beta, EPS],
+        "linear_group_norm_leaky_relu_x2": [G, gamma, beta, EPS, 0.01],
+        "linear_group_norm_min_bias": [G, gamma, beta, EPS, bias.view(1, C, 1, 1)],
+    }[name]
+
+
+def _model_math(name: str, args: list) -> torch.Tensor:
+    """The model as KernelBench writes it, in whatever dtype args have (float64 for the reference)."""
+    x, w, lb, *r = args
+    y = F.linear(x, w, lb)
+    if name == "linear_bias_hardtanh_mish_group_norm":
+        bias, lo, hi, G, gamma, beta, eps = r
+        return F.group_norm(F.mish(F.hardtanh(y + bias, lo, hi)), G, gamma, beta, eps)
+    if name == "linear_swish_bias_group_norm":
+        bias, G, gamma, beta, eps = r
+        return F.group_norm(torch.sigmoid(y) * y + bias, G, gamma, beta, eps)
+    if name == "linear_group_norm_leaky_relu_x2":
+        G, gamma, beta, eps, slope = r
+        z = F.leaky_relu(F.group_norm(y, G, gamma, beta, eps), slope)
+        return z + z
+    G, gamma, beta, eps, bias = r
+    return torch.min(F.group_norm(y, G, gamma, beta, eps), dim=1, keepdim=True)[0] + bias
+
+
+def _double(args):
+    return [a.double() if isinstance(a, torch.Tensor) else a for a in args]
+
+
+# --- CPU ---------------------------------------------------------------------------------------------
+
+
+def test_the_group_widths_python_routes_are_the_ones_the_kernel_has():
+    source = build.kernel_source(KERNEL)
+    (widths,) = re.findall(r"kGroupWidths\[\] = \{([0-9, ]+)\}", source)
+    assert tuple(int(w) for w in widths.split(",")) == ops.FUSED_GROUP_WIDTHS
+    cases = re.findall(r"case (\d+): f\(std::integral_constant<int, (\d+)>", source)
+    assert [(int(a), int(b)) for a, b in cases] == [(w, w) for w in ops.FUSED_GROUP_WIDTHS]
+
+
+def test_the_schemas_come_from_the_launchers():
+    assert str(torch.ops.workbook.linear_group_norm_min_bias.default._schema) == (
+        "workbook::linear_group_norm_min_bias(Tensor x, Tensor w, Tensor linear_bias, int num_groups, Tensor gamma, "
+        "Tensor beta, float eps, Tensor bias) -> Tensor")
+    for name in MODELS:
+        assert build.op_kernel(f"workbook::{name}") == KERNEL
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_the_cpu_path_is_the_models_math(name):
+    args = _args(name, 7, 20, 64, 4)
+    out = ops.WHOLE_MODELS[name](*args)
+    assert torch.allclose(out, _model_math(name, args), atol=1e-5, rtol=1e-5)
+    torch.library.opcheck(ops.WHOLE_MODELS[name], args)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_backward_matches_autograd_through_the_models_math(name):
+    args = _args(name, 5, 12, 32, 2, seed=3)
+    mine = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+    theirs = [a.clone().requires_grad_() if isinstance(a, torch.Tensor) else a for a in args]
+    out, ref = ops.WHOLE_MODELS[name](*mine), _model_math(name, theirs)
+    grad = torch.randn_like(ref)
+    idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+    got = torch.autograd.grad(out, [mine[i] for i in idx], grad)
+    want = torch.autograd.grad(ref, [theirs[i] for i in idx], grad)
+    for i, g, w in zip(idx, got, want):
+        assert torch.allclose(g, w, atol=1e-4, rtol=1e-4), f"argument {i}: max diff {(g - w).abs().max():.1e}"
+
+
+def test_a_half_input_gets_an_error_naming_float32():
+    args = _args("linear_swish_bias_group_norm", 3, 8, 32, 2)
+    args[0] = args[0].half()
+    with pytest.raises(TypeError, match="float32"):
+        ops.linear_swish_bias_group_norm(*args)
+
+
+# --- GPU -------------------------------------------------------------------------------------------
+
+# (M, K, C, G): multiples of no tile in M (128), K (32) or C (BN = 128 and 256), at each group
+# width the kernel has (16, 32, 64), and one problem-sized K with a long accumulation.
+SHAPES = [(131, 100, 224, 7), (200, 516, 400, 25), (67, 1028, 704, 11), (257, 8192, 160, 5)]
+TIERS = {"strict": (False, 1e-4), "tf32": (True, 1e-2)}
+
+
+@pytest.fixture
+def sm90(cuda):
+    if torch.cuda.get_device_capability(cuda) != (9, 0):
+        pytest.skip("the fused kernels are sm_90 only (elsewhere the ops run the unfused path, tested below)")
+    return cuda
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", MODELS)
+def test_every_element_is_within_the_tier_on_5_seeds(name, shape, tier, sm90):
+    allow_tf32, tol = TIERS[tier]
+    M, K, C, G = shape
+    launch = getattr(build.load_kernel(KERNEL), name)
+    for seed in range(5):
+        args = _args(name, M, K, C, G, sm90, seed)
+        ref = _model_math(name, _double(args)).float()
+        with precision.tf32(allow_tf32):
+            out = poisoned(launch, *args)
+        assert out.shape == ref.shape
+        assert torch.allclose(out, ref, atol=tol, rtol=tol), \
+            f"seed {seed}: max diff {(out - ref).abs().max():.2e}, {int(out.isnan().sum())} NaN"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tier", TIERS)
+def test_both_row_minimum_folds_agree_bitwise(tier, sm90):
+    k = build.load_kernel(KERNEL)
+    args = _args("linear_group_norm_min_bias", 300, 260, 400, 25, sm90, seed=1)
+    with precision.tf32(TIERS[tier][0]):
+        assert torch.equal(poisoned(k.linear_group_norm_min_bias, *args),
+                           poisoned(k.linear_group_norm_min_bias_atomic, *args))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fold", ["linear_group_norm_min_bias", "linear_group_norm_min_bias_atomic"])
+def test_a_nan_wins_the_row_minimum_as_in_torch_min(fold, sm90):
+    args = _args("linear_group_norm_min_bias", 130, 64, 256, 16, sm90)
+    args[2][37] = float("nan")  # channel 37's bias: every row's group of channel 37 is NaN
+    args[0][5] = float("inf")
+    out = getattr(build.load_kernel(KERNEL), fold)(*args)
+    ref = _model_math("linear_group_norm_min_bias", args)
+    assert torch.equal(out.isnan(), ref.isnan()) and out.isnan().all()
+
+
+@pytest.mark.gpu
+def test_the_kept_weight_split_follows_the_weight(sm90):
+    name = "linear_swish_bias_group_norm"
+    args = _args(name, 131, 260, 256, 4, sm90)
+    with precision.tf32(False):
+        first = ops.WHOLE_MODELS[name](*args)
+        with torch.no_grad():
+            args[1].mul_(-0.5)  # in place: the version counter moves, the kept split must go
+        second = ops.WHOLE_MODELS[name](*args)
+    ref = _model_math(name, _double(args)).float()
+    assert not torch.allclose(first, second)
+    assert torch.allclose(second, ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["K % 4", "group width 8", "view"])
+def test_inputs_the_kernel_does_not_take_run_unfused_with_the_same_result(case, cuda):
+    name = "linear_group_norm_leaky_relu_x2"
+    M, K, C, G = {"K % 4": (70, 130, 128, 8), "group width 8": (70, 128, 128, 16), "view": (70, 128, 128, 8)}[case]
+    args = _args(name, M, K, C, G, cuda)
+    if case == "view":
+        args[0] = torch.cat([args[0], args[0]], 1)[:, ::2]  # strided: the launcher copies it
+    with precision.tf32(False):
+        out = ops.WHOLE_MODELS[name](*args)
+    ref = _model_math(name, _double(args)).float()
+    assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.2e}"
+
+
+@pytest.mark.gpu
+def test_the_launcher_names_what_it_cannot_take(sm90):
+    k = build.load_kernel(KERNEL)
+    name = "linear_group_norm_leaky_relu_x2"
+    args = _args(name, 8, 130, 128, 8, sm90)
+    with pytest.raises(RuntimeError, match="K % 4 == 0"):
+        getattr(k, name)(*args)
+    args = _args(name, 8, 128, 128, 16, sm90)
+    with pytest.raises(RuntimeError, match="groups of 16, 32 or 64 channels, got 8"):
+        getattr(k, name)(*args)
+    args = _args(name, 8, 128, 128, 8, sm90)
+    args[5] = args[5][:5]
+    with pytest.raises(RuntimeError, match=r"beta \(the GroupNorm bias\) must have shape \[128\]"):
+        getattr(k, name)(*args)
+    assert k.fusable(args[0], args[1], 8) and not k.fusable(args[0], args[1], 16)
