@@ -83,11 +83,6 @@ void with_group_width(int64_t d, F&& f) {
   }
 }
 
-inline bool is_sm90(int device) {
-  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
-         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
-}
-
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
 inline torch::Tensor tma_ready(const torch::Tensor& t) {
   torch::Tensor c = t.contiguous();
@@ -221,7 +216,7 @@ torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_
 bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) {
   return x.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(1) > 0 &&
          x.size(1) % 4 == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
-         fused::width_instantiated(w.size(0) / num_groups) && fused::is_sm90(x.get_device());
+         fused::width_instantiated(w.size(0) / num_groups) && is_sm90(x.get_device());
 }
 
 // @export: problem 94 in one kernel: group_norm(mish(hardtanh(x @ w.T + linear_bias + bias, min_val, max_val)), num_groups, gamma, beta, eps)

@@ -152,12 +152,6 @@ torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
   return gemm_mma::gemm_mma<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w);
 }
 
-// Whether a device is sm_90; its compute capability is asked once per device (common/device_cache.cuh).
-static bool is_sm90(int device) {
-  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
-         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
-}
-
 // @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs
 torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
   // The checks of both paths (contiguity is only the kernel's business: it copies views below).

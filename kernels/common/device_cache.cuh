@@ -10,6 +10,7 @@
 // microseconds. So each question is asked the first time and its answer looked up afterwards:
 //
 //   device_attribute<ATTR>(device)       cudaDeviceGetAttribute(ATTR), once per device;
+//   is_sm90(device)                      compute capability 9.0 (the wgmma kernels' GPU);
 //   occupancy_blocks_per_sm(kernel, threads, smem_bytes)
 //                                        cudaOccupancyMaxActiveBlocksPerMultiprocessor, once
 //                                        per (current device, kernel, threads, shared memory);
@@ -91,4 +92,10 @@ inline void allow_dynamic_smem(Kernel kernel, size_t bytes) {
     C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
     return true;
   });
+}
+
+// Whether a device is an sm_90 (compute capability 9.0): the only GPU the wgmma kernels are built for.
+inline bool is_sm90(int device) {
+  return device_attribute<cudaDevAttrComputeCapabilityMajor>(device) == 9 &&
+         device_attribute<cudaDevAttrComputeCapabilityMinor>(device) == 0;
 }
