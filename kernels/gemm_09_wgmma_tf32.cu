@@ -50,7 +50,9 @@
 // wave and a bit: 256 tiles on 132 SMs), 60-75% at 32768 x 4096 x 1024 (K = 1024 is only 32 k tiles,
 // so the prologue and the epilogue, not overlapped with another tile's main loop, weigh more).
 // cuBLAS adds what this rung leaves out: thread-block clusters with TMA multicast (halving L2
-// reads), a persistent schedule and an epilogue through shared memory and TMA stores.
+// reads), a persistent schedule and an epilogue through shared memory and TMA stores. The first two
+// are in common/gemm_wgmma.cuh behind build flags; measured, they did not make this kernel faster
+// (clusters of 2: 1.4-1.6x slower; experiments/wgmma_schedule/README.md).
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"

@@ -14,6 +14,8 @@
 //   occupancy_blocks_per_sm(kernel, threads, smem_bytes)
 //                                        cudaOccupancyMaxActiveBlocksPerMultiprocessor, once
 //                                        per (current device, kernel, threads, shared memory);
+//   max_active_clusters(kernel, ...)     cudaOccupancyMaxActiveClusters: the clusters that run at
+//                                        once (a persistent kernel's grid)
 //   allow_dynamic_smem(kernel, bytes)    cudaFuncSetAttribute(MaxDynamicSharedMemorySize), once
 //                                        per (current device, kernel, bytes); a kernel must be
 //                                        allowed more than 48 KB before its first launch.
@@ -79,6 +81,34 @@ inline int occupancy_blocks_per_sm(Kernel kernel, int threads, size_t smem_bytes
     int blocks = 0;
     C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem_bytes));
     return blocks;
+  });
+}
+
+// How many clusters of `cluster` blocks of `kernel` (`threads` threads, `smem_bytes` of dynamic
+// shared memory, already allowed) the current device runs at once: a persistent kernel's grid.
+// A cluster's blocks must sit on SMs of one GPC, so this can be less than the SMs / cluster.
+template <class Kernel>
+inline int max_active_clusters(Kernel kernel, int cluster, int threads, size_t smem_bytes) {
+  static HostCache<std::tuple<int, const void*, int, int, size_t>, int> cache;
+  const auto key =
+      std::make_tuple(current_device(), reinterpret_cast<const void*>(kernel), cluster, threads, smem_bytes);
+  return cache.get(key, [&] {
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(static_cast<unsigned>(cluster));
+    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.dynamicSmemBytes = smem_bytes;
+    cudaLaunchAttribute attribute = {};
+    attribute.id = cudaLaunchAttributeClusterDimension;
+    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+    attribute.val.clusterDim.y = 1;
+    attribute.val.clusterDim.z = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &config));
+    TORCH_CHECK(clusters > 0, "no cluster of ", num(cluster), " blocks of ", num(threads), " threads and ",
+                num(static_cast<int64_t>(smem_bytes)), " bytes of shared memory fits on this device");
+    return clusters;
   });
 }
 

@@ -76,8 +76,9 @@ struct GroupNormEpilogue {
   float* out;                // STORE: (M, N); ROW_MIN: the partials (tiles_n, M), unless keys
   int* keys;                 // ROW_MIN, atomic: (M,) ordered keys, each starting at kInfinityKey
 
-  // The per-column parameters, staged in shared memory for the tile's BN columns before the main
-  // loop (so the epilogue reads them without a trip to L2): [linear_bias | gamma | beta | bias].
+  // The per-column parameters, staged in shared memory for the tile's BN columns (loaded when the
+  // main loop starts, so the epilogue reads them without a trip to L2): [linear_bias | gamma |
+  // beta | bias], value i being param<C>(i, n0, N) (common/gemm_wgmma.cuh stages them).
   // Loaded from global memory group by group in the epilogue instead, each group waited for its
   // loads twice (before the activation, before the normalisation), ~16 L2 round trips per tile
   // with only 8 warps per SM to hide them; the first version measured that way was slower than
@@ -88,13 +89,11 @@ struct GroupNormEpilogue {
     return kParams * C::BN;
   }
   template <class C>
-  __device__ __forceinline__ void stage(float* params, int n0, int N, int thread, int threads) const {
-    for (int i = thread; i < kParams * C::BN; i += threads) {
-      const int p = i / C::BN;
-      const int n = n0 + i % C::BN;
-      const float* src = p == 0 ? linear_bias : p == 1 ? gamma : p == 2 ? beta : pre.bias;
-      params[i] = n < N ? __ldg(src + n) : 0.0f;
-    }
+  __device__ __forceinline__ float param(int i, int n0, int N) const {
+    const int p = i / C::BN;
+    const int n = n0 + i % C::BN;
+    const float* src = p == 0 ? linear_bias : p == 1 ? gamma : p == 2 ? beta : pre.bias;
+    return n < N ? __ldg(src + n) : 0.0f;
   }
 
   struct Ahead {};

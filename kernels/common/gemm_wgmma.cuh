@@ -3,8 +3,9 @@
 // it and runs it in TF32, gemm_10_3xtf32.cu runs it with the 3xTF32 split and promoted
 // accumulation. sm_90a only (wgmma, setmaxnreg): a kernel file including this says `// @arch: 9.0a`.
 //
-//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT>   tile width, pipeline depth, TF32 or 3xTF32,
-//                                        promotion, and where the 3xTF32 split happens;
+//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, CLUSTER, PERSISTENT>   tile width, pipeline depth,
+//                                        TF32 or 3xTF32, promotion, where the 3xTF32 split happens,
+//                                        and the schedule (clusters, persistent blocks);
 //   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi;
 //   StoreEpilogue                        the plain epilogue: out = acc (+ bias);
 //   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
@@ -33,13 +34,29 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false>
+// The schedule. Two that cuBLAS uses are here, for measuring: CLUSTER = 2 blocks stacked in M share
+// the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
+// the producer loads the next tile's first stages while the consumers finish the last one. In this
+// kernel neither beat one tile per block, the default: clusters were 1.4-1.6x slower, persistent
+// blocks within the noise (experiments/wgmma_schedule/README.md). -D flags select them.
+#ifndef GEMM_WGMMA_CLUSTER
+#define GEMM_WGMMA_CLUSTER 1
+#endif
+#ifndef GEMM_WGMMA_PERSISTENT
+#define GEMM_WGMMA_PERSISTENT 0
+#endif
+
+template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false, int CLUSTER_ = GEMM_WGMMA_CLUSTER,
+          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT>
 struct Config {
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
+  static constexpr int CLUSTER = CLUSTER_;     // blocks per cluster, stacked in M, sharing w's tile: 1 or 2
+  static constexpr bool PERSISTENT = PERSISTENT_;  // one block per SM, looping over tiles
+  static constexpr int W_ROWS = BN / CLUSTER;  // rows of w's tile each block of a cluster loads (TMA's box)
   static constexpr int A_BYTES = BM * BK * 4;
   static constexpr int B_BYTES = BN * BK * 4;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
@@ -53,6 +70,8 @@ struct Config {
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
   static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
+  static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks");
+  static_assert(W_ROWS % 8 == 0, "a slice of w's tile is whole 1024-byte swizzle atoms");
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
@@ -99,7 +118,7 @@ struct StoreEpilogue {
 
   template <class C>
   __device__ __forceinline__ Ahead<C> ahead(const EpilogueTile& t) const {
-    Ahead<C> a;
+    Ahead<C> a{};
     if constexpr (Ahead<C>::PRELOAD) {
 #pragma unroll
       for (int j = 0; j < C::BN / 8; ++j) {
@@ -114,7 +133,9 @@ struct StoreEpilogue {
     return 0;  // nothing staged in shared memory
   }
   template <class C>
-  __device__ void stage(float*, int, int, int, int) const {}
+  __device__ float param(int, int, int) const {
+    return 0.0f;
+  }
 
   template <class C>
   __device__ __forceinline__ void finish(const float (&v)[C::ACC], const Ahead<C>& a, const EpilogueTile& t,
@@ -153,33 +174,46 @@ struct StoreEpilogue {
   }
 };
 
-// One BM x BN tile of out per block (tc::grouped_tile's raster over a 1-D grid).
+// BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one per block, or, PERSISTENT,
+// one block per SM taking tiles first_unit, first_unit + step, ... until none is left.
 //
 // Shared memory: STAGES stages, each [x tile: 128 rows x 128 bytes][w tile: BN rows x 128 bytes],
 // exactly as TMA writes them with the 128-byte swizzle (16-byte chunk c of row r stored at chunk
 // c ^ (r % 8): the 8 rows of an atom spread any column over all banks), which is also the layout
 // the wgmma descriptors describe. SPLIT adds RING buffers of the same size for the small parts.
 // Then the barriers: full[s] (the producer's arrival + TMA's bytes) and empty[s] (one arrival per
-// consumer warp group once its wgmmas no longer read stage s).
+// consumer warp group of each block of the cluster once its wgmmas no longer read stage s).
 //
 // Producer (warp group 0, one thread): for each k tile, wait until its stage is empty, announce
-// the bytes, issue two TMA loads. Out-of-bounds rows and k are zero-filled by TMA, so the last,
-// partial tiles in M, N and K need no code.
+// the bytes, issue the TMA loads. Out-of-bounds rows and k are zero-filled by TMA, so the last,
+// partial tiles in M, N and K need no code. The k tiles are counted over all of the block's
+// tiles (`it`), so a persistent producer runs on into the next tile while the consumers are
+// still in the last one's epilogue: the ring is full again when they come back.
+//
+// CLUSTER = 2: the two blocks of a cluster compute the tiles (2u, n) and (2u + 1, n) of unit u, so
+// they need the same w tile. Each loads its own x tile and one half of w's (W_ROWS rows), and
+// multicasts that half into both blocks' stage, at the same offset, counted on both blocks' full
+// barrier: per stage each block gets all STAGE_BYTES but L2 serves only two thirds of them (TF32).
+// Stage s of a block is then written by both producers, so neither may refill it before both
+// blocks' consumers are done with it: each consumer warp group arrives on empty[s] of both
+// blocks, and each producer waits for all four arrivals. A peer's tile past the last row of out
+// (an odd number of M tiles) is loaded as TMA's zeros and never stored.
 //
 // Consumers (warp groups 1 and 2, rows 64c .. 64c + 63 of the tile): for each k tile, wait until
 // its stage is full, issue 4 wgmma m64nBNk8 (k = 0, 8, 16, 24: the descriptors advance 32 bytes),
 // commit them as one group, and wait until at most this group is running, i.e. the previous k
 // tile's group is done: its stage goes back to the producer. The tensor core thus always has the
-// next group queued behind the running one.
+// next group queued behind the running one. The tile's last stage goes back once its wgmmas are
+// done, before the epilogue.
 //
 // SPLIT (3xTF32), split in shared memory (PRESPLIT false): after a stage lands, the 256 consumer threads split it in place, element by
 // element: big (round to nearest TF32) over the raw value, small (the rest, rounded) into ring
-// buffer kt % 3 at the same offset. The split is elementwise, so the swizzled layout carries over
+// buffer it % 3 at the same offset. The split is elementwise, so the swizzled layout carries over
 // and the same descriptors address big and small tiles. Then a fence (the async proxy must see
 // these ordinary stores), a barrier of the 256 consumer threads (each warp group reads w's tile,
 // which both split), and three wgmmas per k8 step: small·big, big·small, big·big. Why a ring of 3:
-// ring buffer kt % 3 is written at step kt while the wgmmas of step kt - 3 might still read it;
-// every warp group has waited for those (at the end of step kt - 2) before it reaches step kt - 1's
+// ring buffer it % 3 is written at step it while the wgmmas of step it - 3 might still read it;
+// every warp group has waited for those (at the end of step it - 2) before it reaches step it - 1's
 // barrier, which the writer has passed. With 2 buffers it would need a second barrier per step.
 // SPLIT with PRESPLIT: x and w arrive already split, as four matrices in global memory (big and
 // small of each, split_tf32_kernel below), and each stage is four TMA boxes: [x big][w big][x small]
@@ -193,18 +227,21 @@ struct StoreEpilogue {
 // The epilogue (Epi, after the main loop) gets each consumer thread's finished sums in registers:
 // StoreEpilogue below writes them (+ nn.Linear's bias); common/gemm_epilogue_groupnorm.cuh
 // finishes a whole model there instead (bias, activations, GroupNorm, a row minimum). An epilogue
-// may ask for Epi::smem_floats<C>() floats of shared memory after the barriers, which its stage()
-// fills before the main loop (its per-column parameters), and its finish() reads.
+// may ask for Epi::smem_floats<C>() floats of shared memory after the barriers: its per-column
+// parameters, value i of the tile at column n0 being Epi::param<C>(i, n0, N). Each consumer thread
+// loads its share into registers when the tile's main loop starts (the loads land while the
+// wgmmas run) and stores it to shared memory after the main loop, where finish() reads it.
 template <class C, class Epi>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
                       const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
                       const Epi epi, int M, int N, int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
-  // the small parts under PRESPLIT, unused otherwise.
+  // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows.
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
+  // The offset is the same in every block, as multicast needs.
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_addr(smem_raw) & 1023)) & 1023);
   auto stage_a = [&](int s) { return smem + s * C::STAGE_BYTES; };
   auto stage_b = [&](int s) { return smem + s * C::STAGE_BYTES + C::A_BYTES; };
@@ -216,22 +253,35 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* empty = full + C::STAGES;
   float* epi_smem = reinterpret_cast<float*>(empty + C::STAGES);  // Epi::smem_floats<C>() floats
 
-  int tile_m, tile_n;
-  tc::grouped_tile(static_cast<int>(blockIdx.x), (M + BM - 1) / BM, (N + C::BN - 1) / C::BN, GROUP_M, tile_m,
-                   tile_n);
-  const int m0 = tile_m * BM;
-  const int n0 = tile_n * C::BN;
+  // Units of work: CLUSTER tiles stacked in M, one per block of a cluster, in grouped order.
+  const int tiles_m = (M + BM - 1) / BM;
+  const int tiles_n = (N + C::BN - 1) / C::BN;
+  const int units_m = (tiles_m + C::CLUSTER - 1) / C::CLUSTER;
+  const int units = units_m * tiles_n;
+  const int rank = C::CLUSTER > 1 ? static_cast<int>(hopper::cluster_rank()) : 0;
+  const int first_unit = static_cast<int>(blockIdx.x) / C::CLUSTER;
+  const int unit_step = static_cast<int>(gridDim.x) / C::CLUSTER;
+  auto tile_origin = [&](int unit, int& m0, int& n0, int& tile_n) {
+    int unit_m;
+    tc::grouped_tile(unit, units_m, tiles_n, GROUP_M / C::CLUSTER, unit_m, tile_n);
+    m0 = (unit_m * C::CLUSTER + rank) * BM;
+    n0 = tile_n * C::BN;
+  };
   const int k_tiles = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], CONSUMERS);
+      hopper::mbar_init(&empty[s], CONSUMERS * C::CLUSTER);
     }
     hopper::mbar_init_fence();
   }
-  __syncthreads();
+  if constexpr (C::CLUSTER > 1) {
+    hopper::cluster_sync();  // the peer's barriers are initialised before anything signals them
+  } else {
+    __syncthreads();
+  }
 
   if (wg == 0) {
     // ---- producer ----
@@ -243,121 +293,167 @@ __global__ void __launch_bounds__(THREADS, 1)
         hopper::tma_prefetch_descriptor(&tmap_xs);
         hopper::tma_prefetch_descriptor(&tmap_ws);
       }
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % C::STAGES;
-        if (kt >= C::STAGES) {
-          hopper::mbar_wait(&empty[s], (kt / C::STAGES - 1) & 1);  // both consumers are done with round - 1
+      // w's tile: all of it, or this block's slice multicast into both blocks of the cluster.
+      auto load_w = [&](unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int k, int n0) {
+        if constexpr (C::CLUSTER == 1) {
+          hopper::tma_load_2d(dst, map, bar, k, n0);
+        } else {
+          hopper::tma_load_2d_multicast(dst + rank * C::W_ROWS * BK * 4, map, bar, k, n0 + rank * C::W_ROWS,
+                                        (1u << C::CLUSTER) - 1);
         }
-        hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
-        hopper::tma_load_2d(stage_a(s), &tmap_x, &full[s], kt * BK, m0);
-        hopper::tma_load_2d(stage_b(s), &tmap_w, &full[s], kt * BK, n0);
-        if constexpr (C::PRESPLIT) {
-          hopper::tma_load_2d(stage_as(s), &tmap_xs, &full[s], kt * BK, m0);
-          hopper::tma_load_2d(stage_bs(s), &tmap_ws, &full[s], kt * BK, n0);
+      };
+      int it = 0;  // k tiles loaded so far, over all of this block's tiles
+      for (int unit = first_unit; unit < units; unit += unit_step) {
+        int m0, n0, tile_n;
+        tile_origin(unit, m0, n0, tile_n);
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+          const int s = it % C::STAGES;
+          if (it >= C::STAGES) {
+            hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
+          }
+          hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
+          hopper::tma_load_2d(stage_a(s), &tmap_x, &full[s], kt * BK, m0);
+          load_w(stage_b(s), &tmap_w, &full[s], kt * BK, n0);
+          if constexpr (C::PRESPLIT) {
+            hopper::tma_load_2d(stage_as(s), &tmap_xs, &full[s], kt * BK, m0);
+            load_w(stage_bs(s), &tmap_ws, &full[s], kt * BK, n0);
+          }
         }
       }
     }
-    return;
-  }
-
-  // ---- consumers ----
-  hopper::setmaxnreg_inc<CONSUMER_REGS>();
-  const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
-  const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
-  float acc[C::ACC];
-  float total[C::PROMOTE > 0 ? C::ACC : 1];
-#pragma unroll
-  for (int i = 0; i < C::ACC; ++i) {
-    acc[i] = 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
-    total[i] = 0.0f;
-  }
-  hopper::fence_operands(acc);
-  if constexpr (Epi::template smem_floats<C>() > 0) {
-    // What the epilogue reads per column of the tile (biases, gamma, beta) goes to shared memory
-    // now, while the first stages load: read from there at the end, it costs no trip to L2.
-    epi.template stage<C>(epi_smem, n0, N, ct, 128 * CONSUMERS);
-    hopper::named_barrier(2, 128 * CONSUMERS);
-  }
-
-  for (int kt = 0; kt < k_tiles; ++kt) {
-    const int s = kt % C::STAGES;
-    hopper::mbar_wait(&full[s], (kt / C::STAGES) & 1);
-    const uint64_t a_big = hopper::wgmma_desc_sw128(stage_a(s) + c * 64 * BK * 4);
-    const uint64_t b_big = hopper::wgmma_desc_sw128(stage_b(s));
-    if constexpr (C::SPLIT) {
-      uint64_t a_small, b_small;
-      if constexpr (C::PRESPLIT) {
-        a_small = hopper::wgmma_desc_sw128(stage_as(s) + c * 64 * BK * 4);
-        b_small = hopper::wgmma_desc_sw128(stage_bs(s));
-      } else {
-        const int r = kt % C::RING;
-        float4* raw = reinterpret_cast<float4*>(stage_a(s));  // the whole stage: x tile, then w tile
-        float4* small = reinterpret_cast<float4*>(ring_a(r));
-#pragma unroll 4
-        for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
-          tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
-        }
-        hopper::fence_proxy_async();
-        hopper::named_barrier(1, 128 * CONSUMERS);
-        a_small = hopper::wgmma_desc_sw128(ring_a(r) + c * 64 * BK * 4);
-        b_small = hopper::wgmma_desc_sw128(ring_b(r));
-      }
-      // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
-      const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
-      hopper::fence_operands(acc);
-      hopper::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 8; ++kk) {
-        const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-        wgmma_tf32(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
-        wgmma_tf32(acc, a_big + step, b_small + step, 1);
-        wgmma_tf32(acc, a_big + step, b_big + step, 1);
-      }
-      hopper::wgmma_commit();
-      hopper::fence_operands(acc);
-      if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
-        hopper::wgmma_wait<0>();
-        hopper::fence_operands(acc);
-#pragma unroll
-        for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
-          total[i] += acc[i];
-        }
-        hopper::fence_operands(acc);
-      } else {
-        hopper::wgmma_wait<1>();
-      }
-    } else {
-      hopper::fence_operands(acc);
-      hopper::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 8; ++kk) {
-        const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-        wgmma_tf32(acc, a_big + step, b_big + step, 1);
-      }
-      hopper::wgmma_commit();
-      hopper::fence_operands(acc);
-      hopper::wgmma_wait<1>();  // the previous k tile's wgmmas are done...
-    }
-    if (kt > 0 && threadIdx.x % 128 == 0) {
-      hopper::mbar_arrive(&empty[(kt - 1) % C::STAGES]);  // ...so its stage goes back to the producer
-    }
-  }
-  // Lane (g, t) of warp v in this consumer: rows 16v + g and 16v + g + 8 of its 64, columns
-  // 8j + 2t and 8j + 2t + 1 for each n8 block j: value 4j + 2h + e of the lane's registers is
-  // (row + 8h, col + 8j + e). What the epilogue needs from memory is loaded while the last
-  // wgmmas run (Epi::ahead).
-  const int lane = threadIdx.x % 32;
-  const EpilogueTile t{m0 + c * 64 + ((threadIdx.x % 128) / 32) * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
-  const auto ahead = epi.template ahead<C>(t);
-  hopper::wgmma_wait<0>();
-  hopper::fence_operands(acc);
-  if constexpr (C::PROMOTE > 0) {
-    epi.template finish<C>(total, ahead, t, epi_smem);
   } else {
-    epi.template finish<C>(acc, ahead, t, epi_smem);
+    // ---- consumers ----
+    hopper::setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
+    const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
+    constexpr int PARAMS = Epi::template smem_floats<C>();
+    constexpr int PARAMS_PER_THREAD = (PARAMS + 128 * CONSUMERS - 1) / (128 * CONSUMERS);
+    // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
+    // of the cluster, from its threads 0 .. CLUSTER - 1.
+    auto release = [&](int s) {
+      const int lane = threadIdx.x % 128;
+      if constexpr (C::CLUSTER == 1) {
+        if (lane == 0) hopper::mbar_arrive(&empty[s]);
+      } else {
+        if (lane < C::CLUSTER) hopper::mbar_arrive_cluster(&empty[s], static_cast<unsigned>(lane));
+      }
+    };
+    int it = 0;  // k tiles consumed so far, as the producer counts them
+    for (int unit = first_unit; unit < units; unit += unit_step) {
+      int m0, n0, tile_n;
+      tile_origin(unit, m0, n0, tile_n);
+      float params[PARAMS_PER_THREAD > 0 ? PARAMS_PER_THREAD : 1];
+      if constexpr (PARAMS > 0) {
+#pragma unroll
+        for (int j = 0; j < PARAMS_PER_THREAD; ++j) {
+          const int i = ct + j * 128 * CONSUMERS;
+          params[j] = i < PARAMS ? epi.template param<C>(i, n0, N) : 0.0f;
+        }
+      }
+      float acc[C::ACC];
+      float total[C::PROMOTE > 0 ? C::ACC : 1];
+#pragma unroll
+      for (int i = 0; i < C::ACC; ++i) {
+        acc[i] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
+        total[i] = 0.0f;
+      }
+      hopper::fence_operands(acc);
+
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
+        const uint64_t a_big = hopper::wgmma_desc_sw128(stage_a(s) + c * 64 * BK * 4);
+        const uint64_t b_big = hopper::wgmma_desc_sw128(stage_b(s));
+        if constexpr (C::SPLIT) {
+          uint64_t a_small, b_small;
+          if constexpr (C::PRESPLIT) {
+            a_small = hopper::wgmma_desc_sw128(stage_as(s) + c * 64 * BK * 4);
+            b_small = hopper::wgmma_desc_sw128(stage_bs(s));
+          } else {
+            const int r = it % C::RING;
+            float4* raw = reinterpret_cast<float4*>(stage_a(s));  // the whole stage: x tile, then w tile
+            float4* small = reinterpret_cast<float4*>(ring_a(r));
+#pragma unroll 4
+            for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
+              tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
+            }
+            hopper::fence_proxy_async();
+            hopper::named_barrier(1, 128 * CONSUMERS);
+            a_small = hopper::wgmma_desc_sw128(ring_a(r) + c * 64 * BK * 4);
+            b_small = hopper::wgmma_desc_sw128(ring_b(r));
+          }
+          // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
+          const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
+          hopper::fence_operands(acc);
+          hopper::wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 8; ++kk) {
+            const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+            wgmma_tf32(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
+            wgmma_tf32(acc, a_big + step, b_small + step, 1);
+            wgmma_tf32(acc, a_big + step, b_big + step, 1);
+          }
+          hopper::wgmma_commit();
+          hopper::fence_operands(acc);
+          if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
+            hopper::wgmma_wait<0>();
+            hopper::fence_operands(acc);
+#pragma unroll
+            for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
+              total[i] += acc[i];
+            }
+            hopper::fence_operands(acc);
+          } else {
+            hopper::wgmma_wait<1>();
+          }
+        } else {
+          hopper::fence_operands(acc);
+          hopper::wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < BK / 8; ++kk) {
+            const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+            wgmma_tf32(acc, a_big + step, b_big + step, 1);
+          }
+          hopper::wgmma_commit();
+          hopper::fence_operands(acc);
+          hopper::wgmma_wait<1>();  // the previous k tile's wgmmas are done...
+        }
+        if (kt > 0) {
+          release((it - 1) % C::STAGES);  // ...so its stage goes back to the producer
+        }
+      }
+      // Lane (g, t) of warp v in this consumer: rows 16v + g and 16v + g + 8 of its 64, columns
+      // 8j + 2t and 8j + 2t + 1 for each n8 block j: value 4j + 2h + e of the lane's registers is
+      // (row + 8h, col + 8j + e). What the epilogue needs from memory is loaded while the last
+      // wgmmas run (Epi::ahead).
+      const int lane = static_cast<int>(threadIdx.x % 32);
+      const int warp = static_cast<int>(threadIdx.x % 128) / 32;
+      const EpilogueTile t{m0 + c * 64 + warp * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
+      const auto ahead = epi.template ahead<C>(t);
+      hopper::wgmma_wait<0>();
+      hopper::fence_operands(acc);
+      release((it - 1) % C::STAGES);  // the tile's last stage: the producer may go on to the next tile
+      if constexpr (PARAMS > 0) {
+        hopper::named_barrier(2, 128 * CONSUMERS);  // every consumer is done with the last tile's
+#pragma unroll
+        for (int j = 0; j < PARAMS_PER_THREAD; ++j) {
+          const int i = ct + j * 128 * CONSUMERS;
+          if (i < PARAMS) epi_smem[i] = params[j];
+        }
+        hopper::named_barrier(2, 128 * CONSUMERS);  // ... and this tile's are all in place
+      }
+      if constexpr (C::PROMOTE > 0) {
+        epi.template finish<C>(total, ahead, t, epi_smem);
+      } else {
+        epi.template finish<C>(acc, ahead, t, epi_smem);
+      }
+    }
+  }
+  if constexpr (C::CLUSTER > 1) {
+    hopper::cluster_sync();  // no block exits while its peer may still arrive on its barriers
   }
 }
 
@@ -374,8 +470,27 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
   allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
-  kernel<<<gemm_grid(M, N, BM, C::BN), THREADS, smem, at::cuda::getCurrentCUDAStream()>>>(
-      tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K));
+  const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
+  TORCH_CHECK(units * C::CLUSTER <= INT32_MAX, "the output has ", num(units * C::CLUSTER), " tiles of ", num(BM),
+              " x ", num(C::BN), ", more than a grid holds (", num(INT32_MAX), ")");
+  int64_t clusters = units;
+  if constexpr (C::PERSISTENT) {
+    clusters = std::min<int64_t>(units, max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = smem;
+  config.stream = at::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute cluster = {};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = C::CLUSTER;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M),
+                                    static_cast<int>(N), static_cast<int>(K)));
   LAUNCH_CHECK();
 }
 
@@ -394,7 +509,7 @@ void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi
   const int64_t N = w.size(0);
   const int64_t K = x.size(1);
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::W_ROWS, BK);
   launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
 }
 
@@ -450,9 +565,9 @@ void run_presplit_epilogue(const torch::Tensor& x_parts, const torch::Tensor& w_
   const float* xp = x_parts.data_ptr<float>();
   const float* wp = w_parts.data_ptr<float>();
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(xp, M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(wp, N, K, C::BN, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(wp, N, K, C::W_ROWS, BK);
   const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(xp + M * K, M, K, BM, BK);
-  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(wp + N * K, N, K, C::BN, BK);
+  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(wp + N * K, N, K, C::W_ROWS, BK);
   launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
 }
 
