@@ -93,6 +93,22 @@ def check(mods, schedule, full: bool = True) -> list[str]:
     return fails
 
 
+def report_checks(mods, schedules, full: bool = True) -> dict:
+    """check() of every schedule, printed; {schedule key: its failures}."""
+    found = {}
+    for s in schedules:
+        found[key(s)] = fails = check(mods, s, full)
+        print(f"checks, {SCHEDULES[s]}: {'all passed' if not fails else f'{len(fails)} FAILED'}", flush=True)
+        for f in fails[:10]:
+            print("   ", f)
+    return found
+
+
+def keep(section: dict, label: str, ms: dict) -> None:
+    section[label] = ms
+    print(label, {n: round(v, 4) for n, v in ms.items()}, flush=True)
+
+
 def timed(contenders: dict, reps: int) -> dict:
     """{name: best median ms of two rounds, the second in reverse order}."""
     best = {}
@@ -124,22 +140,13 @@ def main():
     mods = build.load_kernels(wanted)
     print(f"built {len(mods)} modules in {time.time() - t0:.0f} s", flush=True)
     if a.check_only:
-        for s in schedules:
-            fails = check(mods, s, full=False)
-            print(f"checks, {SCHEDULES[s]}: {'all passed' if not fails else f'{len(fails)} FAILED'}", flush=True)
-            for f in fails[:10]:
-                print("   ", f)
+        report_checks(mods, schedules, full=False)
         return
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps,
            "schedules": {key(s): SCHEDULES[s] for s in schedules}, "baseline": str(a.baseline or ""),
            "checks": {}, "gemm": {}, "models": {}}
 
-    for s in schedules:
-        fails = check(mods, s)
-        res["checks"][key(s)] = fails
-        print(f"checks, {SCHEDULES[s]}: {'all passed' if not fails else f'{len(fails)} FAILED'}", flush=True)
-        for f in fails[:10]:
-            print("   ", f)
+    res["checks"] = report_checks(mods, schedules)
 
     for M, N, K in FULL:
         x, w = ladder.operands(M, N, K, seed=0)
@@ -154,9 +161,7 @@ def main():
                     c.update({SCHEDULES[s]: (lambda m=mods[(KERNELS[1], s)]: m.linear(x, w, bias))
                               for s in schedules})
                 ms = timed(c, a.reps)
-            label = f"{M}x{N}x{K} {'tf32' if tf32 else 'strict'}"
-            res["gemm"][label] = ms
-            print(label, {n: round(v, 4) for n, v in ms.items()}, flush=True)
+            keep(res["gemm"], f"{M}x{N}x{K} {'tf32' if tf32 else 'strict'}", ms)
         del x, w
         torch.cuda.empty_cache()
 
@@ -177,9 +182,7 @@ def main():
                     out = f()
                     assert torch.allclose(out, want, atol=tol, rtol=tol), (pid, tf32, n, (out - want).abs().max())
                 ms = timed(c, a.reps)
-            label = f"{pid} {'tf32' if tf32 else 'strict'}"
-            res["models"][label] = ms
-            print(label, {n: round(v, 4) for n, v in ms.items()}, flush=True)
+            keep(res["models"], f"{pid} {'tf32' if tf32 else 'strict'}", ms)
         del ref, x
         torch.cuda.empty_cache()
 
