@@ -84,6 +84,16 @@ inline int occupancy_blocks_per_sm(Kernel kernel, int threads, size_t smem_bytes
   });
 }
 
+// The launch attribute that groups blocks into clusters of `cluster` along x (cudaLaunchKernelEx).
+inline cudaLaunchAttribute cluster_dimension(int cluster) {
+  cudaLaunchAttribute attribute = {};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
 // How many clusters of `cluster` blocks of `kernel` (`threads` threads, `smem_bytes` of dynamic
 // shared memory, already allowed) the current device runs at once: a persistent kernel's grid.
 // A cluster's blocks must sit on SMs of one GPC, so this can be less than the SMs / cluster.
@@ -97,11 +107,7 @@ inline int max_active_clusters(Kernel kernel, int cluster, int threads, size_t s
     config.gridDim = dim3(static_cast<unsigned>(cluster));
     config.blockDim = dim3(static_cast<unsigned>(threads));
     config.dynamicSmemBytes = smem_bytes;
-    cudaLaunchAttribute attribute = {};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = static_cast<unsigned>(cluster);
-    attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = 1;
+    cudaLaunchAttribute attribute = cluster_dimension(cluster);
     config.attrs = &attribute;
     config.numAttrs = 1;
     int clusters = 0;

@@ -482,11 +482,7 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   config.blockDim = dim3(THREADS);
   config.dynamicSmemBytes = smem;
   config.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute cluster = {};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = C::CLUSTER;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
+  cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
   config.attrs = &cluster;
   config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
   C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M),
