@@ -3,8 +3,8 @@
 The study (schedule_study.py) found rung 9 1.4-1.6x slower in clusters of 2 with w's tile
 multicast, and about 9% slower when launched with a cluster attribute of 1. Three mechanisms
 are mixed in the cluster build. Each probe below adds one of them to the default build, in a
-copy of kernels/ whose common/gemm_wgmma.cuh is patched (every patch must match the header
-exactly once, so a probe cannot silently test something else):
+copy of kernels/ whose common/gemm_wgmma.cuh or common/hopper.cuh is patched (every patch must
+match exactly once, so a probe cannot silently test something else):
 
   one tile per block       the default build, no cluster;
   launch attribute 1       the same kernel launched with a cluster-dimension attribute of 1;
@@ -12,7 +12,12 @@ exactly once, so a probe cannot silently test something else):
                            the cost of cluster scheduling alone;
   coupled, no multicast    clusters of 2 whose blocks each load all of w's tile themselves but
                            still release every stage in both blocks: the cost of the coupling;
-  cluster of 2             the study's build: coupling and multicast.
+  cluster of 2             coupling and multicast, as the header has them;
+  ..., release.cluster     the two coupled builds with the peer's release at cluster scope
+                           (mbarrier.arrive.release.cluster), as the study's build had it.
+
+Its first two runs, before the header changed, found the cause: the release at cluster scope
+(README.md, "Why clusters were slow").
 
 Each probe is checked against float64 on the GEMM tests' shapes (every element, at the tf32
 tier), then all are timed beside cuBLAS TF32 at 1024 x 8192 x 8192 and 32768 x 4096 x 1024,
@@ -36,7 +41,7 @@ from experiments.wgmma_schedule.schedule_study import timed
 from tests.test_gemm_tensor_cores import FULL, SHAPES as GEMM_SHAPES, misaligned_copy
 from utils import build, ladder, precision
 
-HEADER = "common/gemm_wgmma.cuh"
+HEADERS = ("common/gemm_wgmma.cuh", "common/hopper.cuh")
 RUNG = "gemm_09_wgmma_tf32"
 
 # The launcher's cluster attribute: its size, and whether a launch without a cluster sets it.
@@ -44,9 +49,15 @@ ATTRIBUTE = ("cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);",
              "config.numAttrs = C::CLUSTER > 1 ? 1 : 0;")
 
 
+GRID = "config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));"
+
+
 def attribute_patch(dim: int) -> list[tuple[str, str]]:
+    # A cluster launch needs a grid of whole clusters: the blocks past the last tile find no unit
+    # of work and exit.
     return [(ATTRIBUTE[0], f"cudaLaunchAttribute cluster = cluster_dimension({dim});"),
-            (ATTRIBUTE[1], "config.numAttrs = 1;")]
+            (ATTRIBUTE[1], "config.numAttrs = 1;"),
+            (GRID, f"config.gridDim = dim3(static_cast<unsigned>((clusters + {dim - 1}) / {dim} * {dim}));")]
 
 
 # Each block loads the whole of w's tile (a box of BN rows) into its own stage, not half of it
@@ -55,27 +66,37 @@ NO_MULTICAST = [("static constexpr int W_ROWS = BN / CLUSTER;", "static constexp
                 ("if constexpr (C::CLUSTER == 1) {\n          hopper::tma_load_2d(dst, map, bar, k, n0);",
                  "if constexpr (true) {\n          hopper::tma_load_2d(dst, map, bar, k, n0);")]
 
-# name: (-DGEMM_WGMMA_CLUSTER, patches of the header)
+# A stage's release in the peer block as the study's build did it: release at cluster scope, where
+# the header now keeps the arrive's default semantics (release at CTA scope, as CUTLASS's cluster
+# barrier does).
+ARRIVE_CLUSTER_SCOPE = [("mbarrier.arrive.shared::cluster.b64 _, [remote];",
+                         "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];")]
+
+# name: (-DGEMM_WGMMA_CLUSTER, patches of the headers)
 PROBES = {
     "one tile per block": (1, []),
     "launch attribute 1": (1, attribute_patch(1)),
     "launch attribute 2": (1, attribute_patch(2)),
     "coupled, no multicast": (2, NO_MULTICAST),
     "cluster of 2": (2, []),
+    "coupled, no multicast, release.cluster": (2, NO_MULTICAST + ARRIVE_CLUSTER_SCOPE),
+    "cluster of 2, release.cluster": (2, ARRIVE_CLUSTER_SCOPE),
 }
 
 
 def patched_kernels(name: str, patches: list[tuple[str, str]], root: Path) -> Path:
-    """A copy of kernels/ with `patches` applied to the GEMM header; each must match once."""
+    """A copy of kernels/ with `patches` applied to the GEMM's headers; each must match once in them."""
     dst = root / name.replace(" ", "_").replace(",", "") / "kernels"
     shutil.rmtree(dst.parent, ignore_errors=True)
     shutil.copytree(build.KERNELS_DIR, dst)
-    text = (dst / HEADER).read_text()
+    texts = {h: (dst / h).read_text() for h in HEADERS}
     for old, new in patches:
-        if text.count(old) != 1:
-            raise SystemExit(f"probe {name!r}: {old!r} occurs {text.count(old)} times in {HEADER}, not once")
-        text = text.replace(old, new)
-    (dst / HEADER).write_text(text)
+        where = [h for h in HEADERS if old in texts[h]]
+        if len(where) != 1 or texts[where[0]].count(old) != 1:
+            raise SystemExit(f"probe {name!r}: {old!r} does not occur exactly once in {', '.join(HEADERS)}")
+        texts[where[0]] = texts[where[0]].replace(old, new)
+    for h, text in texts.items():
+        (dst / h).write_text(text)
     return dst
 
 
@@ -123,7 +144,7 @@ def main():
     for shape, ms in res["ms"].items():
         print(f"  {shape}")
         for n, v in ms.items():
-            print(f"    {n:24s} {v:.4f} ms  {100 * ms['cuBLAS TF32'] / v:6.1f}%")
+            print(f"    {n:40s} {v:.4f} ms  {100 * ms['cuBLAS TF32'] / v:6.1f}%")
     print(f"total {time.time() - t0:.0f} s")
 
 

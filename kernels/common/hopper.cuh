@@ -178,12 +178,17 @@ __device__ __forceinline__ void cluster_sync() {
 
 // One arrival on the barrier at the same shared-memory offset as `bar` in the block of rank `cta`
 // of this cluster (the block itself included): mapa turns the local address into the peer's.
+// The arrive keeps its default semantics, release at CTA scope, as CUTLASS's cluster barrier
+// does. What it announces, that this warp group's wgmmas no longer read a stage, needs no
+// ordering of this thread's memory operations at cluster scope; asked for anyway
+// (.release.cluster), it made every stage's release so slow that the GEMM in clusters of 2 ran
+// at 64% of cuBLAS TF32 instead of 94% (experiments/wgmma_schedule/cluster_probe.py).
 __device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned cta) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(smem_addr(bar)),
       "r"(cta)
       : "memory");
