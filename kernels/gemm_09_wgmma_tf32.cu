@@ -52,7 +52,7 @@
 // cuBLAS adds what this rung leaves out: thread-block clusters with TMA multicast (halving L2
 // reads), a persistent schedule and an epilogue through shared memory and TMA stores. The first two
 // are in common/gemm_wgmma.cuh behind build flags; measured, they did not make this kernel faster
-// (clusters of 2: 1.4-1.6x slower; experiments/wgmma_schedule/README.md).
+// (clusters of 2: 2-10% slower; experiments/wgmma_schedule/README.md).
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"

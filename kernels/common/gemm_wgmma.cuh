@@ -37,8 +37,9 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 // The schedule. Two that cuBLAS uses are here, for measuring: CLUSTER = 2 blocks stacked in M share
 // the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
 // the producer loads the next tile's first stages while the consumers finish the last one. In this
-// kernel neither beat one tile per block, the default: clusters were 1.4-1.6x slower, persistent
-// blocks within the noise (experiments/wgmma_schedule/README.md). -D flags select them.
+// kernel neither beat one tile per block, the default: clusters were 2-10% slower (1.5x before
+// hopper.cuh's mbar_arrive_cluster lost its release at cluster scope), persistent blocks within the
+// noise or slower (experiments/wgmma_schedule/README.md). -D flags select them.
 #ifndef GEMM_WGMMA_CLUSTER
 #define GEMM_WGMMA_CLUSTER 1
 #endif
