@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import timed
+from experiments.wgmma_schedule.schedule_study import output_dir, timed
 from tests.test_gemm_tensor_cores import FULL, SHAPES as GEMM_SHAPES, misaligned_copy
 from utils import build, ladder, precision
 
@@ -105,8 +105,7 @@ def main():
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--work", type=Path, default=Path("/tmp/cluster_probe"))
     a = ap.parse_args()
-    out_dir = os.path.join(os.environ.get("OUT", "."), "o")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = output_dir()
     t0 = time.time()
     wanted = {n: build.Variant(RUNG, (f"-DGEMM_WGMMA_CLUSTER={c}",), kernels_dir=patched_kernels(n, p, a.work))
               for n, (c, p) in PROBES.items()}

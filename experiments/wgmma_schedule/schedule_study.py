@@ -109,6 +109,13 @@ def keep(section: dict, label: str, ms: dict) -> None:
     print(label, {n: round(v, 4) for n, v in ms.items()}, flush=True)
 
 
+def output_dir() -> str:
+    """$OUT/o (./o without $OUT), created: where the studies and probes write their JSON."""
+    path = os.path.join(os.environ.get("OUT", "."), "o")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def timed(contenders: dict, reps: int) -> dict:
     """{name: best median ms of two rounds, the second in reverse order}."""
     best = {}
@@ -128,8 +135,7 @@ def main():
                     help="only the checks, without the full sizes (for compute-sanitizer), nothing timed or written")
     a = ap.parse_args()
     schedules = [tuple(int(v) for v in s.split(",")) for s in a.schedules]
-    out_dir = os.path.join(os.environ.get("OUT", "."), "o")
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = output_dir()
     chapter.quiet_inductor()
     t0 = time.time()
     wanted = {(k, s): build.Variant(k, flags(s)) for k in KERNELS for s in schedules}
