@@ -131,11 +131,7 @@ struct StoreEpilogue {
 
   template <class C>
   static constexpr int smem_floats() {
-    return 0;  // nothing staged in shared memory
-  }
-  template <class C>
-  __device__ float param(int, int, int) const {
-    return 0.0f;
+    return 0;  // nothing staged in shared memory, so no param<C>() either
   }
 
   template <class C>
@@ -229,7 +225,8 @@ struct StoreEpilogue {
 // StoreEpilogue below writes them (+ nn.Linear's bias); common/gemm_epilogue_groupnorm.cuh
 // finishes a whole model there instead (bias, activations, GroupNorm, a row minimum). An epilogue
 // may ask for Epi::smem_floats<C>() floats of shared memory after the barriers: its per-column
-// parameters, value i of the tile at column n0 being Epi::param<C>(i, n0, N). Each consumer thread
+// parameters, value i of the tile at column n0 being Epi::param<C>(i, n0, N) (only an epilogue
+// asking for some needs param: the kernel calls it under `if constexpr`). Each consumer thread
 // loads its share into registers when the tile's main loop starts (the loads land while the
 // wgmmas run) and stores it to shared memory after the main loop, where finish() reads it.
 template <class C, class Epi>
