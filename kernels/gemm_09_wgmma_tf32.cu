@@ -49,10 +49,16 @@
 // PREDICTION (written before measuring): 65-80% of cuBLAS with TF32 on at 1024 x 8192 x 8192 (one
 // wave and a bit: 256 tiles on 132 SMs), 60-75% at 32768 x 4096 x 1024 (K = 1024 is only 32 k tiles,
 // so the prologue and the epilogue, not overlapped with another tile's main loop, weigh more).
-// cuBLAS adds what this rung leaves out: thread-block clusters with TMA multicast (halving L2
-// reads), a persistent schedule and an epilogue through shared memory and TMA stores. The first two
-// are in common/gemm_wgmma.cuh behind build flags; measured, they did not make this kernel faster
-// (clusters of 2: 2-10% slower; experiments/wgmma_schedule/README.md).
+// What cuBLAS runs instead (its kernel names, torch.profiler): at 1024 x 8192 x 8192 this rung's
+// own shape of work, a 128 x 256 x 32 tile for two consumer warp groups, "segment_k_off"; at
+// 32768 x 4096 x 1024 a 128 x 128 x 32 tile for one warp group, "segment_k_on", after a memset
+// (by the name and the memset, K cut into segments that blocks share, as in stream-K). Clusters
+// with TMA multicast, a persistent schedule and an epilogue through shared memory and TMA stores
+// are in common/gemm_wgmma.cuh behind build flags; measured, none made this kernel faster
+// (clusters of 2: 2-10% slower, the staged epilogue 5-8% slower at K = 8192;
+// experiments/wgmma_schedule/README.md). The tensor cores alone, rung 9's k tile and nothing else
+// (wgmma_peak_probe.cu), take 0.61 us per k tile against the main loop's 0.67: the loop runs at
+// 90% of what they can do at the clock the device holds.
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"

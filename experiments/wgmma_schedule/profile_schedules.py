@@ -8,7 +8,7 @@ import argparse
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import SCHEDULES, flags
+from experiments.wgmma_schedule.schedule_study import flags, schedule_name
 from utils import build, ladder
 
 
@@ -23,7 +23,7 @@ def main():
     for s in schedules:
         mods[s].gemm(x, w)
         torch.cuda.synchronize()
-        print(f"ran {SCHEDULES[s]} at {a.shape}", flush=True)
+        print(f"ran {schedule_name(s)} at {a.shape}", flush=True)
 
 
 if __name__ == "__main__":

@@ -38,18 +38,29 @@ from utils.tensor_core_chapter import linear_and_rest
 
 SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "persistent",
              (2, 1): "persistent, cluster of 2"}
+# A third number picks how the epilogue's tile reaches `out` (-DGEMM_WGMMA_STAGED_STORE, see
+# common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers.
+STORES = {0: "direct stores", 1: "TMA store at the end", 2: "TMA store per slab", 3: "copied from shared memory"}
 KERNELS = ["gemm_09_wgmma_tf32", "gemm_10_3xtf32", "fused_gemm_groupnorm"]
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
          37: "linear_swish_bias_group_norm", 62: "linear_group_norm_leaky_relu_x2"}
 
 
 def flags(schedule):
-    cluster, persistent = schedule
-    return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}")
+    cluster, persistent, *store = schedule
+    return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}",
+            *(f"-DGEMM_WGMMA_STAGED_STORE={v}" for v in store))
 
 
 def key(schedule) -> str:
-    return schedule if isinstance(schedule, str) else f"{schedule[0]},{schedule[1]}"
+    return schedule if isinstance(schedule, str) else ",".join(str(v) for v in schedule)
+
+
+def schedule_name(schedule) -> str:
+    """The schedule's label in tables: SCHEDULES', and the store's when one was picked."""
+    if isinstance(schedule, str) or len(schedule) == 2:
+        return SCHEDULES[schedule]
+    return f"{SCHEDULES[schedule[:2]]}, {STORES[schedule[2]]}"
 
 
 def check(mods, schedule, full: bool = True) -> list[str]:
@@ -98,7 +109,7 @@ def report_checks(mods, schedules, full: bool = True) -> dict:
     found = {}
     for s in schedules:
         found[key(s)] = fails = check(mods, s, full)
-        print(f"checks, {SCHEDULES[s]}: {'all passed' if not fails else f'{len(fails)} FAILED'}", flush=True)
+        print(f"checks, {schedule_name(s)}: {'all passed' if not fails else f'{len(fails)} FAILED'}", flush=True)
         for f in fails[:10]:
             print("   ", f)
     return found
@@ -129,7 +140,8 @@ def timed(contenders: dict, reps: int) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--schedules", nargs="*", default=[f"{c},{p}" for c, p in SCHEDULES])
+    ap.add_argument("--schedules", nargs="*", default=[f"{c},{p}" for c, p in SCHEDULES],
+                    help="cluster,persistent[,store] each (STORES: the epilogue's store; default the header's)")
     ap.add_argument("--baseline", type=Path, help="a kernels folder whose builds run as the contender 'baseline'")
     ap.add_argument("--check-only", action="store_true",
                     help="only the checks, without the full sizes (for compute-sanitizer), nothing timed or written")
@@ -149,7 +161,7 @@ def main():
         report_checks(mods, schedules, full=False)
         return
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps,
-           "schedules": {key(s): SCHEDULES[s] for s in schedules}, "baseline": str(a.baseline or ""),
+           "schedules": {key(s): schedule_name(s) for s in schedules}, "baseline": str(a.baseline or ""),
            "checks": {}, "gemm": {}, "models": {}}
 
     res["checks"] = report_checks(mods, schedules)
@@ -161,10 +173,10 @@ def main():
                 bias = torch.rand(N, device="cuda") - 0.5
                 if tf32:
                     c = {"cuBLAS TF32": lambda: torch.mm(x, w.t())}
-                    c.update({SCHEDULES[s]: (lambda m=mods[(KERNELS[0], s)]: m.gemm(x, w)) for s in schedules})
+                    c.update({schedule_name(s): (lambda m=mods[(KERNELS[0], s)]: m.gemm(x, w)) for s in schedules})
                 else:
                     c = {"cuBLAS SGEMM": lambda: torch.nn.functional.linear(x, w, bias)}
-                    c.update({SCHEDULES[s]: (lambda m=mods[(KERNELS[1], s)]: m.linear(x, w, bias))
+                    c.update({schedule_name(s): (lambda m=mods[(KERNELS[1], s)]: m.linear(x, w, bias))
                               for s in schedules})
                 ms = timed(c, a.reps)
             keep(res["gemm"], f"{M}x{N}x{K} {'tf32' if tf32 else 'strict'}", ms)
@@ -182,7 +194,7 @@ def main():
             with precision.tf32(tf32), torch.no_grad():
                 want = ref(x)
                 c = {"compile": (lambda cm=torch.compile(ref): cm(x))}
-                c.update({SCHEDULES[s]: (lambda f=getattr(mods[(KERNELS[2], s)], name): f(x, lin.weight, lin.bias, *rest))
+                c.update({schedule_name(s): (lambda f=getattr(mods[(KERNELS[2], s)], name): f(x, lin.weight, lin.bias, *rest))
                           for s in schedules})
                 for n, f in c.items():
                     out = f()
@@ -193,7 +205,7 @@ def main():
         torch.cuda.empty_cache()
 
     json.dump(res, open(os.path.join(out_dir, "schedule_study.json"), "w"), indent=1)
-    names = [SCHEDULES[s] for s in schedules]
+    names = [schedule_name(s) for s in schedules]
     print("\nGEMMs: % of cuBLAS (TF32 rows: cuBLAS TF32; strict rows: x cuBLAS SGEMM)")
     for label, ms in res["gemm"].items():
         base = ms.get("cuBLAS TF32") or ms["cuBLAS SGEMM"]

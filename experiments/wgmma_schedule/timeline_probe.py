@@ -59,9 +59,9 @@ PATCHES = [
     ("      release((it - 1) % C::STAGES);  // the tile's last stage",
      "      if (threadIdx.x == 128) t_loop = probe_timer();\n"
      "      release((it - 1) % C::STAGES);  // the tile's last stage"),
-    ("        epi.template finish<C>(acc, ahead, t, epi_smem);\n      }\n",
-     "        epi.template finish<C>(acc, ahead, t, epi_smem);\n      }\n"
-     "      hopper::named_barrier(3, 128 * CONSUMERS);\n"
+    ("        finish(DirectWriter{epi.out, t.row, t.col, M, N});\n      }\n",
+     "        finish(DirectWriter{epi.out, t.row, t.col, M, N});\n      }\n"
+     "      hopper::named_barrier(5, 128 * CONSUMERS);\n"
      "      if (threadIdx.x == 128 && blockIdx.x < %d) {\n"
      "        unsigned smid;\n"
      "        asm volatile(\"mov.u32 %%0, %%%%smid;\" : \"=r\"(smid));\n"

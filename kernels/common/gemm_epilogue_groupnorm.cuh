@@ -17,8 +17,8 @@
 //   y = pre(acc + linear_bias[c], bias[c])     pre: 94's hardtanh + Mish, 37's Swish + bias, or none
 //   mean, rstd of the group's D values of y    Welford per lane, then over the quad
 //   z = post(normalise(y))                     post: 62's LeakyReLU and x + x, or none
-// then z is stored (8 bytes per lane) or, for 75, folded into the row's minimum (NaN-propagating,
-// as torch.min). The operations and their order are eager PyTorch's: the linear bias added to the
+// then z is stored (through shared memory and TMA, as the plain GEMM's output) or, for 75, folded
+// into the row's minimum (NaN-propagating, as torch.min). The operations and their order are eager PyTorch's: the linear bias added to the
 // finished sum (as cuBLAS's epilogue adds it), then the model's steps, with the functions of
 // common/activations.cuh and common/groupnorm.cuh that the separate tails use.
 //
@@ -67,6 +67,9 @@ enum class Sink {
 // The whole-model epilogue for groups of D channels (D a multiple of 8 dividing the tile's BN).
 template <int D, class Pre, class Post, Sink SINK>
 struct GroupNormEpilogue {
+  // STORE writes a tile of `out`, through the kernel's writer (shared memory and TMA, or directly:
+  // common/gemm_wgmma.cuh); ROW_MIN writes its own few values.
+  static constexpr bool kWritesTile = SINK == Sink::STORE;
   const float* linear_bias;  // (N,): nn.Linear's bias
   Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh)
   const float* gamma;        // (N,): GroupNorm's weight
@@ -102,9 +105,9 @@ struct GroupNormEpilogue {
     return {};
   }
 
-  template <class C>
+  template <class C, class Writer>
   __device__ __forceinline__ void finish(const float (&acc)[C::ACC], Ahead, const gemm_wgmma::EpilogueTile& t,
-                                         const float* params) const {
+                                         const float* params, const Writer& writer) const {
     static_assert(D % 8 == 0 && C::BN % D == 0, "a group must be whole n8 blocks inside one tile");
     constexpr int JD = D / 8;  // n8 blocks per group
     // this lane's two columns of n8 block j, parameter p: params[p * BN + 2t + 8j], a float2
@@ -138,7 +141,6 @@ struct GroupNormEpilogue {
       }
 #pragma unroll
       for (int jj = 0; jj < JD; ++jj) {
-        const int n = t.col + 8 * (g * JD + jj);
         const float2 gm = param2(1, g * JD + jj);
         const float2 bt = param2(2, g * JD + jj);
 #pragma unroll
@@ -146,10 +148,7 @@ struct GroupNormEpilogue {
           const float z0 = post.f(normalise(y[h][2 * jj], s[h], gm.x, bt.x), 0.0f);
           const float z1 = post.f(normalise(y[h][2 * jj + 1], s[h], gm.y, bt.y), 0.0f);
           if constexpr (SINK == Sink::STORE) {
-            const int m = t.row + 8 * h;
-            if (m < t.M) {  // n even and N a multiple of D (so even): an 8-byte-aligned pair
-              *reinterpret_cast<float2*>(out + static_cast<int64_t>(m) * t.N + n) = make_float2(z0, z1);
-            }
+            writer.put(h, g * JD + jj, z0, z1);
           } else {
             row_min[h] = nan_min(row_min[h], nan_min(z0, z1));
           }

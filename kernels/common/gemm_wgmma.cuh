@@ -103,8 +103,152 @@ struct EpilogueTile {
   int M, N;
 };
 
-// out = acc (+ bias (N,), when not null), stored straight from registers, 8 bytes per lane.
+// ---- where an epilogue's values go -------------------------------------------------------------
+//
+// An epilogue hands its finished values over in the accumulators' layout: pair (h, j) of a lane is
+// row t.row + 8h, columns t.col + 8j and + 1 (EpilogueTile). One of two writers takes them:
+//
+// DirectWriter  stores each pair from registers, 8 bytes per lane: one warp's store touches 8
+//               rows, 32 bytes of each. Measured at 3.7 us per 128 x 256 tile, a seventh of a
+//               block's time at K = 1024 (experiments/wgmma_schedule/timeline_probe.py). The
+//               default, and the fastest of the four ways measured (below).
+// StagedWriter  puts the pairs into shared memory instead, in the layout a TMA load would have
+//               written (BN / 32 slabs of 64 rows x 128 bytes per warp group, 128-byte swizzle: a
+//               warp's 8-byte stores land on all 32 banks, two wavefronts for 256 bytes, the
+//               least there is), and then one thread per warp group hands the slabs to TMA, which
+//               writes whole rows of 128 bytes. The shared memory is the ring: once a tile's last
+//               wgmma is done nothing reads or fills it, unless the block is persistent (its
+//               producer is already loading the next tile), so persistent builds write directly.
+//               Where TMA cannot describe `out` (N % 4 != 0, or misaligned) the warp group copies
+//               the slabs out itself, a row at a time, with plain stores.
+struct DirectWriter {
+  float* out;
+  int row, col, M, N;  // EpilogueTile's
+
+  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
+    const int m = row + 8 * h;
+    const int n = col + 8 * j;
+    if (m >= M) {
+      return;
+    }
+    float* dst = out + static_cast<int64_t>(m) * N;
+    if (N % 2 == 0) {
+      if (n < N) {  // N even and n even: n + 1 < N too
+        *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
+      }
+    } else {
+      if (n < N) dst[n] = v0;
+      if (n + 1 < N) dst[n + 1] = v1;
+    }
+  }
+};
+
+// Whether, and how, the StagedWriter is used, for measuring (-DGEMM_WGMMA_STAGED_STORE): 0 = no
+// staging (the DirectWriter everywhere: the default), 1 = one TMA store per slab once all are
+// written, 2 = each slab's TMA store as soon as it is written, 3 = the warp group copies the slabs
+// out with plain stores. Predicted: the epilogue from 3.7 to ~1.2 us, ~9% faster at K = 1024.
+// Measured on the H100 (experiments/wgmma_schedule/README.md, "The epilogue through shared
+// memory"), rung 9 at 1024 x 8192 x 8192 and 32768 x 4096 x 1024, % of cuBLAS TF32, one run:
+// 0: 97.9 / 84.2, 1: 92.8 / 78.5, 2: 90.3 / 86.1, 3: 83.9 / 71.1; the epilogue took 4.6-4.9 us
+// with 1 instead of 3.7. A block's 128 KB leave the SM no faster through TMA: what bounds the
+// epilogue is the SM's write bandwidth to L2, not the store instructions.
+#ifndef GEMM_WGMMA_STAGED_STORE
+#define GEMM_WGMMA_STAGED_STORE 0
+#endif
+
+template <int BN>
+struct StagedWriter {
+  static constexpr int SLAB_BYTES = 64 * 128;  // 64 rows x 32 floats
+  static constexpr int BYTES = BN / 32 * SLAB_BYTES;  // a warp group's 64 x BN floats
+  static constexpr bool PER_SLAB = GEMM_WGMMA_STAGED_STORE == 2;
+  unsigned char* region;  // this warp group's slabs, 1024-byte aligned (the swizzle's period)
+  int lane_offset;        // the lane's first pair in slab 0: row r = 16 warp + lane / 4, chunk t / 2
+  const CUtensorMap* map;  // out in boxes of 64 x 32, used when by_tma
+  bool by_tma;
+  float* out;
+  int m0, n0, M, N;       // the warp group's rows m0 .. m0 + 63, the tile's columns n0 .. n0 + BN - 1
+  int barrier_id;         // a named barrier for this warp group's 128 threads
+
+  // Lane (g, t) of warp v: rows r = 16v + g (+ 8), columns 2t (+ 8j) of the warp group's part.
+  __device__ __forceinline__ StagedWriter(unsigned char* region_, int warp, int lane, const CUtensorMap* map_,
+                                          bool by_tma_, float* out_, int m0_, int n0_, int M_, int N_, int barrier_id_)
+      : region(region_), map(map_), by_tma(by_tma_ && GEMM_WGMMA_STAGED_STORE != 3), out(out_), m0(m0_), n0(n0_),
+        M(M_), N(N_), barrier_id(barrier_id_) {
+    const int r = 16 * warp + lane / 4;
+    const int t = lane % 4;
+    lane_offset = r * 128 + ((t / 2) ^ (r % 8)) * 16 + (t % 2) * 8;
+  }
+
+  // Column 8j + 2t of row r: slab j / 4, 16-byte chunk 2 (j % 4) + t / 2 of the slab's 8, stored at
+  // chunk position (chunk ^ (r % 8)). Rows r and r + 8 share r % 8, and the XOR with 2 (j % 4), an
+  // even number, leaves chunk t / 2's low bit alone: both are lane_offset ^ (2 (j % 4) << 4).
+  // Epilogues put their pairs in order of j, (j, 0) before (j, 1), so with PER_SLAB the pair
+  // (j, 1) of j % 4 == 3 completes slab j / 4.
+  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
+    const int offset = (lane_offset ^ ((2 * (j % 4)) << 4)) + h * 8 * 128 + (j / 4) * SLAB_BYTES;
+    *reinterpret_cast<float2*>(region + offset) = make_float2(v0, v1);
+    if (PER_SLAB && by_tma && h == 1 && j % 4 == 3) {
+      hopper::fence_proxy_async();
+      hopper::named_barrier(barrier_id, 128);
+      if (threadIdx.x % 128 == 0) {
+        store_slab(j / 4);
+        hopper::tma_store_commit();
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store_slab(int s) const {
+    if (n0 + 32 * s < N) {
+      hopper::tma_store_2d(map, region + s * SLAB_BYTES, n0 + 32 * s, m0);
+    }
+  }
+
+  // After every put of the warp group (all 128 threads call it): the rest of the slabs to out.
+  __device__ __forceinline__ void flush() const {
+    const int thread = static_cast<int>(threadIdx.x % 128);
+    if (by_tma) {
+      // PER_SLAB: an epilogue that stops at the last group before N leaves the slab holding column
+      // N - 1 incomplete (never flushed by put) when N - n0 is not a multiple of 32.
+      const bool partial = PER_SLAB && N - n0 < BN && (N - n0) % 32 != 0;
+      if (!PER_SLAB || partial) {
+        hopper::fence_proxy_async();  // TMA (the async proxy) reads what these ordinary stores wrote
+        hopper::named_barrier(barrier_id, 128);
+      }
+      if (thread == 0) {
+        if (partial) {
+          store_slab((N - n0) / 32);
+          hopper::tma_store_commit();
+        }
+        if (!PER_SLAB) {
+#pragma unroll
+          for (int s = 0; s < BN / 32; ++s) {
+            store_slab(s);
+          }
+          hopper::tma_store_commit();
+        }
+        hopper::tma_store_wait_read<0>();  // the block's shared memory must outlive TMA's reads
+      }
+    } else {
+      hopper::named_barrier(barrier_id, 128);
+      for (int i = thread; i < 64 * BN; i += 128) {  // a warp stores 32 consecutive floats of a row
+        const int r = i / BN;
+        const int col = i % BN;
+        const int m = m0 + r;
+        const int n = n0 + col;
+        if (m < M && n < N) {
+          const int chunk = (col % 32) / 4;
+          const float* src = reinterpret_cast<const float*>(region + (col / 32) * SLAB_BYTES + r * 128 +
+                                                            ((chunk ^ (r % 8)) * 16) + (col % 4) * 4);
+          out[static_cast<int64_t>(m) * N + n] = *src;
+        }
+      }
+    }
+  }
+};
+
+// out = acc (+ bias (N,), when not null): the GEMM's own epilogue.
 struct StoreEpilogue {
+  static constexpr bool kWritesTile = true;  // its values are the tile of `out`: the kernel picks the writer
   float* out;
   const float* bias;
 
@@ -134,19 +278,14 @@ struct StoreEpilogue {
     return 0;  // nothing staged in shared memory, so no param<C>() either
   }
 
-  template <class C>
+  template <class C, class Writer>
   __device__ __forceinline__ void finish(const float (&v)[C::ACC], const Ahead<C>& a, const EpilogueTile& t,
-                                         const float*) const {
-    const bool vec_stores = t.N % 2 == 0;
+                                         const float*, const Writer& writer) const {
 #pragma unroll
     for (int j = 0; j < C::BN / 8; ++j) {
       const int n = t.col + 8 * j;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int m = t.row + 8 * h;
-        if (m >= t.M) {
-          continue;
-        }
         float v0 = v[4 * j + 2 * h];
         float v1 = v[4 * j + 2 * h + 1];
         if constexpr (Ahead<C>::PRELOAD) {
@@ -157,15 +296,7 @@ struct StoreEpilogue {
         } else {
           tc::add_bias(bias, n, t.N, v0, v1);
         }
-        float* dst = out + static_cast<int64_t>(m) * t.N;
-        if (vec_stores) {
-          if (n < t.N) {  // N even and n even: n + 1 < N too
-            *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
-          }
-        } else {
-          if (n < t.N) dst[n] = v0;
-          if (n + 1 < t.N) dst[n + 1] = v1;
-        }
+        writer.put(h, j, v0, v1);
       }
     }
   }
@@ -233,9 +364,11 @@ template <class C, class Epi>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
                       const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
-                      const Epi epi, int M, int N, int K) {
+                      const __grid_constant__ CUtensorMap tmap_out, bool out_by_tma, const Epi epi, int M, int N,
+                      int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
-  // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows.
+  // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows. tmap_out: epi.out
+  // in boxes of 64 rows x 32 columns, for the StagedWriter, when out_by_tma.
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
@@ -325,6 +458,11 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
     const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
     constexpr int PARAMS = Epi::template smem_floats<C>();
+    // The epilogue's values go through shared memory and TMA where it writes a tile of `out` and
+    // the ring is free after the main loop (StagedWriter).
+    constexpr bool STAGED = Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0;
+    static_assert(!STAGED || 2 * StagedWriter<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES,
+                  "the staged tile fits in the ring");
     constexpr int PARAMS_PER_THREAD = (PARAMS + 128 * CONSUMERS - 1) / (128 * CONSUMERS);
     // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
     // of the cluster, from its threads 0 .. CLUSTER - 1.
@@ -434,19 +572,33 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::wgmma_wait<0>();
       hopper::fence_operands(acc);
       release((it - 1) % C::STAGES);  // the tile's last stage: the producer may go on to the next tile
+      if constexpr (PARAMS > 0 || STAGED) {
+        // Every consumer's wgmmas are done: the last tile's parameters are no longer read, nor is
+        // the ring, which the StagedWriter then overwrites.
+        hopper::named_barrier(2, 128 * CONSUMERS);
+      }
       if constexpr (PARAMS > 0) {
-        hopper::named_barrier(2, 128 * CONSUMERS);  // every consumer is done with the last tile's
 #pragma unroll
         for (int j = 0; j < PARAMS_PER_THREAD; ++j) {
           const int i = ct + j * 128 * CONSUMERS;
           if (i < PARAMS) epi_smem[i] = params[j];
         }
-        hopper::named_barrier(2, 128 * CONSUMERS);  // ... and this tile's are all in place
+        hopper::named_barrier(2, 128 * CONSUMERS);  // this tile's are all in place
       }
-      if constexpr (C::PROMOTE > 0) {
-        epi.template finish<C>(total, ahead, t, epi_smem);
+      auto finish = [&](const auto& writer) {
+        if constexpr (C::PROMOTE > 0) {
+          epi.template finish<C>(total, ahead, t, epi_smem, writer);
+        } else {
+          epi.template finish<C>(acc, ahead, t, epi_smem, writer);
+        }
+      };
+      if constexpr (STAGED) {
+        const StagedWriter<C::BN> writer(smem + c * StagedWriter<C::BN>::BYTES, warp, lane, &tmap_out, out_by_tma,
+                                         epi.out, m0 + 64 * c, n0, M, N, 3 + c);
+        finish(writer);
+        writer.flush();
       } else {
-        epi.template finish<C>(acc, ahead, t, epi_smem);
+        finish(DirectWriter{epi.out, t.row, t.col, M, N});
       }
     }
   }
@@ -461,9 +613,28 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
+// The StagedWriter's TMA descriptor of epi.out (M, N): boxes of 64 rows x 32 columns, one slab,
+// when TMA can describe it; otherwise by_tma is false and the warp groups copy their slabs out.
+struct OutMap {
+  CUtensorMap map{};
+  bool by_tma = false;
+};
+template <class C, class Epi>
+OutMap out_map(const Epi& epi, int64_t M, int64_t N) {
+  OutMap o;
+  if constexpr (Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0) {
+    o.by_tma = N % 4 == 0 && aligned16(epi.out);
+    if (o.by_tma) {
+      o.map = hopper::make_tensor_map_2d(epi.out, M, N, 64, 32);
+    }
+  }
+  return o;
+}
+
 template <class C, class Epi>
 void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
             int64_t M, int64_t N, int64_t K, const Epi& epi) {
+  const OutMap out = out_map<C>(epi, M, N);
   auto kernel = gemm_wgmma_kernel<C, Epi>;
   constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
@@ -483,8 +654,8 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
   config.attrs = &cluster;
   config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M),
-                                    static_cast<int>(N), static_cast<int>(K)));
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi,
+                                    static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)));
   LAUNCH_CHECK();
 }
 

@@ -6,6 +6,7 @@
 //   mbar_*                    mbarriers: the producer/consumer handshake of the shared-memory ring;
 //   tma_load_2d               one box of a matrix, global -> shared, by the TMA unit (_multicast:
 //                             into every block of a cluster at once);
+//   tma_store_2d              one box, shared -> global (with tma_store_commit / _wait_read);
 //   fence_proxy_async         make ordinary shared-memory writes visible to wgmma (the async proxy);
 //   wgmma_*                   warpgroup MMA: descriptors, fence / commit / wait, m64n{128,256}k8 TF32;
 //   fence_operands            keep the compiler from touching accumulators while a wgmma owns them;
@@ -49,11 +50,12 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// A TMA descriptor for a row-major (rows, cols) float matrix at `base`, read in boxes of
-// box_rows x box_cols with the 128-byte swizzle (box_cols * 4 must be 128: one swizzle row).
+// A TMA descriptor for a row-major (rows, cols) float matrix at `base`, read or written in boxes
+// of box_rows x box_cols with the 128-byte swizzle (box_cols * 4 must be 128: one swizzle row).
 // TMA's own rules, which the caller must have checked: base 16-byte aligned, the row stride
 // (cols * 4 bytes) a multiple of 16, i.e. cols % 4 == 0. Out-of-bounds parts of a box are
-// filled with zeros (FLOAT_OOB_FILL_NONE), which is what makes edge tiles free of special cases.
+// filled with zeros when loaded (FLOAT_OOB_FILL_NONE) and skipped when stored, which is what makes
+// edge tiles free of special cases.
 inline CUtensorMap make_tensor_map_2d(const float* base, int64_t rows, int64_t cols, int box_rows, int box_cols) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};  // innermost first
@@ -136,6 +138,25 @@ __device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorM
       "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar)), "h"(cta_mask)
       : "memory");
+}
+
+// The other direction: the box at (col, row) of the matrix `map` describes, written from shared
+// memory at `src` (laid out as tma_load_2d would have written it, swizzle included). The parts of
+// the box outside the matrix are not written, so edge tiles need no code here either. The store is
+// asynchronous: it joins the thread's current bulk group (tma_store_commit closes it), and `src`
+// may be reused, or the block may exit, only once tma_store_wait_read says TMA has read it.
+__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int col, int row) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(col), "r"(row), "r"(smem_addr(src))
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Waits until at most N of this thread's bulk groups still read shared memory (their writes to
+// global memory may still be on their way; the kernel's end makes them visible).
+template <int N>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 
 // Fetches a descriptor (a __grid_constant__ kernel parameter) into the TMA unit's cache early.
