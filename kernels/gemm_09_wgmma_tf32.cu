@@ -57,8 +57,9 @@
 // are in common/gemm_wgmma.cuh behind build flags; measured, none made this kernel faster
 // (clusters of 2: 2-10% slower, the staged epilogue 5-8% slower at K = 8192;
 // experiments/wgmma_schedule/README.md). The tensor cores alone, rung 9's k tile and nothing else
-// (wgmma_peak_probe.cu), take 0.61 us per k tile against the main loop's 0.67: the loop runs at
-// 90% of what they can do at the clock the device holds.
+// (wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit: 0.63 us per k tile at 1680 MHz.
+// Rung 9 and cuBLAS, which also move their operands, hold only 1365-1455 MHz at the same power; in
+// a burst rung 9's main loop takes 0.67 us. Power, not the instruction stream, sets the ceiling.
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"

@@ -4,8 +4,9 @@
 // once, in the 128-byte swizzle TMA would have written, and its two warp groups then run rung 9's
 // k-tile, 4 wgmma m64n256k8 per warp group (one group committed, one waited for), `iters` times over
 // the same stage. Its time per iteration is what rung 9's time per k tile cannot beat on this
-// device, at the clock this work lets the device hold (tensor-core work on random data draws the
-// most power of anything here, so the clock, not the spec sheet's boost clock, sets the peak).
+// device. Not a fixed number: held for long, an H100 runs at its power limit, and the clock it can
+// keep depends on the energy each FLOP costs. This probe, moving no operands, held 1680 MHz there;
+// a TF32 GEMM, which moves them, about 1400 (experiments/wgmma_schedule/peak_probe.py).
 // @arch: 9.0a
 //
 //   wgmma_peak_probe(x, w, iters, blocks)   x (128, 32) and w (256, 32) float32 CUDA, contiguous;

@@ -7,13 +7,15 @@ the same k tile (4 wgmma m64n256k8 per warp group, one group in flight behind an
 that never changes: no TMA, no barriers, no epilogue. In one run:
   1. the probe checked against float64 (TF32-truncated operands) on every block;
   2. timed (events, medians) at rung 9's work per SM: 512 k tiles per block (1024 x 8192 x 8192:
-     two tiles of 256) and 992 (32768 x 4096 x 1024: 31 tiles of 32), one block per SM, and
+     two tiles of 256) and 1024 (32768 x 4096 x 1024: the busiest SM's 32 tiles of 32), one block per SM, and
      beside it rung 9 and cuBLAS TF32 at both shapes;
   3. sustained for a few seconds each (the probe, cuBLAS TF32, rung 9) while nvidia-smi samples
      the SM clock and the power draw every 50 ms: the clock a TF32 GEMM runs at on this device;
   4. the names of the kernels cuBLAS runs (torch.profiler): their tile, cluster and schedule.
+--schedules adds rung 9 built with other schedules (schedule_study's cluster,persistent[,store])
+to steps 2 and 3: does a schedule that moves fewer bytes through the L2 hold a higher clock?
 
-    python -m experiments.wgmma_schedule.peak_probe [--reps 30] [--seconds 3]
+    python -m experiments.wgmma_schedule.peak_probe [--reps 30] [--seconds 3] [--schedules 2,0]
 
 Writes $OUT/o/peak_probe.json and prints a short table.
 """
@@ -26,7 +28,7 @@ import time
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import output_dir, timed
+from experiments.wgmma_schedule.schedule_study import flags, output_dir, schedule_name, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 
@@ -85,11 +87,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--schedules", nargs="*", default=[], help="cluster,persistent[,store] builds of rung 9 to add")
     a = ap.parse_args()
+    schedules = [tuple(int(v) for v in s.split(",")) for s in a.schedules]
     out_dir = output_dir()
     t0 = time.time()
-    mods = build.load_kernels({PROBE: build.Variant(PROBE), RUNG: build.Variant(RUNG)})
+    mods = build.load_kernels({PROBE: build.Variant(PROBE), RUNG: build.Variant(RUNG),
+                               **{s: build.Variant(RUNG, flags(s)) for s in schedules}})
     probe, rung9 = mods[PROBE], mods[RUNG]
+    # rung 9 as built by default, then each extra schedule: {name: its gemm}
+    gemms = {"rung 9": rung9.gemm, **{f"rung 9, {schedule_name(s)}": mods[s].gemm for s in schedules}}
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "sms": sms, "reps": a.reps}
@@ -109,14 +116,15 @@ def main():
         tiles = k_tiles_per_sm(M, N, K, sms)
         x, w = ladder.operands(M, N, K, seed=0)
         with precision.tf32(True), torch.no_grad():
-            ms = timed({"cuBLAS TF32": lambda: torch.mm(x, w.t()), "rung 9": lambda: rung9.gemm(x, w),
+            ms = timed({"cuBLAS TF32": lambda: torch.mm(x, w.t()),
+                        **{n: (lambda g=g: g(x, w)) for n, g in gemms.items()},
                         "probe": lambda: probe.wgmma_peak_probe(px, pw, tiles, sms)}, a.reps)
             names = cublas_kernels(lambda: torch.mm(x, w.t()))
         flops = 2.0 * M * N * K
         row = {"k_tiles_per_sm": tiles, "ms": ms, "cublas_kernels": names,
                "us_per_k_tile": {n: round(1000 * t / tiles, 4) for n, t in ms.items()},
-               "tflops": {"cuBLAS TF32": flops / ms["cuBLAS TF32"] / 1e9, "rung 9": flops / ms["rung 9"] / 1e9,
-                          "probe": 2.0 * K_TILE_FMA * tiles * sms / ms["probe"] / 1e9}}
+               "tflops": {n: (2.0 * K_TILE_FMA * tiles * sms if n == "probe" else flops) / t / 1e9
+                          for n, t in ms.items()}}
         res["shapes"][shape] = row
         print(shape, {n: round(v, 4) for n, v in ms.items()}, "cuBLAS runs", names, flush=True)
         del x, w
@@ -129,7 +137,8 @@ def main():
     res["sustained"] = {}
     with precision.tf32(True), torch.no_grad():
         for n, fn in {"probe": lambda: probe.wgmma_peak_probe(px, pw, long_iters, sms),
-                      "cuBLAS TF32": lambda: torch.mm(x, w.t()), "rung 9": lambda: rung9.gemm(x, w)}.items():
+                      "cuBLAS TF32": lambda: torch.mm(x, w.t()),
+                      **{n: (lambda g=g: g(x, w)) for n, g in gemms.items()}}.items():
             s = sampled(fn, a.seconds)
             if n == "probe":
                 s["tflops"] = 2.0 * K_TILE_FMA * long_iters * sms / s["ms_per_call"] / 1e9
