@@ -39,7 +39,9 @@ from utils.tensor_core_chapter import linear_and_rest
 SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "persistent",
              (2, 1): "persistent, cluster of 2"}
 # A third number picks how the epilogue's tile reaches `out` (-DGEMM_WGMMA_STAGED_STORE, see
-# common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers.
+# common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers. A fourth,
+# 1, runs rung 9 and the whole models' TF32 path ping-pong (-DGEMM_WGMMA_PINGPONG: persistent, a
+# 128 x 128 tile per consumer warp group); rung 10 and the strict path keep the first two numbers.
 STORES = {0: "direct stores", 1: "TMA store at the end", 2: "TMA store per slab", 3: "copied from shared memory"}
 KERNELS = ["gemm_09_wgmma_tf32", "gemm_10_3xtf32", "fused_gemm_groupnorm"]
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
@@ -47,9 +49,10 @@ FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_
 
 
 def flags(schedule):
-    cluster, persistent, *store = schedule
+    cluster, persistent, *rest = schedule
+    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG")
     return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}",
-            *(f"-DGEMM_WGMMA_STAGED_STORE={v}" for v in store))
+            *(f"{n}={v}" for n, v in zip(names, rest)))
 
 
 def key(schedule) -> str:
@@ -60,6 +63,8 @@ def schedule_name(schedule) -> str:
     """The schedule's label in tables: SCHEDULES', and the store's when one was picked."""
     if isinstance(schedule, str) or len(schedule) == 2:
         return SCHEDULES[schedule]
+    if len(schedule) == 4 and schedule[3]:
+        return f"ping-pong (TF32), {STORES[schedule[2]]}"
     return f"{SCHEDULES[schedule[:2]]}, {STORES[schedule[2]]}"
 
 
@@ -141,7 +146,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--schedules", nargs="*", default=[f"{c},{p}" for c, p in SCHEDULES],
-                    help="cluster,persistent[,store] each (STORES: the epilogue's store; default the header's)")
+                    help="cluster,persistent[,store[,pingpong]] each (STORES: the epilogue's store; default the header's)")
     ap.add_argument("--baseline", type=Path, help="a kernels folder whose builds run as the contender 'baseline'")
     ap.add_argument("--check-only", action="store_true",
                     help="only the checks, without the full sizes (for compute-sanitizer), nothing timed or written")

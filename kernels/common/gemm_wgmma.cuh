@@ -3,9 +3,10 @@
 // it and runs it in TF32, gemm_10_3xtf32.cu runs it with the 3xTF32 split and promoted
 // accumulation. sm_90a only (wgmma, setmaxnreg): a kernel file including this says `// @arch: 9.0a`.
 //
-//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, CLUSTER, PERSISTENT>   tile width, pipeline depth,
-//                                        TF32 or 3xTF32, promotion, where the 3xTF32 split happens,
-//                                        and the schedule (clusters, persistent blocks);
+//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, CLUSTER, PERSISTENT, PINGPONG>   tile width,
+//                                        pipeline depth, TF32 or 3xTF32, promotion, where the 3xTF32
+//                                        split happens, and the schedule (clusters, persistent
+//                                        blocks, a tile per consumer warp group);
 //   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi;
 //   StoreEpilogue                        the plain epilogue: out = acc (+ bias);
 //   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
@@ -34,7 +35,7 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-// The schedule. Two that cuBLAS uses are here, for measuring: CLUSTER = 2 blocks stacked in M share
+// The schedule. Two that CUTLASS's Hopper GEMMs use are here, for measuring: CLUSTER = 2 blocks stacked in M share
 // the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
 // the producer loads the next tile's first stages while the consumers finish the last one. In this
 // kernel neither beat one tile per block, the default: clusters were 2-10% slower (1.5x before
@@ -46,9 +47,18 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 #ifndef GEMM_WGMMA_PERSISTENT
 #define GEMM_WGMMA_PERSISTENT 0
 #endif
+// PINGPONG (a third schedule, for measuring, -DGEMM_WGMMA_PINGPONG=1 makes rung 9's Tf32Config use
+// it): persistent blocks whose two consumer warp groups each compute a whole 128 x 128 tile, taking
+// turns on the tensor cores, so that one warp group's epilogue runs beside the other's main loop.
+// cuBLAS runs a 128 x 128 tile per warp group at 32768 x 4096 x 1024. Here it was 19-24% slower
+// than one 128 x 256 tile per block, likely short of shared-memory bandwidth (experiments/
+// wgmma_schedule/README.md, "Ping-pong").
+#ifndef GEMM_WGMMA_PINGPONG
+#define GEMM_WGMMA_PINGPONG 0
+#endif
 
 template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false, int CLUSTER_ = GEMM_WGMMA_CLUSTER,
-          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT>
+          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT, bool PINGPONG_ = false>
 struct Config {
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
@@ -57,15 +67,18 @@ struct Config {
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
   static constexpr int CLUSTER = CLUSTER_;     // blocks per cluster, stacked in M, sharing w's tile: 1 or 2
   static constexpr bool PERSISTENT = PERSISTENT_;  // one block per SM, looping over tiles
+  static constexpr bool PINGPONG = PINGPONG_;  // PERSISTENT, each consumer warp group a whole tile (see the kernel)
+  static constexpr int EMPTY_ARRIVALS = (PINGPONG ? 1 : CONSUMERS) * CLUSTER;  // releases of a stage per round
   static constexpr int W_ROWS = BN / CLUSTER;  // rows of w's tile each block of a cluster loads (TMA's box)
   static constexpr int A_BYTES = BM * BK * 4;
   static constexpr int B_BYTES = BN * BK * 4;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
   static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
   static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
-  static constexpr int ACC = BN / 2;          // accumulators per consumer thread: 64 x BN / 128
+  static constexpr int ACC = BN / 2;          // accumulators per consumer thread and 64 rows: 64 x BN / 128
+  static constexpr int BARRIERS = 2 * STAGES + (PINGPONG ? 2 : 0);  // full[STAGES], empty[STAGES] (, turn[2])
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
-                                       static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + 2 * STAGES * sizeof(uint64_t);
+                                       static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + BARRIERS * sizeof(uint64_t);
   static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for n128 and n256");
   static_assert(BN <= 256, "a TMA box is at most 256 rows");
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
@@ -73,11 +86,18 @@ struct Config {
   static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks");
   static_assert(W_ROWS % 8 == 0, "a slice of w's tile is whole 1024-byte swizzle atoms");
+  static_assert(!PINGPONG || (PERSISTENT && CLUSTER == 1 && !SPLIT && BN == 128),
+                "ping-pong: persistent, no cluster, TF32, 128 x 128 tiles (two halves' accumulators: 128 registers)");
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
 // rung 9, TF32: block 128 x 256, 4 stages of 48 KB;
+#if GEMM_WGMMA_PINGPONG
+using Tf32Config = Config</*BN*/ 128, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0, /*PRESPLIT*/ false, /*CLUSTER*/ 1,
+                          /*PERSISTENT*/ true, /*PINGPONG*/ true>;
+#else
 using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
+#endif
 // rung 10, 3xTF32 on pre-split operands: block 128 x 128 (the promoted sums double the
 // accumulators), 3 stages of four boxes (x big, w big, x small, w small: 64 KB each), promotion
 // every PROMOTE k tiles.
@@ -302,6 +322,34 @@ struct StoreEpilogue {
   }
 };
 
+// An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
+// (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
+// starts, so the loads land while the wgmmas run, and stored to shared memory after it, where
+// Epi::finish reads them.
+template <class C, class Epi, int THREADS_>
+struct TileParams {
+  static constexpr int COUNT = Epi::template smem_floats<C>();
+  static constexpr int PER_THREAD = (COUNT + THREADS_ - 1) / THREADS_;
+  float v[PER_THREAD > 0 ? PER_THREAD : 1];
+
+  __device__ __forceinline__ void load(const Epi& epi, int thread, int n0, int N) {
+    if constexpr (COUNT > 0) {
+#pragma unroll
+      for (int j = 0; j < PER_THREAD; ++j) {
+        const int i = thread + j * THREADS_;
+        v[j] = i < COUNT ? epi.template param<C>(i, n0, N) : 0.0f;
+      }
+    }
+  }
+  __device__ __forceinline__ void store(float* smem, int thread) const {
+#pragma unroll
+    for (int j = 0; j < PER_THREAD; ++j) {
+      const int i = thread + j * THREADS_;
+      if (i < COUNT) smem[i] = v[j];
+    }
+  }
+};
+
 // BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one per block, or, PERSISTENT,
 // one block per SM taking tiles first_unit, first_unit + step, ... until none is left.
 //
@@ -352,6 +400,12 @@ struct StoreEpilogue {
 // PROMOTE: every PROMOTE k tiles, wait for all wgmmas, add the accumulators into FP32 registers
 // (`total`, plain FADD), and start the next chunk with scale-d = 0 (D = A·B, the old D ignored).
 //
+// PINGPONG (TF32, persistent): warp group c computes the block's tiles c, c + 2, ... whole, 128 x
+// 128, two wgmma m64n128k8 per k8 step (one per 64-row half); each stage has one consumer. The
+// warp groups take turns (turn[2]): one waits for its tile's stages only after the other has
+// waited for all of the previous tile's, because a full barrier's wait tells phases apart by
+// parity only, and so that one's epilogue runs beside the other's main loop.
+//
 // The epilogue (Epi, after the main loop) gets each consumer thread's finished sums in registers:
 // StoreEpilogue below writes them (+ nn.Linear's bias); common/gemm_epilogue_groupnorm.cuh
 // finishes a whole model there instead (bias, activations, GroupNorm, a row minimum). An epilogue
@@ -382,7 +436,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto ring_b = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES; };
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
   uint64_t* empty = full + C::STAGES;
-  float* epi_smem = reinterpret_cast<float*>(empty + C::STAGES);  // Epi::smem_floats<C>() floats
+  uint64_t* turn = empty + C::STAGES;  // PINGPONG: turn[c] completes a phase when warp group c's main loop is issued
+  float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats (per warp group: PINGPONG)
 
   // Units of work: CLUSTER tiles stacked in M, one per block of a cluster, in grouped order.
   const int tiles_m = (M + BM - 1) / BM;
@@ -404,7 +459,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], CONSUMERS * C::CLUSTER);
+      hopper::mbar_init(&empty[s], C::EMPTY_ARRIVALS);
+    }
+    if constexpr (C::PINGPONG) {
+      hopper::mbar_init(&turn[0], 128);
+      hopper::mbar_init(&turn[1], 128);
     }
     hopper::mbar_init_fence();
   }
@@ -452,6 +511,79 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     }
+  } else if constexpr (C::PINGPONG) {
+    // ---- consumers, ping-pong: warp group c computes the block's tiles c, c + 2, c + 4, ... ----
+    hopper::setmaxnreg_inc<CONSUMER_REGS>();
+    const int c = wg - 1;
+    const int wt = threadIdx.x % 128;  // thread of the warp group
+    const int lane = threadIdx.x % 32;
+    const int warp = wt / 32;
+    using Params = TileParams<C, Epi, 128>;
+    float* wg_params = epi_smem + c * Params::COUNT;  // each warp group's tile has its own columns
+    int n = 0;  // this warp group's tiles so far
+    for (int unit = first_unit + c * unit_step; unit < units; unit += 2 * unit_step, ++n) {
+      int m0, n0, tile_n;
+      tile_origin(unit, m0, n0, tile_n);
+      Params params;
+      params.load(epi, wt, n0, N);
+      float acc[2][C::ACC];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int i = 0; i < C::ACC; ++i) acc[h][i] = 0.0f;
+        hopper::fence_operands(acc[h]);
+      }
+      // Turns: the stages of the block's tile j follow those of tile j - 1 in the ring, and a wait
+      // on a stage's full barrier tells phases apart only by parity, so a warp group may start
+      // waiting on its tile's stages only once the other has waited on all of the previous tile's.
+      // Tile j = 2n + c waits for the other warp group's previous tile: turn[1 - c], phase n - 1 + c.
+      if (n + c > 0) {
+        hopper::mbar_wait(&turn[1 - c], (n - 1 + c) & 1);
+      }
+      int it = (2 * n + c) * k_tiles;  // the producer's count of this tile's first stage
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
+        const uint64_t a0 = hopper::wgmma_desc_sw128(stage_a(s));
+        const uint64_t a1 = hopper::wgmma_desc_sw128(stage_a(s) + 64 * BK * 4);
+        const uint64_t b = hopper::wgmma_desc_sw128(stage_b(s));
+        hopper::fence_operands(acc[0]);
+        hopper::fence_operands(acc[1]);
+        hopper::wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 8; ++kk) {
+          const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+          wgmma_tf32(acc[0], a0 + step, b + step, 1);
+          wgmma_tf32(acc[1], a1 + step, b + step, 1);
+        }
+        hopper::wgmma_commit();
+        hopper::fence_operands(acc[0]);
+        hopper::fence_operands(acc[1]);
+        hopper::wgmma_wait<1>();
+        if (kt > 0) {
+          if (wt == 0) hopper::mbar_arrive(&empty[(it - 1) % C::STAGES]);
+        }
+      }
+      hopper::mbar_arrive(&turn[c]);  // every stage of this tile waited for: the other warp group's turn
+      EpilogueTile t[2];
+      for (int h = 0; h < 2; ++h) {
+        t[h] = EpilogueTile{m0 + 64 * h + warp * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
+      }
+      const auto ahead = epi.template ahead<C>(t[0]);  // per-column values: the same for both halves
+      hopper::wgmma_wait<0>();
+      hopper::fence_operands(acc[0]);
+      hopper::fence_operands(acc[1]);
+      if (wt == 0) hopper::mbar_arrive(&empty[(it - 1) % C::STAGES]);
+      if constexpr (Params::COUNT > 0) {
+        hopper::named_barrier(6 + c, 128);  // this warp group's last tile no longer reads them
+        params.store(wg_params, wt);
+        hopper::named_barrier(6 + c, 128);
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        epi.template finish<C>(acc[h], ahead, t[h], wg_params, DirectWriter{epi.out, t[h].row, t[h].col, M, N});
+      }
+    }
   } else {
     // ---- consumers ----
     hopper::setmaxnreg_inc<CONSUMER_REGS>();
@@ -463,7 +595,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     constexpr bool STAGED = Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0;
     static_assert(!STAGED || 2 * StagedWriter<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES,
                   "the staged tile fits in the ring");
-    constexpr int PARAMS_PER_THREAD = (PARAMS + 128 * CONSUMERS - 1) / (128 * CONSUMERS);
     // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
     // of the cluster, from its threads 0 .. CLUSTER - 1.
     auto release = [&](int s) {
@@ -478,14 +609,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int unit = first_unit; unit < units; unit += unit_step) {
       int m0, n0, tile_n;
       tile_origin(unit, m0, n0, tile_n);
-      float params[PARAMS_PER_THREAD > 0 ? PARAMS_PER_THREAD : 1];
-      if constexpr (PARAMS > 0) {
-#pragma unroll
-        for (int j = 0; j < PARAMS_PER_THREAD; ++j) {
-          const int i = ct + j * 128 * CONSUMERS;
-          params[j] = i < PARAMS ? epi.template param<C>(i, n0, N) : 0.0f;
-        }
-      }
+      TileParams<C, Epi, 128 * CONSUMERS> params;
+      params.load(epi, ct, n0, N);
       float acc[C::ACC];
       float total[C::PROMOTE > 0 ? C::ACC : 1];
 #pragma unroll
@@ -578,11 +703,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         hopper::named_barrier(2, 128 * CONSUMERS);
       }
       if constexpr (PARAMS > 0) {
-#pragma unroll
-        for (int j = 0; j < PARAMS_PER_THREAD; ++j) {
-          const int i = ct + j * 128 * CONSUMERS;
-          if (i < PARAMS) epi_smem[i] = params[j];
-        }
+        params.store(epi_smem, ct);
         hopper::named_barrier(2, 128 * CONSUMERS);  // this tile's are all in place
       }
       auto finish = [&](const auto& writer) {
@@ -636,7 +757,7 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
             int64_t M, int64_t N, int64_t K, const Epi& epi) {
   const OutMap out = out_map<C>(epi, M, N);
   auto kernel = gemm_wgmma_kernel<C, Epi>;
-  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
+  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float) * (C::PINGPONG ? 2 : 1);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
   allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
   const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
