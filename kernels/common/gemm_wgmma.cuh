@@ -51,9 +51,8 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 // it): persistent blocks whose two consumer warp groups each compute a whole 128 x 128 tile, taking
 // turns on the tensor cores, so that one warp group's epilogue runs beside the other's main loop.
 // cuBLAS runs a 128 x 128 tile per warp group at 32768 x 4096 x 1024. Here it was 19-24% slower
-// than one 128 x 256 tile per block: the tile's shared-memory traffic caps it near 80% of the
-// tensor cores' rate, and something not yet found holds it well under that (experiments/
-// wgmma_schedule/README.md, "Ping-pong").
+// than one 128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy): a 128 x 128 tile
+// asks a third more L2 bytes per multiply-add (experiments/wgmma_schedule/README.md, "Ping-pong").
 #ifndef GEMM_WGMMA_PINGPONG
 #define GEMM_WGMMA_PINGPONG 0
 #endif
