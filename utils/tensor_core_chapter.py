@@ -1128,7 +1128,8 @@ _WGMMA_HEADER = "common/gemm_wgmma.cuh"
 
 def tile_widths() -> dict[str, int]:
     """The block tile's width BN of the fused kernel at each tier, read from kernels/common/gemm_wgmma.cuh:
-    {"strict": rung 10's PresplitConfig's BN, "tf32": rung 9's Tf32Config's BN}."""
+    {"strict": rung 10's PresplitConfig's BN, "tf32": rung 9's Tf32Config's BN}, each as first spelled
+    there (the default build's; a -D flag may pick a later spelling)."""
     text = (build.KERNELS_DIR / _WGMMA_HEADER).read_text()
     found = {tier: re.search(rf"using {name}\s*=\s*Config</\*BN\*/\s*(\d+)", text)
              for tier, name in (("strict", "PresplitConfig"), ("tf32", "Tf32Config"))}

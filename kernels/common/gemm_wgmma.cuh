@@ -91,12 +91,13 @@ struct Config {
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
-// rung 9, TF32: block 128 x 256, 4 stages of 48 KB;
-#if GEMM_WGMMA_PINGPONG
+// rung 9, TF32: block 128 x 256, 4 stages of 48 KB (ping-pong: 128 x 128 per warp group, 6 stages
+// of 32 KB; the default is spelled first, as notebook 08 reads the tile width from it);
+#if !GEMM_WGMMA_PINGPONG
+using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
+#else
 using Tf32Config = Config</*BN*/ 128, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0, /*PRESPLIT*/ false, /*CLUSTER*/ 1,
                           /*PERSISTENT*/ true, /*PINGPONG*/ true>;
-#else
-using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
 #endif
 // rung 10, 3xTF32 on pre-split operands: block 128 x 128 (the promoted sums double the
 // accumulators), 3 stages of four boxes (x big, w big, x small, w small: 64 KB each), promotion
