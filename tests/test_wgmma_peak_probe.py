@@ -4,16 +4,12 @@ import pytest
 import torch
 
 from kernel_tests import kernel_file_tests, poisoned
+from utils.tensor_core_chapter import to_tf32
 
 KERNEL = "wgmma_peak_probe"
 EXPORTS = {"wgmma_peak_probe"}
 
 kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
-
-
-def tf32_truncated(t):
-    """What wgmma reads of a float32: its low 13 mantissa bits dropped."""
-    return (t.view(torch.int32) & ~0x1FFF).view(torch.float32)
 
 
 @pytest.mark.gpu
@@ -23,7 +19,7 @@ def test_every_block_holds_iters_products(kernels, cuda, iters, blocks):
     w = torch.randn(256, 32, device=cuda)
     out = poisoned(kernels.wgmma_peak_probe, x, w, iters, blocks)
     assert out.shape == (blocks, 128, 256)
-    expected = iters * (tf32_truncated(x).double() @ tf32_truncated(w).double().T)
+    expected = iters * (to_tf32(x, "truncate").double() @ to_tf32(w, "truncate").double().T)  # what wgmma reads
     for b in range(blocks):
         torch.testing.assert_close(out[b].double(), expected, rtol=1e-5, atol=1e-4 * iters)
 

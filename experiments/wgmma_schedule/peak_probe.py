@@ -31,6 +31,7 @@ import torch
 from experiments.wgmma_schedule.schedule_study import flags, output_dir, schedule_name, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
+from utils.tensor_core_chapter import to_tf32
 
 PROBE, RUNG = "wgmma_peak_probe", "gemm_09_wgmma_tf32"
 K_TILE_FMA = 128 * 256 * 32  # one block's k tile
@@ -103,8 +104,7 @@ def main():
 
     g = torch.Generator().manual_seed(0)
     px, pw = torch.rand(128, 32, generator=g).cuda(), (torch.rand(256, 32, generator=g) * 2 - 1).cuda()
-    trunc = lambda t: (t.view(torch.int32) & ~0x1FFF).view(torch.float32).double()
-    want = 3 * (trunc(px) @ trunc(pw).T)
+    want = 3 * (to_tf32(px, "truncate").double() @ to_tf32(pw, "truncate").double().T)
     got = probe.wgmma_peak_probe(px, pw, 3, sms).double()
     err = (got - want).abs().max().item()
     res["probe_check"] = {"max_abs_err": err, "passed": bool(torch.allclose(got, want.expand_as(got), rtol=1e-5, atol=3e-4))}

@@ -17,10 +17,11 @@
 //   y = pre(acc + linear_bias[c], bias[c])     pre: 94's hardtanh + Mish, 37's Swish + bias, or none
 //   mean, rstd of the group's D values of y    Welford per lane, then over the quad
 //   z = post(normalise(y))                     post: 62's LeakyReLU and x + x, or none
-// then z is stored (through shared memory and TMA, as the plain GEMM's output) or, for 75, folded
-// into the row's minimum (NaN-propagating, as torch.min). The operations and their order are eager PyTorch's: the linear bias added to the
-// finished sum (as cuBLAS's epilogue adds it), then the model's steps, with the functions of
-// common/activations.cuh and common/groupnorm.cuh that the separate tails use.
+// then z is stored (through the kernel's writer, as the plain GEMM's output: 8 bytes per lane) or,
+// for 75, folded into the row's minimum (NaN-propagating, as torch.min). The operations and their
+// order are eager PyTorch's: the linear bias added to the finished sum (as cuBLAS's epilogue adds
+// it), then the model's steps, with the functions of common/activations.cuh and common/groupnorm.cuh
+// that the separate tails use.
 //
 // Problem 75's minimum spans all C channels of a row, i.e. every column tile. Each block reduces
 // its part of a row over the quad (two shuffles) and leaves one value per (row, tile), in one of
@@ -67,8 +68,8 @@ enum class Sink {
 // The whole-model epilogue for groups of D channels (D a multiple of 8 dividing the tile's BN).
 template <int D, class Pre, class Post, Sink SINK>
 struct GroupNormEpilogue {
-  // STORE writes a tile of `out`, through the kernel's writer (shared memory and TMA, or directly:
-  // common/gemm_wgmma.cuh); ROW_MIN writes its own few values.
+  // STORE writes a tile of `out`, through the kernel's writer (directly by default, or through
+  // shared memory and TMA: common/gemm_wgmma.cuh); ROW_MIN writes its own few values.
   static constexpr bool kWritesTile = SINK == Sink::STORE;
   const float* linear_bias;  // (N,): nn.Linear's bias
   Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh)

@@ -177,6 +177,14 @@ struct DirectWriter {
 #define GEMM_WGMMA_STAGED_STORE 0
 #endif
 
+// Whether an epilogue's tile goes through the StagedWriter: the epilogue writes a tile of `out`, the
+// flag asks for staging, and the ring is free after the main loop (not so for persistent blocks,
+// whose producer is already loading the next tile).
+template <class C, class Epi>
+constexpr bool staged_store() {
+  return Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0;
+}
+
 template <int BN>
 struct StagedWriter {
   static constexpr int SLAB_BYTES = 64 * 128;  // 64 rows x 32 floats
@@ -567,6 +575,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       hopper::mbar_arrive(&turn[c]);  // every stage of this tile waited for: the other warp group's turn
       EpilogueTile t[2];
+#pragma unroll
       for (int h = 0; h < 2; ++h) {
         t[h] = EpilogueTile{m0 + 64 * h + warp * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
       }
@@ -591,9 +600,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
     const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
     constexpr int PARAMS = Epi::template smem_floats<C>();
-    // The epilogue's values go through shared memory and TMA where it writes a tile of `out` and
-    // the ring is free after the main loop (StagedWriter).
-    constexpr bool STAGED = Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0;
+    // With -DGEMM_WGMMA_STAGED_STORE, the epilogue's values go through the free ring and TMA.
+    constexpr bool STAGED = staged_store<C, Epi>();
     static_assert(!STAGED || 2 * StagedWriter<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES,
                   "the staged tile fits in the ring");
     // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
@@ -744,7 +752,7 @@ struct OutMap {
 template <class C, class Epi>
 OutMap out_map(const Epi& epi, int64_t M, int64_t N) {
   OutMap o;
-  if constexpr (Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0) {
+  if constexpr (staged_store<C, Epi>()) {
     o.by_tma = N % 4 == 0 && aligned16(epi.out);
     if (o.by_tma) {
       o.map = hopper::make_tensor_map_2d(epi.out, M, N, 64, 32);
