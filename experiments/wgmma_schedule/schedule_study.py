@@ -42,7 +42,11 @@ SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "pers
 # common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers. A fourth,
 # 1, runs rung 9 and the whole models' TF32 path ping-pong (-DGEMM_WGMMA_PINGPONG: persistent, a
 # 128 x 128 tile per consumer warp group); rung 10 and the strict path keep the first two numbers.
+# A fifth, 1 or 2, splits tiles' k loops between persistent blocks (-DGEMM_WGMMA_STREAMK: the last
+# partial wave and one full wave, or every tile): "1,1,0,0,1"; 3 only spreads the blocks' epilogues
+# in time (each block's first tile starts part-way through its k loop).
 STORES = {0: "direct stores", 1: "TMA store at the end", 2: "TMA store per slab", 3: "copied from shared memory"}
+STREAMK = {1: "stream-K, last two waves", 2: "stream-K, every tile", 3: "first tile's k loop rotated"}
 KERNELS = ["gemm_09_wgmma_tf32", "gemm_10_3xtf32", "fused_gemm_groupnorm"]
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
          37: "linear_swish_bias_group_norm", 62: "linear_group_norm_leaky_relu_x2"}
@@ -50,7 +54,7 @@ FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_
 
 def flags(schedule):
     cluster, persistent, *rest = schedule
-    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG")
+    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG", "-DGEMM_WGMMA_STREAMK")
     return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}",
             *(f"{n}={v}" for n, v in zip(names, rest)))
 
@@ -63,8 +67,10 @@ def schedule_name(schedule) -> str:
     """The schedule's label in tables: SCHEDULES', and the store's when one was picked."""
     if isinstance(schedule, str) or len(schedule) == 2:
         return SCHEDULES[schedule]
-    if len(schedule) == 4 and schedule[3]:
+    if len(schedule) >= 4 and schedule[3]:
         return f"ping-pong (TF32), {STORES[schedule[2]]}"
+    if len(schedule) == 5 and schedule[4]:
+        return f"{STREAMK[schedule[4]]}, {STORES[schedule[2]]}"
     return f"{SCHEDULES[schedule[:2]]}, {STORES[schedule[2]]}"
 
 
@@ -146,7 +152,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--schedules", nargs="*", default=[f"{c},{p}" for c, p in SCHEDULES],
-                    help="cluster,persistent[,store[,pingpong]] each (STORES: the epilogue's store; default the header's)")
+                    help="cluster,persistent[,store[,pingpong[,streamk]]] each (STORES: the epilogue's store; "
+                         "default the header's)")
+    ap.add_argument("--grid-limit", type=int, default=0,
+                    help="cap persistent grids at this many blocks (-DGEMM_WGMMA_GRID_LIMIT), so that the checks' "
+                         "small shapes cut tiles between blocks too")
     ap.add_argument("--baseline", type=Path, help="a kernels folder whose builds run as the contender 'baseline'")
     ap.add_argument("--check-only", action="store_true",
                     help="only the checks, without the full sizes (for compute-sanitizer), nothing timed or written")
@@ -155,7 +165,8 @@ def main():
     out_dir = output_dir()
     chapter.quiet_inductor()
     t0 = time.time()
-    wanted = {(k, s): build.Variant(k, flags(s)) for k in KERNELS for s in schedules}
+    limit = (f"-DGEMM_WGMMA_GRID_LIMIT={a.grid_limit}",) if a.grid_limit else ()
+    wanted = {(k, s): build.Variant(k, flags(s) + limit) for k in KERNELS for s in schedules}
     if a.baseline:
         SCHEDULES["baseline"] = "baseline"
         schedules.append("baseline")
@@ -166,6 +177,7 @@ def main():
         report_checks(mods, schedules, full=False)
         return
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps,
+           "grid_limit": a.grid_limit,
            "schedules": {key(s): schedule_name(s) for s in schedules}, "baseline": str(a.baseline or ""),
            "checks": {}, "gemm": {}, "models": {}}
 
