@@ -145,6 +145,45 @@ def test_time_ms_names_the_l2_states_it_knows():
         bench.compare({"eager": lambda: None}, progress=False, l2="flushed")
 
 
+def test_time_interleaved_checks_its_arguments_first():
+    with pytest.raises(ValueError, match="l2 must be one of"):
+        bench.time_interleaved({"a": lambda: None}, l2="cold")
+    with pytest.raises(ValueError, match="reps must be >= 1"):
+        bench.time_interleaved({"a": lambda: None}, reps=0)
+    with pytest.raises(ValueError, match="no contenders"):
+        bench.time_interleaved({})
+
+
+class _FakeEvent:
+    """torch.cuda.Event's timing surface, on the host: elapsed_time is the number of calls in between."""
+    log: list = []
+
+    def __init__(self, enable_timing=True):
+        pass
+
+    def record(self):
+        self.at = len(self.log)
+
+    def elapsed_time(self, end):
+        return float(end.at - self.at)
+
+
+def test_time_interleaved_times_rep_by_rep_in_a_rotating_order(monkeypatch):
+    # No GPU needed: the events, the synchronisation and the flush are stand-ins; what is checked is
+    # the order of the timed calls, and that each contender's events enclose its own call alone.
+    log = _FakeEvent.log = []
+    monkeypatch.setattr(bench, "_require_gpu", lambda what: None)
+    monkeypatch.setattr(bench, "_l2_flush", lambda l2: None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    fns = {name: (lambda name=name: log.append(name)) for name in "abc"}
+    times = bench.time_interleaved(fns, reps=4, warmup=2, warm_s=0.0)
+    timed = log[2 * 3:]  # after two warm-up rounds of all three
+    assert log[:6] == list("abcabc")
+    assert timed == list("abc" "bca" "cab" "abc")
+    assert set(times) == set("abc") and all(t.n == 4 and t.median == 1.0 for t in times.values())
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU path")
 def test_without_gpu_timing_says_so_and_cli_exits_0(capsys):
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
@@ -198,5 +237,8 @@ def test_compare_runs_contenders_side_by_side(capsys):
                          cost=bench.gemm_cost(2048, 2048, 2048), reps=10)
     assert [r["contender"] for r in rows] == ["eager", "twice"]
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] < 1.0
+    rows = bench.compare({"eager": lambda: a @ b, "twice": lambda: (a @ b, a @ b)}, reps=10, interleave=True)
+    assert [r["contender"] for r in rows] == ["eager", "twice"]
+    assert rows[0]["speedup"] == 1.0 and 0.3 < rows[1]["speedup"] < 0.8
     assert all(r["flag"] == "" for r in rows)
     assert capsys.readouterr().out.count("ms  (p20") == 2

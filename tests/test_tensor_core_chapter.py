@@ -133,7 +133,8 @@ def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
     monkeypatch.setattr(tcc, "SWEEP_KS", (32, 64))
     timed = []
 
-    def compare(contenders, baseline=None, reps=3, progress=True):
+    def compare(contenders, baseline=None, reps=3, progress=True, interleave=False):
+        assert interleave  # tensor-core contenders run at the power limit: timed in turn
         timed.append(list(contenders))
         return [{"contender": n, "median_ms": 1.0 + i, "p20_ms": 1.0, "p80_ms": 1.0, "speedup": None, "tf32": False,
                  "flag": ""} for i, n in enumerate(contenders)]
@@ -494,7 +495,8 @@ class FakeFused:
 
 
 def fake_compare(timed):
-    def compare(contenders, baseline=None, reps=3, progress=True):
+    def compare(contenders, baseline=None, reps=3, progress=True, interleave=False):
+        assert interleave  # tensor-core contenders run at the power limit: timed in turn
         timed.append(list(contenders))
         return [{"contender": n, "median_ms": 1.0 + 0.1 * i, "p20_ms": 0.9 + 0.1 * i, "p80_ms": 1.1 + 0.1 * i,
                  "speedup": None, "tf32": False, "flag": ""} for i, n in enumerate(contenders)]

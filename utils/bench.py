@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
@@ -138,6 +139,53 @@ def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: s
             torch.cuda.synchronize()
     torch.cuda.synchronize()
     return Timing.from_times([s.elapsed_time(e) for s, e in zip(starts, ends)])
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, warmup: int = 10, l2: str = "clean",
+                     sync_each: bool = False, warm_s: float = 0.3) -> dict[str, Timing]:
+    """Time several contenders as time_ms times one, but in turn: rep i of every contender before
+    rep i + 1 of any, the order rotating by one each rep, so that all of them meet the same state
+    of the device. First every contender runs in turn `warmup` times and for at least `warm_s`
+    seconds, so that the timing starts from the clock a GPU holds under sustained work.
+
+    Why: a GPU at its power limit lowers its clock within a fraction of a second of heavy work and
+    raises it again when idle. Timed one after another, the first contender after a pause gets the
+    high clock: on an H100 cuBLAS's TF32 GEMM at 32768 x 4096 x 1024 measured 0.73 ms timed first
+    and 0.81-0.84 ms timed after the others, and the spread of a kernel between runs followed where
+    it stood in the order (experiments/wgmma_schedule/variance_probe.py).
+    """
+    if l2 not in L2_STATES:
+        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+    if not fns:
+        raise ValueError("no contenders to time")
+    _require_gpu("time_interleaved")
+    flush = _l2_flush(l2)
+    names = list(fns)
+    start_s = time.perf_counter()
+    rounds = 0
+    while rounds < warmup or time.perf_counter() - start_s < warm_s:
+        for name in names:
+            fns[name]()
+        torch.cuda.synchronize()  # the wall clock then counts device time
+        rounds += 1
+    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+              for name in names}
+    for rep in range(reps):
+        for name in names[rep % len(names):] + names[:rep % len(names)]:
+            start, end = events[name][rep]
+            if flush is not None:
+                flush()
+                if sync_each:
+                    torch.cuda.synchronize()
+            start.record()
+            fns[name]()
+            end.record()
+            if sync_each:
+                torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return {name: Timing.from_times([s.elapsed_time(e) for s, e in events[name]]) for name in names}
 
 
 # --------------------------------------------------------------------------- counts
@@ -310,9 +358,11 @@ def make_row(contender: str, t: Timing, *, baseline_ms: float | None, cost: Cost
 
 def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = None,
             ceilings: Ceilings | None = None, baseline: str | None = "eager", reps: int = 50,
-            progress: bool = True, l2: str = "clean", sync_each: bool = False) -> list[dict]:
+            progress: bool = True, l2: str = "clean", sync_each: bool = False,
+            interleave: bool = False) -> list[dict]:
     """Time every contender in this one run, in order, under the current TF32 setting
-    (`l2` and `sync_each` as time_ms takes them).
+    (`l2` and `sync_each` as time_ms takes them); interleave=True times them in turn instead
+    (time_interleaved: the fair comparison where contenders run at the GPU's power limit).
 
     Rows: contender, tf32, median_ms, p20_ms, p80_ms, speedup (baseline's median / this
     median), flag; with a cost also tflops, GBps, floor_ms and pct_of_floor (100·floor /
@@ -323,7 +373,14 @@ def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = 
                          "(pass baseline=<one of them>, or None for no speedup column)")
     tf32_allowed = precision.tf32_allowed()
     timings = {}
-    for i, (name, fn) in enumerate(contenders.items(), 1):
+    if interleave:
+        if progress:
+            print(f"  {len(contenders)} contenders, timed in turn ({reps} reps each)", flush=True)
+        timings = time_interleaved(contenders, reps=reps, l2=l2, sync_each=sync_each)
+        if progress:
+            for name, t in timings.items():
+                print(f"  {name:<32} {t.median:9.3f} ms  (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={t.n})", flush=True)
+    for i, (name, fn) in enumerate(contenders.items() if not interleave else [], 1):
         if progress:  # printed before timing: a first call may compile for minutes (max-autotune)
             print(f"  [{i}/{len(contenders)}] {name:<28}", end="", flush=True)
         timings[name] = t = time_ms(fn, reps=reps, l2=l2, sync_each=sync_each)

@@ -117,7 +117,8 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
     """Notebook 09's run, on the current GPU: for each problem, with TF32 off and then on, eager,
     torch.compile (both modes of COMPILE_MODES), ours and ours under torch.compile(fullgraph=True),
     each checked against eager at the tier of that TF32 setting before it is timed, then all
-    timed side by side in both PROTOCOLS. Rows are bench.compare() rows plus problem, protocol,
+    timed in turn (bench.compare with interleave: rep by rep, so that every contender meets the
+    GPU's clock under sustained work) in both PROTOCOLS. Rows are bench.compare() rows plus problem, protocol,
     compile_s and max_abs_vs_eager (kind "solutions" of utils.results)."""
     rows = []
     for pid in pids:
@@ -146,7 +147,8 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
                     if progress:
                         print(f"problem {pid}, TF32 {'on' if tf32 else 'off'}, {protocol}:", flush=True)
                     timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, cost=cost,
-                                          ceilings=ceilings, reps=reps, progress=progress, sync_each=sync_each)
+                                          ceilings=ceilings, reps=reps, progress=progress, sync_each=sync_each,
+                                          interleave=True)
                     rows += [r | {"problem": pid, "protocol": protocol} | extra[r["contender"]] for r in timed]
         del ref, new, x
         torch.cuda.empty_cache()

@@ -1036,7 +1036,7 @@ def _timing(mods: dict, promoted: dict, reps: int, progress: bool, device: str =
                     raise AssertionError(f"{name} is wrong at {M}x{N}x{K} ({detail}); not timing a wrong kernel")
                 contenders[name] = lambda fn=fn: fn(x, w)
                 checked[name] = (tier, detail)
-            timed = bench.compare(contenders, baseline=None, reps=reps, progress=progress)
+            timed = bench.compare(contenders, baseline=None, reps=reps, progress=progress, interleave=True)
         by = {r["contender"]: r for r in timed}
         flops = 2 * M * N * K
         for r in timed:
@@ -1058,7 +1058,8 @@ def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale:
          and with rung 10 built at each promotion interval of PROMOTE_KS, `seeds` seeds each;
       2. promotion_k: rung 10 at each interval and cuBLAS SGEMM, largest error against float64 as K grows;
       3. timing: rungs 8, 9, 10 (and rung 10's mma.sync path and promotion variants) against cuBLAS SGEMM and
-         cuBLAS TF32 in one bench.compare per shape of SHAPES, each verified at its tier first.
+         cuBLAS TF32 in one bench.compare per shape of SHAPES, each verified at its tier first, all timed in turn
+         (interleave: every contender at the clock the GPU holds under sustained work).
     Entries of kind "tensor_cores" (utils.results), each with its "section". (scale and device are there for
     the tests, which run it on the CPU with the kernels and the timing replaced.)"""
     default = default_promote_k()
@@ -1317,8 +1318,9 @@ def measure_fusion(reps: int = 50, *, pids=PIDS, scale: str = "full", device: st
                    progress: bool = True, compiler=None) -> list[dict]:
     """Section 6's GPU run (an sm_90 GPU): for each problem, at both tiers (TF32 off, then on), every contender of
     fusion_contenders checked against eager at that tier's tolerance (utils.check.TIERS; a miss raises, nothing
-    wrong is timed), then all timed side by side (bench.compare, utils.bench.time_ms: CUDA events, a clean L2,
-    medians) in two rounds, the second in the reverse order, each contender keeping its better round: in the
+    wrong is timed), then all timed in turn (bench.compare with interleave, utils.bench.time_interleaved: CUDA
+    events, a clean L2, medians, rep by rep after a warm-up) in two rounds, the second in the reverse order, each
+    contender keeping its better round: in the
     study before this run (experiments/fused_models/README.md) a contender timed later in a sequence came out a
     few percent slower, as large as the differences measured here. The model is the reference with its
     GroupNorm γ, β and biases randomised as the harness does. Entries of kind "whole_model_fusion": compare()
@@ -1364,7 +1366,7 @@ def measure_fusion(reps: int = 50, *, pids=PIDS, scale: str = "full", device: st
                 rounds: dict[str, list[dict]] = {name: [] for name in contenders}
                 for order in (list(contenders), list(contenders)[::-1]):
                     for r in bench.compare({n: contenders[n][0] for n in order}, baseline=None, reps=reps,
-                                           progress=progress):
+                                           progress=progress, interleave=True):
                         rounds[r["contender"]].append(r)
             for name, rs in rounds.items():
                 best = min(rs, key=lambda r: r["median_ms"])

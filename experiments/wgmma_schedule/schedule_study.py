@@ -7,7 +7,10 @@ In one run, on the current GPU:
      shapes (multiples of no tile; one M tile, so a cluster's second tile is all zero fill) and at
      the full sizes, and the four whole-model kernels at both tiers on the fused tests' shapes,
      every element over NaN-poisoned memory;
-  2. timed, two rounds (the second in reverse order), each contender keeping its better median:
+  2. timed in turn (utils.bench.time_interleaved: rep by rep, the order rotating, after a warm-up
+     that brings the GPU to the clock it holds under sustained work; until run 7, two rounds, the
+     second in reverse order, each contender keeping its better median, which favoured whichever
+     contender came first after a pause: variance_probe.py):
      rung 9 against cuBLAS TF32 and rung 10's `linear` (weight split kept) against cuBLAS SGEMM at
      1024 x 8192 x 8192 and 32768 x 4096 x 1024; each whole model at both tiers against
      torch.compile (default mode) at KernelBench's size.
@@ -42,11 +45,7 @@ SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "pers
 # common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers. A fourth,
 # 1, runs rung 9 and the whole models' TF32 path ping-pong (-DGEMM_WGMMA_PINGPONG: persistent, a
 # 128 x 128 tile per consumer warp group); rung 10 and the strict path keep the first two numbers.
-# A fifth, 1 or 2, splits tiles' k loops between persistent blocks (-DGEMM_WGMMA_STREAMK: the last
-# partial wave and one full wave, or every tile): "1,1,0,0,1"; 3 only spreads the blocks' epilogues
-# in time (each block's first tile starts part-way through its k loop).
 STORES = {0: "direct stores", 1: "TMA store at the end", 2: "TMA store per slab", 3: "copied from shared memory"}
-STREAMK = {1: "stream-K, last two waves", 2: "stream-K, every tile", 3: "first tile's k loop rotated"}
 KERNELS = ["gemm_09_wgmma_tf32", "gemm_10_3xtf32", "fused_gemm_groupnorm"]
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
          37: "linear_swish_bias_group_norm", 62: "linear_group_norm_leaky_relu_x2"}
@@ -54,7 +53,7 @@ FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_
 
 def flags(schedule):
     cluster, persistent, *rest = schedule
-    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG", "-DGEMM_WGMMA_STREAMK")
+    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG")
     return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}",
             *(f"{n}={v}" for n, v in zip(names, rest)))
 
@@ -67,10 +66,8 @@ def schedule_name(schedule) -> str:
     """The schedule's label in tables: SCHEDULES', and the store's when one was picked."""
     if isinstance(schedule, str) or len(schedule) == 2:
         return SCHEDULES[schedule]
-    if len(schedule) >= 4 and schedule[3]:
+    if len(schedule) == 4 and schedule[3]:
         return f"ping-pong (TF32), {STORES[schedule[2]]}"
-    if len(schedule) == 5 and schedule[4]:
-        return f"{STREAMK[schedule[4]]}, {STORES[schedule[2]]}"
     return f"{SCHEDULES[schedule[:2]]}, {STORES[schedule[2]]}"
 
 
@@ -139,24 +136,15 @@ def output_dir() -> str:
 
 
 def timed(contenders: dict, reps: int) -> dict:
-    """{name: best median ms of two rounds, the second in reverse order}."""
-    best = {}
-    for order in (list(contenders), list(reversed(contenders))):
-        for name in order:
-            t = bench.time_ms(contenders[name], reps=reps).median
-            best[name] = min(best.get(name, t), t)
-    return best
+    """{name: median ms}, every contender timed in turn (bench.time_interleaved)."""
+    return {name: t.median for name, t in bench.time_interleaved(contenders, reps=reps).items()}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--schedules", nargs="*", default=[f"{c},{p}" for c, p in SCHEDULES],
-                    help="cluster,persistent[,store[,pingpong[,streamk]]] each (STORES: the epilogue's store; "
-                         "default the header's)")
-    ap.add_argument("--grid-limit", type=int, default=0,
-                    help="cap persistent grids at this many blocks (-DGEMM_WGMMA_GRID_LIMIT), so that the checks' "
-                         "small shapes cut tiles between blocks too")
+                    help="cluster,persistent[,store[,pingpong]] each (STORES: the epilogue's store; default the header's)")
     ap.add_argument("--baseline", type=Path, help="a kernels folder whose builds run as the contender 'baseline'")
     ap.add_argument("--check-only", action="store_true",
                     help="only the checks, without the full sizes (for compute-sanitizer), nothing timed or written")
@@ -165,8 +153,7 @@ def main():
     out_dir = output_dir()
     chapter.quiet_inductor()
     t0 = time.time()
-    limit = (f"-DGEMM_WGMMA_GRID_LIMIT={a.grid_limit}",) if a.grid_limit else ()
-    wanted = {(k, s): build.Variant(k, flags(s) + limit) for k in KERNELS for s in schedules}
+    wanted = {(k, s): build.Variant(k, flags(s)) for k in KERNELS for s in schedules}
     if a.baseline:
         SCHEDULES["baseline"] = "baseline"
         schedules.append("baseline")
@@ -177,7 +164,6 @@ def main():
         report_checks(mods, schedules, full=False)
         return
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps,
-           "grid_limit": a.grid_limit,
            "schedules": {key(s): schedule_name(s) for s in schedules}, "baseline": str(a.baseline or ""),
            "checks": {}, "gemm": {}, "models": {}}
 

@@ -56,26 +56,9 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 #ifndef GEMM_WGMMA_PINGPONG
 #define GEMM_WGMMA_PINGPONG 0
 #endif
-// STREAMK (a fourth, for measuring): persistent blocks that split the k loop of some tiles between
-// them, so that every block does the same number of k tiles. 1 = the last partial wave plus one
-// full wave split (the rest one tile per block), 2 = every tile. A tile's parts meet in global
-// scratch: each part stores its sums, and the block that arrives last adds them up in a fixed
-// order and runs the epilogue, so no block ever waits for another. 1024 x 8192 x 8192 is 256 tiles
-// of 128 x 256 on 132 SMs (3% of the second wave idle), 32768 x 4096 x 1024 4096 (a 32nd wave of 4).
-// 3 = no balancing, only the epilogues spread in time: block b starts its first tile at k tile
-// b * k_tiles / grid, and finishes that tile's first k tiles last, so that blocks do not all store
-// their tiles at once.
-// GEMM_WGMMA_GRID_LIMIT caps a persistent grid, so that small shapes split their tiles too (checks).
-#ifndef GEMM_WGMMA_STREAMK
-#define GEMM_WGMMA_STREAMK 0
-#endif
-#ifndef GEMM_WGMMA_GRID_LIMIT
-#define GEMM_WGMMA_GRID_LIMIT 0
-#endif
 
 template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false, int CLUSTER_ = GEMM_WGMMA_CLUSTER,
-          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT || GEMM_WGMMA_STREAMK != 0, bool PINGPONG_ = false,
-          int STREAMK_ = GEMM_WGMMA_STREAMK>
+          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT, bool PINGPONG_ = false>
 struct Config {
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
@@ -85,7 +68,6 @@ struct Config {
   static constexpr int CLUSTER = CLUSTER_;     // blocks per cluster, stacked in M, sharing w's tile: 1 or 2
   static constexpr bool PERSISTENT = PERSISTENT_;  // one block per SM, looping over tiles
   static constexpr bool PINGPONG = PINGPONG_;  // PERSISTENT, each consumer warp group a whole tile (see the kernel)
-  static constexpr int STREAMK = STREAMK_;     // PERSISTENT, tiles' k loops split between blocks: 0, 1 or 2 (above)
   static constexpr int EMPTY_ARRIVALS = (PINGPONG ? 1 : CONSUMERS) * CLUSTER;  // releases of a stage per round
   static constexpr int W_ROWS = BN / CLUSTER;  // rows of w's tile each block of a cluster loads (TMA's box)
   static constexpr int A_BYTES = BM * BK * 4;
@@ -106,8 +88,6 @@ struct Config {
   static_assert(W_ROWS % 8 == 0, "a slice of w's tile is whole 1024-byte swizzle atoms");
   static_assert(!PINGPONG || (PERSISTENT && CLUSTER == 1 && !SPLIT && BN == 128),
                 "ping-pong: persistent, no cluster, TF32, 128 x 128 tiles (two halves' accumulators: 128 registers)");
-  static_assert(STREAMK >= 0 && STREAMK <= 3 && (STREAMK == 0 || (PERSISTENT && CLUSTER == 1 && !PINGPONG)),
-                "stream-K: persistent blocks alone, two consumer warp groups on one tile");
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
@@ -117,7 +97,7 @@ struct Config {
 using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
 #else
 using Tf32Config = Config</*BN*/ 128, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0, /*PRESPLIT*/ false, /*CLUSTER*/ 1,
-                          /*PERSISTENT*/ true, /*PINGPONG*/ true, /*STREAMK*/ 0>;
+                          /*PERSISTENT*/ true, /*PINGPONG*/ true>;
 #endif
 // rung 10, 3xTF32 on pre-split operands: block 128 x 128 (the promoted sums double the
 // accumulators), 3 stages of four boxes (x big, w big, x small, w small: 64 KB each), promotion
@@ -379,59 +359,6 @@ struct TileParams {
   }
 };
 
-// ---- stream-K (STREAMK) ---------------------------------------------------------------------------
-//
-// The first `units` tiles of the raster are one line of units * k_tiles k tiles, cut into gridDim.x
-// equal ranges: block b takes [b T / G, (b + 1) T / G) (T k tiles, G blocks), in order, so that a
-// range begins with the end of one tile's k loop and ends with the start of another's. The tiles
-// after them go one per block, as persistent blocks take them. A tile whose k loop is cut is
-// finished by whichever of its blocks arrives last: every part stores its sums in its own slot of
-// `partials` (slot 2b for block b's first part, 2b + 1 for its last), then counts itself on
-// arrivals[tile]; the last to arrive reads all the parts back in block order (a fixed order, so the
-// result does not depend on who was last) and runs the epilogue. Nobody waits, so the blocks need
-// not all be resident at once.
-struct StreamK {
-  int units = 0;             // tiles split by k (the first of the raster); 0: none
-  float* partials = nullptr;  // 2 slots per block, BM x BN floats each, in the consumers' register order
-  int* arrivals = nullptr;    // one counter per split tile, zero at launch
-};
-
-// The parts of the k loop a block computes, in order: f(unit, k0, k1) for k tiles [k0, k1) of unit.
-struct StreamKPlan {
-  int64_t total;  // k tiles to cut: sk.units * k_tiles
-  int grid, k_tiles;
-  bool rotate;    // STREAMK 3: a block's first tile starts at k tile block * k_tiles / grid and wraps round
-
-  __device__ __forceinline__ int64_t range_start(int b) const { return total * b / grid; }
-  // The block whose range holds k tile g of the line: the last b with range_start(b) <= g.
-  __device__ __forceinline__ int owner(int64_t g) const { return static_cast<int>(((g + 1) * grid - 1) / total); }
-
-  template <class F>
-  __device__ __forceinline__ void for_each(int block, int units, int sk_units, F&& f) const {
-    if (rotate) {
-      const int r = static_cast<int>(static_cast<int64_t>(block) * k_tiles / grid);
-      if (r > 0 && block + grid < units) {
-        f(block, r, k_tiles);
-        for (int unit = block + grid; unit < units; unit += grid) {
-          f(unit, 0, k_tiles);
-        }
-        f(block, 0, r);
-        return;
-      }
-    }
-    for (int64_t g = range_start(block), end = range_start(block + 1); g < end;) {
-      const int unit = static_cast<int>(g / k_tiles);
-      const int k0 = static_cast<int>(g % k_tiles);
-      const int k1 = end - g < k_tiles - k0 ? k0 + static_cast<int>(end - g) : k_tiles;
-      f(unit, k0, k1);
-      g += k1 - k0;
-    }
-    for (int unit = sk_units + block; unit < units; unit += grid) {
-      f(unit, 0, k_tiles);
-    }
-  }
-};
-
 // BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one per block, or, PERSISTENT,
 // one block per SM taking tiles first_unit, first_unit + step, ... until none is left.
 //
@@ -500,13 +427,12 @@ template <class C, class Epi>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
                       const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
-                      const __grid_constant__ CUtensorMap tmap_out, bool out_by_tma, const Epi epi, const StreamK sk,
-                      int M, int N, int K) {
+                      const __grid_constant__ CUtensorMap tmap_out, bool out_by_tma, const Epi epi, int M, int N,
+                      int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
   // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows. tmap_out: epi.out
   // in boxes of 64 rows x 32 columns, for the StagedWriter, when out_by_tma.
   extern __shared__ unsigned char smem_raw[];
-  __shared__ int stream_k_last;  // STREAMK: whether the block was the last to arrive at a cut tile
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
   // The offset is the same in every block, as multicast needs.
@@ -538,8 +464,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   };
   const int k_tiles = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
-  // The block's parts of k loops (whole tiles, unless STREAMK), the same for producer and consumers.
-  const StreamKPlan plan{static_cast<int64_t>(sk.units) * k_tiles, unit_step, k_tiles, C::STREAMK == 3};
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
@@ -578,10 +502,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       };
       int it = 0;  // k tiles loaded so far, over all of this block's tiles
-      plan.for_each(first_unit, units, sk.units, [&](int unit, int k0, int k1) {
+      for (int unit = first_unit; unit < units; unit += unit_step) {
         int m0, n0, tile_n;
         tile_origin(unit, m0, n0, tile_n);
-        for (int kt = k0; kt < k1; ++kt, ++it) {
+        for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % C::STAGES;
           if (it >= C::STAGES) {
             hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
@@ -594,7 +518,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             load_w(stage_bs(s), &tmap_ws, &full[s], kt * BK, n0);
           }
         }
-      });
+      }
     }
   } else if constexpr (C::PINGPONG) {
     // ---- consumers, ping-pong: warp group c computes the block's tiles c, c + 2, c + 4, ... ----
@@ -691,85 +615,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     };
     int it = 0;  // k tiles consumed so far, as the producer counts them
-    float acc[C::ACC];
-    float total[C::PROMOTE > 0 ? C::ACC : 1];
-    auto with_sums = [&](auto&& f) {  // f(the tile's sums): the promoted total, or the accumulators
-      if constexpr (C::PROMOTE > 0) {
-        f(total);
-      } else {
-        f(acc);
-      }
-    };
-    // STREAMK, a tile whose k loop is cut: store this block's part of it, count it, and if it was
-    // the last part to arrive, replace the sums with the sum of all parts, in block order. Returns
-    // whether this block finishes the tile.
-    auto stream_k_fix_up = [&](int unit, int k0) {
-      if constexpr (C::STREAMK == 3) {
-        // Both parts are this block's: the first stores [k0, k_tiles), the last adds it back.
-        float4* kept = reinterpret_cast<float4*>(sk.partials) + static_cast<int64_t>(first_unit) * (C::ACC / 4) * (128 * CONSUMERS) + ct;
-        bool finishes = k0 == 0;
-        with_sums([&](float (&v)[C::ACC]) {
-#pragma unroll
-          for (int i = 0; i < C::ACC / 4; ++i) {
-            float4* p = kept + i * 128 * CONSUMERS;
-            if (!finishes) {
-              __stcg(p, make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]));
-            } else {
-              const float4 q = __ldcg(p);
-              v[4 * i] += q.x;
-              v[4 * i + 1] += q.y;
-              v[4 * i + 2] += q.z;
-              v[4 * i + 3] += q.w;
-            }
-          }
-        });
-        return finishes;
-      }
-      const int64_t first = static_cast<int64_t>(unit) * k_tiles;  // the tile's first k tile on the line
-      const int lo = plan.owner(first);
-      const int hi = plan.owner(first + k_tiles - 1);
-      auto part = [&](int b) {  // block b's part of this tile: its first part, or its last
-        const int slot = 2 * b + (plan.range_start(b) >= first ? 0 : 1);
-        return reinterpret_cast<float4*>(sk.partials) + static_cast<int64_t>(slot) * (C::ACC / 4) * (128 * CONSUMERS) + ct;
-      };
-      with_sums([&](float (&v)[C::ACC]) {
-        float4* mine = part(first_unit);
-#pragma unroll
-        for (int i = 0; i < C::ACC / 4; ++i) {
-          __stcg(mine + i * 128 * CONSUMERS, make_float4(v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]));
-        }
-      });
-      __threadfence();  // the part is in L2 before it is counted
-      hopper::named_barrier(2, 128 * CONSUMERS);
-      if (ct == 0) {
-        stream_k_last = atomicAdd(&sk.arrivals[unit], 1) == hi - lo;
-        __threadfence();  // and the other parts are read only after the count
-      }
-      hopper::named_barrier(2, 128 * CONSUMERS);
-      if (!stream_k_last) {
-        return false;
-      }
-      with_sums([&](float (&v)[C::ACC]) {
-#pragma unroll  // whole: v stays in registers
-        for (int i = 0; i < C::ACC / 4; ++i) {
-          float4 sum = __ldcg(part(lo) + i * 128 * CONSUMERS);
-          for (int b = lo + 1; b <= hi; ++b) {
-            const float4 p = __ldcg(part(b) + i * 128 * CONSUMERS);
-            sum = make_float4(sum.x + p.x, sum.y + p.y, sum.z + p.z, sum.w + p.w);
-          }
-          v[4 * i] = sum.x;
-          v[4 * i + 1] = sum.y;
-          v[4 * i + 2] = sum.z;
-          v[4 * i + 3] = sum.w;
-        }
-      });
-      return true;
-    };
-    plan.for_each(first_unit, units, sk.units, [&](int unit, int k0, int k1) {
+    for (int unit = first_unit; unit < units; unit += unit_step) {
       int m0, n0, tile_n;
       tile_origin(unit, m0, n0, tile_n);
       TileParams<C, Epi, 128 * CONSUMERS> params;
       params.load(epi, ct, n0, N);
+      float acc[C::ACC];
+      float total[C::PROMOTE > 0 ? C::ACC : 1];
 #pragma unroll
       for (int i = 0; i < C::ACC; ++i) {
         acc[i] = 0.0f;
@@ -780,7 +632,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       hopper::fence_operands(acc);
 
-      for (int kt = k0; kt < k1; ++kt, ++it) {
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % C::STAGES;
         hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
         const uint64_t a_big = hopper::wgmma_desc_sw128(stage_a(s) + c * 64 * BK * 4);
@@ -804,7 +656,7 @@ __global__ void __launch_bounds__(THREADS, 1)
             b_small = hopper::wgmma_desc_sw128(ring_b(r));
           }
           // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
-          const int chunk_start = kt == k0 || (C::PROMOTE > 0 && kt % C::PROMOTE == 0);
+          const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
           hopper::fence_operands(acc);
           hopper::wgmma_fence();
 #pragma unroll
@@ -816,7 +668,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
           hopper::wgmma_commit();
           hopper::fence_operands(acc);
-          if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k1)) {
+          if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
             hopper::wgmma_wait<0>();
             hopper::fence_operands(acc);
 #pragma unroll
@@ -839,7 +691,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           hopper::fence_operands(acc);
           hopper::wgmma_wait<1>();  // the previous k tile's wgmmas are done...
         }
-        if (kt > k0) {
+        if (kt > 0) {
           release((it - 1) % C::STAGES);  // ...so its stage goes back to the producer
         }
       }
@@ -854,11 +706,6 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::wgmma_wait<0>();
       hopper::fence_operands(acc);
       release((it - 1) % C::STAGES);  // the tile's last stage: the producer may go on to the next tile
-      if constexpr (C::STREAMK > 0) {
-        if ((k0 != 0 || k1 != k_tiles) && !stream_k_fix_up(unit, k0)) {
-          return;  // a part of this tile is still to come: its block finishes the tile
-        }
-      }
       if constexpr (PARAMS > 0 || STAGED) {
         // Every consumer's wgmmas are done: the last tile's parameters are no longer read, nor is
         // the ring, which the StagedWriter then overwrites.
@@ -883,7 +730,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       } else {
         finish(DirectWriter{epi.out, t.row, t.col, M, N});
       }
-    });
+    }
   }
   if constexpr (C::CLUSTER > 1) {
     hopper::cluster_sync();  // no block exits while its peer may still arrive on its barriers
@@ -925,33 +772,9 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
   TORCH_CHECK(units * C::CLUSTER <= INT32_MAX, "the output has ", num(units * C::CLUSTER), " tiles of ", num(BM),
               " x ", num(C::BN), ", more than a grid holds (", num(INT32_MAX), ")");
-  const int64_t k_tiles = (K + BK - 1) / BK;
   int64_t clusters = units;
   if constexpr (C::PERSISTENT) {
-    // STREAMK 2 may cut one tile between several blocks (small M and N, long K), the others
-    // have at most one block per tile.
-    clusters = std::min<int64_t>(C::STREAMK == 2 ? units * k_tiles : units,
-                                 max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
-    if (GEMM_WGMMA_GRID_LIMIT > 0) clusters = std::min<int64_t>(clusters, GEMM_WGMMA_GRID_LIMIT);
-  }
-  // STREAMK: which tiles are cut, and their scratch (kept alive by `scratch` until the launch is queued).
-  StreamK sk;
-  torch::Tensor scratch;
-  if constexpr (C::STREAMK > 0) {
-    const int64_t rest = units % clusters;
-    sk.units = static_cast<int>(C::STREAMK == 3 ? 0 : C::STREAMK == 2 ? units : rest == 0 ? 0 : rest + clusters);
-    TORCH_CHECK(static_cast<double>(sk.units) * k_tiles * clusters < 9.0e18, "stream-K: ", num(sk.units), " tiles of ",
-                num(k_tiles), " k tiles over ", num(clusters), " blocks overflow its arithmetic");
-    if (sk.units > 0 || (C::STREAMK == 3 && units > clusters)) {
-      const int64_t part = BM * C::BN;
-      scratch = torch::empty({2 * clusters * part + sk.units},
-                             torch::TensorOptions().dtype(torch::kFloat).device(torch::kCUDA, current_device()));
-      sk.partials = scratch.data_ptr<float>();
-      sk.arrivals = reinterpret_cast<int*>(sk.partials + 2 * clusters * part);
-      if (sk.units > 0) {
-        C10_CUDA_CHECK(cudaMemsetAsync(sk.arrivals, 0, sk.units * sizeof(int), at::cuda::getCurrentCUDAStream()));
-      }
-    }
+    clusters = std::min<int64_t>(units, max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
   }
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));
@@ -961,7 +784,7 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
   config.attrs = &cluster;
   config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi, sk,
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi,
                                     static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)));
   LAUNCH_CHECK();
 }
