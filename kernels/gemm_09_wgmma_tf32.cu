@@ -50,16 +50,18 @@
 // wave and a bit: 256 tiles on 132 SMs), 60-75% at 32768 x 4096 x 1024 (K = 1024 is only 32 k tiles,
 // so the prologue and the epilogue, not overlapped with another tile's main loop, weigh more).
 // What cuBLAS runs instead (its kernel names, torch.profiler): at 1024 x 8192 x 8192 this rung's
-// own shape of work, a 128 x 256 x 32 tile for two consumer warp groups, "segment_k_off"; at
-// 32768 x 4096 x 1024 a 128 x 128 x 32 tile for one warp group, "segment_k_on", after a memset
-// (by the name and the memset, K cut into segments that blocks share, as in stream-K). Clusters
-// with TMA multicast, a persistent schedule and an epilogue through shared memory and TMA stores
-// are in common/gemm_wgmma.cuh behind build flags; measured, none made this kernel faster
-// (clusters of 2: 2-10% slower, the staged epilogue 5-8% slower at K = 8192;
-// experiments/wgmma_schedule/README.md). The tensor cores alone, rung 9's k tile and nothing else
-// (wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit: 0.63 us per k tile at 1680 MHz.
-// Rung 9 and cuBLAS, which also move their operands, hold only 1365-1455 MHz at the same power; in
-// a burst rung 9's main loop takes 0.67 us. Power, not the instruction stream, sets the ceiling.
+// own shape of work, a 128 x 256 x 32 tile for two consumer warp groups, "segment_k_off"; at 32768
+// x 4096 x 1024 a 128 x 128 x 32 tile for one warp group, "segment_k_on", after a memset (by the
+// name and the memset, K cut into segments that blocks share, as in stream-K). The schedule is
+// persistent: one block per SM loops over tiles (common/gemm_wgmma.cuh), 4% faster than one tile
+// per block at K = 1024 and level at K = 8192, timed in turn. Clusters with TMA multicast, an
+// epilogue through shared memory and TMA stores, ping-pong warp groups and stream-K were measured
+// too and made this kernel slower (clusters of 2: 2-10%, the staged epilogue 5-8% at K = 8192,
+// stream-K 2.8x at K = 8192; experiments/wgmma_schedule/README.md). The tensor cores alone, rung
+// 9's k tile and nothing else (wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
+// 0.63 us per k tile at 1680 MHz. Rung 9 and cuBLAS, which also move their operands, hold only
+// 1365-1455 MHz at the same power; in a burst rung 9's main loop takes 0.67 us. Power, not the
+// instruction stream, sets the ceiling.
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"

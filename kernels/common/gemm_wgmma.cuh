@@ -35,17 +35,19 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-// The schedule. Two that CUTLASS's Hopper GEMMs use are here, for measuring: CLUSTER = 2 blocks stacked in M share
+// The schedule. Two that CUTLASS's Hopper GEMMs use are here: CLUSTER = 2 blocks stacked in M share
 // the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
-// the producer loads the next tile's first stages while the consumers finish the last one. In this
-// kernel neither beat one tile per block, the default: clusters were 2-10% slower (1.5x before
-// hopper.cuh's mbar_arrive_cluster lost its release at cluster scope), persistent blocks within the
-// noise or slower (experiments/wgmma_schedule/README.md). -D flags select them.
+// the producer loads the next tile's first stages while the consumers finish the last one. -D flags
+// select them. PERSISTENT is the default: with every contender timed in turn (utils.bench
+// .time_interleaved) it was 4% faster than one tile per block at 32768 x 4096 x 1024 and level at
+// 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours whoever runs
+// first after a pause). Clusters of 2 are for measuring: 2-10% slower (1.5x before hopper.cuh's
+// mbar_arrive_cluster lost its release at cluster scope). experiments/wgmma_schedule/README.md.
 #ifndef GEMM_WGMMA_CLUSTER
 #define GEMM_WGMMA_CLUSTER 1
 #endif
 #ifndef GEMM_WGMMA_PERSISTENT
-#define GEMM_WGMMA_PERSISTENT 0
+#define GEMM_WGMMA_PERSISTENT 1
 #endif
 // PINGPONG (a third schedule, for measuring, -DGEMM_WGMMA_PINGPONG=1 makes rung 9's Tf32Config use
 // it): persistent blocks whose two consumer warp groups each compute a whole 128 x 128 tile, taking
