@@ -237,8 +237,10 @@ def test_compare_runs_contenders_side_by_side(capsys):
                          cost=bench.gemm_cost(2048, 2048, 2048), reps=10)
     assert [r["contender"] for r in rows] == ["eager", "twice"]
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] < 1.0
+    assert capsys.readouterr().out.count("ms  (p20") == 2  # one line per contender, as it is timed
     rows = bench.compare({"eager": lambda: a @ b, "twice": lambda: (a @ b, a @ b)}, reps=10, interleave=True)
     assert [r["contender"] for r in rows] == ["eager", "twice"]
     assert rows[0]["speedup"] == 1.0 and 0.3 < rows[1]["speedup"] < 0.8
     assert all(r["flag"] == "" for r in rows)
-    assert capsys.readouterr().out.count("ms  (p20") == 2
+    out = capsys.readouterr().out
+    assert "2 contenders, timed in turn (10 reps each)" in out and out.count("ms  (p20") == 2
