@@ -156,6 +156,26 @@ def test_every_element_is_within_the_tier_on_5_seeds(name, shape, tier, sm90):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("tier", TIERS)
+@pytest.mark.parametrize("export", MODELS + ["linear_group_norm_min_bias_atomic"])
+def test_persistent_blocks_that_take_several_tiles(export, tier, sm90):
+    """More output tiles than the GPU has SMs: each persistent block loops over two tiles or more, so
+    its stages' barriers go on changing phase from one tile to the next, and its per-column parameters
+    and partial row minima are those of each new tile, at both tiles' widths."""
+    allow_tf32, tol = TIERS[tier]
+    M, K, C, G = 1300, 68, 4096, 128
+    fewest_tiles = -(-M // 128) * -(-C // 256)  # BN = 256, the wider of the kernel's tiles
+    assert fewest_tiles > torch.cuda.get_device_properties(sm90).multi_processor_count
+    name = export.removesuffix("_atomic")  # the atomic fold of 75's row minimum takes 75's arguments
+    args = _args(name, M, K, C, G, sm90, seed=2)
+    ref = _model_math(name, _double(args)).float()
+    with precision.tf32(allow_tf32):
+        out = poisoned(getattr(build.load_kernel(KERNEL), export), *args)
+    assert torch.allclose(out, ref, atol=tol, rtol=tol), \
+        f"max diff {(out - ref).abs().max():.2e}, {int(out.isnan().sum())} NaN"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tier", TIERS)
 def test_both_row_minimum_folds_agree_bitwise(tier, sm90):
     k = build.load_kernel(KERNEL)
     args = _args("linear_group_norm_min_bias", 300, 260, 400, 25, sm90, seed=1)

@@ -36,6 +36,7 @@ SHAPES = [
     (130, 257, 1028, "w"),
     (1, 8192, 8192, None),   # one row
     (1000, 1000, 1000, None),
+    (1300, 4100, 68, None),  # 11 x 17 tiles of 128 x 256, more than an H100's 132 SMs: persistent blocks loop
 ]
 FULL = [(1024, 8192, 8192), (32768, 4096, 1024)]  # problems 94, 75, 62; problem 37
 
