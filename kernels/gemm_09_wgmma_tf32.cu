@@ -53,7 +53,7 @@
 // own shape of work, a 128 x 256 x 32 tile for two consumer warp groups, "segment_k_off"; at 32768
 // x 4096 x 1024 a 128 x 128 x 32 tile for one warp group, "segment_k_on", after a memset (by the
 // name and the memset, K cut into segments that blocks share, as in stream-K). The schedule is
-// persistent: one block per SM loops over tiles (common/gemm_wgmma.cuh), 4% faster than one tile
+// persistent: one block per SM loops over tiles (common/gemm_wgmma.cuh), 5% faster than one tile
 // per block at K = 1024 and level at K = 8192, timed in turn. Clusters with TMA multicast, an
 // epilogue through shared memory and TMA stores, ping-pong warp groups and stream-K were measured
 // too and made this kernel slower (clusters of 2: 2-10%, the staged epilogue 5-8% at K = 8192,

@@ -39,7 +39,7 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 // the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
 // the producer loads the next tile's first stages while the consumers finish the last one. -D flags
 // select them. PERSISTENT is the default: with every contender timed in turn (utils.bench
-// .time_interleaved) it was 4% faster than one tile per block at 32768 x 4096 x 1024 and level at
+// .time_interleaved) it was 5% faster than one tile per block at 32768 x 4096 x 1024 and level at
 // 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours whoever runs
 // first after a pause). Clusters of 2 are for measuring: 2-10% slower (1.5x before hopper.cuh's
 // mbar_arrive_cluster lost its release at cluster scope). experiments/wgmma_schedule/README.md.
