@@ -116,29 +116,45 @@ def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: s
     every call instead (KernelBench's per-trial protocol): the GPU then sits idle while the CPU
     launches the next call, so its launch cost lands inside the events too ("per call").
     """
-    if l2 not in L2_STATES:
-        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
+    _check_timing_args(l2, reps)
     _require_gpu("time_ms")
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1, got {reps}")
     flush = _l2_flush(l2)
     for _ in range(warmup):
         fn()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    events = _event_pairs(reps)
     torch.cuda.synchronize()
-    for start, end in zip(starts, ends):
-        if flush is not None:
-            flush()
-            if sync_each:
-                torch.cuda.synchronize()  # the flush done before the call starts, as KernelBench clears its L2
-        start.record()
-        fn()
-        end.record()
+    for start, end in events:
+        _timed_call(fn, start, end, flush, sync_each)
+    torch.cuda.synchronize()
+    return _timing_of(events)
+
+
+def _check_timing_args(l2: str, reps: int) -> None:
+    if l2 not in L2_STATES:
+        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be >= 1, got {reps}")
+
+
+def _event_pairs(reps: int) -> list:
+    return [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+
+
+def _timed_call(fn: Callable[[], object], start, end, flush, sync_each: bool) -> None:
+    """One timed call: the L2 flushed first (outside the events), fn() between the two events."""
+    if flush is not None:
+        flush()
         if sync_each:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
-    return Timing.from_times([s.elapsed_time(e) for s, e in zip(starts, ends)])
+            torch.cuda.synchronize()  # the flush done before the call starts, as KernelBench clears its L2
+    start.record()
+    fn()
+    end.record()
+    if sync_each:
+        torch.cuda.synchronize()
+
+
+def _timing_of(events: list) -> Timing:
+    return Timing.from_times([start.elapsed_time(end) for start, end in events])
 
 
 def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, warmup: int = 10, l2: str = "clean",
@@ -154,10 +170,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, wa
     and 0.81-0.84 ms timed after the others, and the spread of a kernel between runs followed where
     it stood in the order (experiments/wgmma_schedule/variance_probe.py).
     """
-    if l2 not in L2_STATES:
-        raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
-    if reps < 1:
-        raise ValueError(f"reps must be >= 1, got {reps}")
+    _check_timing_args(l2, reps)
     if not fns:
         raise ValueError("no contenders to time")
     _require_gpu("time_interleaved")
@@ -170,22 +183,12 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, wa
             fns[name]()
         torch.cuda.synchronize()  # the wall clock then counts device time
         rounds += 1
-    events = {name: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
-              for name in names}
+    events = {name: _event_pairs(reps) for name in names}
     for rep in range(reps):
         for name in names[rep % len(names):] + names[:rep % len(names)]:
-            start, end = events[name][rep]
-            if flush is not None:
-                flush()
-                if sync_each:
-                    torch.cuda.synchronize()
-            start.record()
-            fns[name]()
-            end.record()
-            if sync_each:
-                torch.cuda.synchronize()
+            _timed_call(fns[name], *events[name][rep], flush, sync_each)
     torch.cuda.synchronize()
-    return {name: Timing.from_times([s.elapsed_time(e) for s, e in events[name]]) for name in names}
+    return {name: _timing_of(events[name]) for name in names}
 
 
 # --------------------------------------------------------------------------- counts
@@ -372,6 +375,9 @@ def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = 
         raise ValueError(f"baseline {baseline!r} is not a contender; contenders: {list(contenders)} "
                          "(pass baseline=<one of them>, or None for no speedup column)")
     tf32_allowed = precision.tf32_allowed()
+    def summary(t: Timing) -> str:
+        return f"{t.median:9.3f} ms  (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={t.n})"
+
     timings = {}
     if interleave:
         if progress:
@@ -379,13 +385,14 @@ def compare(contenders: dict[str, Callable[[], object]], *, cost: Cost | None = 
         timings = time_interleaved(contenders, reps=reps, l2=l2, sync_each=sync_each)
         if progress:
             for name, t in timings.items():
-                print(f"  {name:<32} {t.median:9.3f} ms  (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={t.n})", flush=True)
-    for i, (name, fn) in enumerate(contenders.items() if not interleave else [], 1):
-        if progress:  # printed before timing: a first call may compile for minutes (max-autotune)
-            print(f"  [{i}/{len(contenders)}] {name:<28}", end="", flush=True)
-        timings[name] = t = time_ms(fn, reps=reps, l2=l2, sync_each=sync_each)
-        if progress:
-            print(f" {t.median:9.3f} ms  (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={t.n})", flush=True)
+                print(f"  {name:<32} {summary(t)}", flush=True)
+    else:
+        for i, (name, fn) in enumerate(contenders.items(), 1):
+            if progress:  # printed before timing: a first call may compile for minutes (max-autotune)
+                print(f"  [{i}/{len(contenders)}] {name:<28}", end="", flush=True)
+            timings[name] = t = time_ms(fn, reps=reps, l2=l2, sync_each=sync_each)
+            if progress:
+                print(f" {summary(t)}", flush=True)
     baseline_ms = timings[baseline].median if baseline is not None else None
     return [make_row(name, t, baseline_ms=baseline_ms, cost=cost, ceilings=ceilings, tf32_allowed=tf32_allowed)
             for name, t in timings.items()]

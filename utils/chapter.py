@@ -118,8 +118,8 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
     torch.compile (both modes of COMPILE_MODES), ours and ours under torch.compile(fullgraph=True),
     each checked against eager at the tier of that TF32 setting before it is timed, then all
     timed in turn (bench.compare with interleave: rep by rep, so that every contender meets the
-    GPU's clock under sustained work) in both PROTOCOLS. Rows are bench.compare() rows plus problem, protocol,
-    compile_s and max_abs_vs_eager (kind "solutions" of utils.results)."""
+    GPU's clock under sustained work) in both PROTOCOLS. Rows are bench.compare() rows plus
+    problem, protocol, compile_s and max_abs_vs_eager (kind "solutions" of utils.results)."""
     rows = []
     for pid in pids:
         p = get_problem(pid)

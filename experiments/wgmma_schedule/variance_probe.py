@@ -3,9 +3,9 @@ next (study runs 1-7), while cuBLAS TF32 stays within 0.72-0.74 ms?
 
 Each trial allocates fresh operands behind a spacer of a different size, so x, w and the output land
 at other addresses, and times three rounds, each contender one after another: cuBLAS TF32, rung 9
-(one tile per block, then the default), rung 9 persistent. If the spread is between trials and not within them, where
-the buffers sit decides it; if it is within a trial, it is the device's state (the clock) at the time.
-nvidia-smi reads the SM clock after each trial.
+(one tile per block, then the default), rung 9 persistent. If the spread is between trials and not
+within them, where the buffers sit decides it; if it is within a trial, it is the device's state
+(the clock) at the time. nvidia-smi reads the SM clock after each trial.
 
     python -m experiments.wgmma_schedule.variance_probe [--trials 6] [--reps 30]
 
