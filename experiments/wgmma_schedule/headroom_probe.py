@@ -1,0 +1,122 @@
+"""How much could rung 9 still gain, and where? Two ceilings measured, and 62's gap taken apart.
+
+For 1.1x torch.compile on 62 with TF32 allowed, our whole model has to be about 3.5% faster than
+cuBLAS's TF32 GEMM alone (README.md, "Where that leaves the TF32 target"). Rung 9 runs cuBLAS's
+tile (128 x 256, two consumer warp groups), so whatever it gains must come from what surrounds
+the main loop. Two candidates, each measured as a ceiling:
+
+  partial last wave   1024 x 8192 x 8192 is 256 tiles on 132 SMs: 124 SMs compute two tiles and
+                      8 one, so 3% of the second wave idles (32768 x 4096 x 1024: 4096 tiles, 32
+                      waves, the last holding 4). The same GEMM with N = 8448 (264 tiles) or
+                      M = 33792 (4224 tiles) fills every wave exactly. Its time scaled down by the
+                      work (256/264, 4096/4224) is what perfect balance would give: the ceiling of
+                      any split of the last wave (stream-K and its kin).
+  the epilogue        a patched copy of kernels/ (as cluster_probe.py makes them) whose
+                      DirectWriter stores only an element equal to a NaN bit pattern no sum makes:
+                      every accumulator is still computed and compared, nothing is written. Its
+                      time is the ceiling of hiding the epilogue's stores behind the next tile's
+                      main loop (ping-pong, or a staged store that does not wait).
+
+And 62 taken apart in the same run: torch.compile (default mode) beside cuBLAS's TF32 `linear`
+alone (what compile's GEMM is), our whole model, and our whole model with the patched writer.
+
+Every contender is timed in turn (utils.bench.time_interleaved). The default builds are checked
+first: rung 9 against float64 at every shape timed, our 62 against eager at the TF32 tier. The
+patched build writes nothing and is not checked.
+
+    python -m experiments.wgmma_schedule.headroom_probe [--reps 30]
+
+Writes $OUT/o/headroom_probe.json and prints a table.
+"""
+import argparse
+import json
+import os
+import time
+
+from pathlib import Path
+
+import torch
+
+from experiments.wgmma_schedule.cluster_probe import patched_kernels
+from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
+from utils import build, chapter, ladder, precision
+from utils.problems import get_problem
+from utils.tensor_core_chapter import linear_and_rest
+
+RUNG, MODEL = "gemm_09_wgmma_tf32", "fused_gemm_groupnorm"
+# (M, N, K, tiles of the shape as the notebook times it): each full size and its shape with whole waves
+SHAPES = [(1024, 8192, 8192, 256), (1024, 8448, 8192, 264), (32768, 4096, 1024, 4096), (33792, 4096, 1024, 4224)]
+NO_STORES = [("    if (m >= M) {\n      return;\n    }\n",
+              "    if (m >= M || __float_as_uint(v0) != 0x7fc0dead) {  // headroom_probe: no sum is this NaN\n"
+              "      return;\n    }\n")]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/headroom_probe"))
+    a = ap.parse_args()
+    out_dir = output_dir()
+    chapter.quiet_inductor()
+    t0 = time.time()
+    no_stores = patched_kernels("no_stores", NO_STORES, a.work)
+    mods = build.load_kernels({(k, v): build.Variant(k, kernels_dir=no_stores if v else None)
+                               for k in (RUNG, MODEL) for v in (False, True)})
+    print(f"built {len(mods)} modules in {time.time() - t0:.0f} s", flush=True)
+    res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps,
+           "gemm": {}, "model_62": {}}
+
+    for M, N, K, tiles in SHAPES:
+        x, w = ladder.operands(M, N, K, seed=0)
+        with precision.tf32(True), torch.no_grad():
+            ok, detail = ladder.verify(mods[(RUNG, False)].gemm, x, w, "tf32")
+            print(f"{M}x{N}x{K}: rung 9 check {'passed' if ok else 'FAILED'} ({detail})", flush=True)
+            if not ok:
+                raise SystemExit(1)
+            ms = timed({"cuBLAS TF32": lambda: torch.mm(x, w.t()), "rung 9": lambda: mods[(RUNG, False)].gemm(x, w),
+                        "rung 9, no stores": lambda: mods[(RUNG, True)].gemm(x, w)}, a.reps)
+        res["gemm"][f"{M}x{N}x{K}"] = {"tiles": tiles, "check": detail, "ms": ms}
+        print("   ", {n: round(v, 4) for n, v in ms.items()}, flush=True)
+        del x, w
+        torch.cuda.empty_cache()
+
+    p = get_problem(62)
+    ref = p.make_model("full", seed=0).cuda().eval()
+    (x,) = [t.cuda() for t in p.get_inputs("full", generator=torch.Generator().manual_seed(1))]
+    lin, rest = linear_and_rest(62, ref)
+    with precision.tf32(True), torch.no_grad():
+        want = ref(x)
+        ours = lambda v: (lambda: getattr(mods[(MODEL, v)], FUSED[62])(x, lin.weight, lin.bias, *rest))
+        got = ours(False)()
+        err = (got - want).abs().max().item()
+        ok = torch.allclose(got, want, atol=1e-2, rtol=1e-2)
+        print(f"62: ours against eager at the TF32 tier {'passed' if ok else 'FAILED'} (max abs err {err:.1e})")
+        if not ok:
+            raise SystemExit(1)
+        compiled = torch.compile(ref)
+        compiled(x)
+        ms = timed({"torch.compile": lambda: compiled(x),
+                    "cuBLAS TF32 linear alone": lambda: torch.nn.functional.linear(x, lin.weight, lin.bias),
+                    "ours": ours(False), "ours, no stores": ours(True)}, a.reps)
+    res["model_62"] = {"max_abs_err_tf32": err, "ms": ms}
+    print("62:", {n: round(v, 4) for n, v in ms.items()}, flush=True)
+    json.dump(res, open(os.path.join(out_dir, "headroom_probe.json"), "w"), indent=1)
+
+    print("\nrung 9, % of cuBLAS TF32 (ms):")
+    for shape, r in res["gemm"].items():
+        ms = r["ms"]
+        print(f"  {shape:18s} tiles {r['tiles']:5d}  cuBLAS {ms['cuBLAS TF32']:.4f}  " +
+              "  ".join(f"{n} {ms[n]:.4f} ({100 * ms['cuBLAS TF32'] / ms[n]:.1f}%)" for n in ("rung 9", "rung 9, no stores")))
+    for (full, whole) in ((SHAPES[0], SHAPES[1]), (SHAPES[2], SHAPES[3])):
+        f, wh = (res["gemm"][f"{s[0]}x{s[1]}x{s[2]}"] for s in (full, whole))
+        for n in ("cuBLAS TF32", "rung 9"):
+            ideal = wh["ms"][n] * f["tiles"] / wh["tiles"]
+            print(f"  {full[0]}x{full[1]}x{full[2]} {n}: {f['ms'][n]:.4f} ms; balanced waves would take "
+                  f"{ideal:.4f} ms ({100 * (1 - ideal / f['ms'][n]):.1f}% less)")
+    ms = res["model_62"]["ms"]
+    print("62, TF32: " + "  ".join(f"{n} {v:.4f} ms ({ms['torch.compile'] / v:.3f}x compile)" for n, v in ms.items()))
+    print(f"total {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
