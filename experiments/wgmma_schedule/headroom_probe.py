@@ -1,8 +1,8 @@
 """How much could rung 9 still gain, and where? Two ceilings measured, and 62's gap taken apart.
 
-For 1.1x torch.compile on 62 with TF32 allowed, our whole model has to be about 3.5% faster than
-cuBLAS's TF32 GEMM alone (README.md, "Where that leaves the TF32 target"). Rung 9 runs cuBLAS's
-tile (128 x 256, two consumer warp groups), so whatever it gains must come from what surrounds
+For 1.1x torch.compile on 62 with TF32 allowed, our whole model, GroupNorm inside, has to beat what
+rung 9's plain GEMM took in notebook 08's run by about 3% (README.md, "Where that leaves the TF32
+target"). Rung 9 runs cuBLAS's tile (128 x 256, two consumer warp groups), so whatever it gains must come from what surrounds
 the main loop. Two candidates, each measured as a ceiling:
 
   partial last wave   1024 x 8192 x 8192 is 256 tiles on 132 SMs: 124 SMs compute two tiles and
@@ -17,14 +17,21 @@ the main loop. Two candidates, each measured as a ceiling:
                       time is the ceiling of hiding the epilogue's stores behind the next tile's
                       main loop (ping-pong, or a staged store that does not wait).
 
+Two more patched builds (PATCHES) measure what such a change would cost or offer: the DirectWriter's
+stores marked streaming (evict first), and a TMA ring of 3 stages instead of 4, which frees the
+48 KB a staging buffer for the epilogue would take from the ring.
+
 And 62 taken apart in the same run: torch.compile (default mode) beside cuBLAS's TF32 `linear`
-alone (what compile's GEMM is), our whole model, and our whole model with the patched writer.
+alone (what compile's GEMM is), rung 9 alone (no bias, no tail), and our whole model in each build.
 
-Every contender is timed in turn (utils.bench.time_interleaved). The default builds are checked
-first: rung 9 against float64 at every shape timed, our 62 against eager at the TF32 tier. The
-patched build writes nothing and is not checked.
+Every contender is timed in turn (utils.bench.time_interleaved). Every build that stores is checked
+first: rung 9 against float64 at every shape timed, our 62 against eager at the TF32 tier. The build
+that writes nothing cannot be checked.
 
-    python -m experiments.wgmma_schedule.headroom_probe [--reps 30]
+    python -m experiments.wgmma_schedule.headroom_probe [--reps 30] [--variants "no stores" ...] [--whole-waves]
+
+Run 1 (commit 5b08ac6, the "no stores" build only, with --whole-waves' shapes) and run 2 (7bc87ba,
+every build, the full sizes): README.md, "Headroom".
 
 Writes $OUT/o/headroom_probe.json and prints a table.
 """
