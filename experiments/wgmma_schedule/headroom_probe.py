@@ -69,6 +69,43 @@ PATCHES = {
 }
 
 
+def problem_62():
+    """Problem 62's reference model at full size (seed 0), its input (seed 1), its nn.Linear and the
+    arguments that follow the weight and bias in our whole-model op."""
+    ref = get_problem(62).make_model("full", seed=0).cuda().eval()
+    (x,) = [t.cuda() for t in get_problem(62).get_inputs("full", generator=torch.Generator().manual_seed(1))]
+    return (ref, x, *linear_and_rest(62, ref))
+
+
+def against_compile(ref, x, ours: dict, extra: dict, reps: int, unchecked=frozenset()) -> dict:
+    """Each of `ours` (name: call) but `unchecked` checked against eager at the TF32 tier (SystemExit if
+    one fails), then all of them, `extra` and torch.compile (default mode) timed in turn. Call with
+    TF32 on. {"max_abs_err_tf32": {name: err}, "ms": {name: median}}."""
+    want = ref(x)
+    errs = {}
+    for n, f in ours.items():
+        if n in unchecked:
+            continue
+        got = f()
+        errs[n] = (got - want).abs().max().item()
+        ok = torch.allclose(got, want, atol=1e-2, rtol=1e-2)
+        print(f"62, {n}: against eager at the TF32 tier {'passed' if ok else 'FAILED'} (max abs err {errs[n]:.1e})",
+              flush=True)
+        if not ok:
+            raise SystemExit(1)
+    compiled = torch.compile(ref)
+    compiled(x)
+    ms = timed({"torch.compile": lambda: compiled(x), **extra, **ours}, reps)
+    print("62:", {n: round(v, 4) for n, v in ms.items()}, flush=True)
+    return {"max_abs_err_tf32": errs, "ms": ms}
+
+
+def print_against_compile(ms: dict) -> None:
+    print("62, TF32, x torch.compile:")
+    for n, v in ms.items():
+        print(f"      {n:32s} {v:.4f} ms  {ms['torch.compile'] / v:.3f}x")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
@@ -102,28 +139,13 @@ def main():
         del x, w
         torch.cuda.empty_cache()
 
-    p = get_problem(62)
-    ref = p.make_model("full", seed=0).cuda().eval()
-    (x,) = [t.cuda() for t in p.get_inputs("full", generator=torch.Generator().manual_seed(1))]
-    lin, rest = linear_and_rest(62, ref)
+    ref, x, lin, rest = problem_62()
     with precision.tf32(True), torch.no_grad():
-        want = ref(x)
-        ours = {v: (lambda m=mods[(MODEL, v)]: getattr(m, FUSED[62])(x, lin.weight, lin.bias, *rest)) for v in dirs}
-        errs = {v: (ours[v]() - want).abs().max().item() for v in checked}
-        for v in checked:
-            ok = torch.allclose(ours[v](), want, atol=1e-2, rtol=1e-2)
-            print(f"62, ours, {v}: against eager at the TF32 tier {'passed' if ok else 'FAILED'} "
-                  f"(max abs err {errs[v]:.1e})", flush=True)
-            if not ok:
-                raise SystemExit(1)
-        compiled = torch.compile(ref)
-        compiled(x)
-        c = {"torch.compile": lambda: compiled(x),
-             "cuBLAS TF32 linear alone": lambda: torch.nn.functional.linear(x, lin.weight, lin.bias),
-             "rung 9 alone": lambda: mods[(RUNG, "default")].gemm(x, lin.weight)}
-        ms = timed(c | {f"ours, {v}": f for v, f in ours.items()}, a.reps)
-    res["model_62"] = {"max_abs_err_tf32": errs, "ms": ms}
-    print("62:", {n: round(v, 4) for n, v in ms.items()}, flush=True)
+        ours = {f"ours, {v}": (lambda m=mods[(MODEL, v)]: getattr(m, FUSED[62])(x, lin.weight, lin.bias, *rest))
+                for v in dirs}
+        extra = {"cuBLAS TF32 linear alone": lambda: torch.nn.functional.linear(x, lin.weight, lin.bias),
+                 "rung 9 alone": lambda: mods[(RUNG, "default")].gemm(x, lin.weight)}
+        res["model_62"] = against_compile(ref, x, ours, extra, a.reps, unchecked={"ours, no stores"})
     json.dump(res, open(os.path.join(out_dir, "headroom_probe.json"), "w"), indent=1)
 
     print("\nrung 9, % of cuBLAS TF32 (ms):")
@@ -141,10 +163,7 @@ def main():
             ideal = wh["ms"][n] * f["tiles"] / wh["tiles"]
             print(f"  {full[0]}x{full[1]}x{full[2]} {n}: {f['ms'][n]:.4f} ms; scaled from whole waves "
                   f"{ideal:.4f} ms ({100 * (ideal / f['ms'][n] - 1):+.1f}%)")
-    ms = res["model_62"]["ms"]
-    print("62, TF32, x torch.compile:")
-    for n, v in ms.items():
-        print(f"      {n:28s} {v:.4f} ms  {ms['torch.compile'] / v:.3f}x")
+    print_against_compile(res["model_62"]["ms"])
     print(f"total {time.time() - t0:.0f} s")
 
 

@@ -28,12 +28,12 @@ import time
 
 import torch
 
+from experiments.wgmma_schedule.headroom_probe import against_compile, print_against_compile, problem_62
 from experiments.wgmma_schedule.peak_probe import sampled
 from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, chapter, ladder, precision
-from utils.problems import get_problem
-from utils.tensor_core_chapter import linear_and_rest, to_tf32
+from utils.tensor_core_chapter import to_tf32
 
 RUNG, MODEL = "gemm_09_wgmma_tf32", "fused_gemm_groupnorm"
 
@@ -83,28 +83,13 @@ def main():
         del x, w, xr, wr, operands
         torch.cuda.empty_cache()
 
-    p = get_problem(62)
-    ref = p.make_model("full", seed=0).cuda().eval()
-    (x,) = [t.cuda() for t in p.get_inputs("full", generator=torch.Generator().manual_seed(1))]
-    lin, rest = linear_and_rest(62, ref)
+    ref, x, lin, rest = problem_62()
     wr = to_tf32(lin.weight.detach())
     fused = getattr(mods[MODEL], FUSED[62])
     with precision.tf32(True), torch.no_grad():
-        want = ref(x)
         ours = {"ours, raw weight": lambda: fused(x, lin.weight, lin.bias, *rest),
                 "ours, weight rounded": lambda: fused(x, wr, lin.bias, *rest)}
-        errs = {}
-        for n, f in ours.items():
-            got = f()
-            errs[n] = (got - want).abs().max().item()
-            ok = torch.allclose(got, want, atol=1e-2, rtol=1e-2)
-            print(f"62, {n}: against eager at the TF32 tier {'passed' if ok else 'FAILED'} (max abs err {errs[n]:.1e})")
-            if not ok:
-                raise SystemExit(1)
-        compiled = torch.compile(ref)
-        compiled(x)
-        ms = timed({"torch.compile": lambda: compiled(x), **ours}, a.reps)
-    res["model_62"] = {"max_abs_err_tf32": errs, "ms": ms}
+        res["model_62"] = against_compile(ref, x, ours, {}, a.reps)
     json.dump(res, open(os.path.join(out_dir, "rounded_operands_probe.json"), "w"), indent=1)
 
     print("\nms (x cuBLAS TF32 on the raw operands):")
@@ -117,10 +102,7 @@ def main():
     print("sustained (1024 x 8192 x 8192):")
     for n, s in res["sustained"].items():
         print(f"      {n:32s} {s['ms_per_call']:.4f} ms/call  {s['sm_clock_mhz']} MHz  {s['power_w']} W")
-    ms = res["model_62"]["ms"]
-    print("62, TF32, x torch.compile:")
-    for n, v in ms.items():
-        print(f"      {n:32s} {v:.4f} ms  {ms['torch.compile'] / v:.3f}x")
+    print_against_compile(res["model_62"]["ms"])
     print(f"total {time.time() - t0:.0f} s")
 
 
