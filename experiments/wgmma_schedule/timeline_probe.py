@@ -53,9 +53,10 @@ PATCHES = [
      "  const int wg = threadIdx.x / 128;\n"
      "  const unsigned long long t_entry = probe_timer();\n"
      "  unsigned long long t_first = 0, t_loop = 0;\n"),
-    ("        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);\n",
+    ("        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);\n        const uint64_t a_big",
      "        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);\n"
-     "        if (kt == 0 && threadIdx.x == 128) t_first = probe_timer();\n"),
+     "        if (kt == 0 && threadIdx.x == 128) t_first = probe_timer();\n"
+     "        const uint64_t a_big"),
     ("      release((it - 1) % C::STAGES);  // the tile's last stage",
      "      if (threadIdx.x == 128) t_loop = probe_timer();\n"
      "      release((it - 1) % C::STAGES);  // the tile's last stage"),
