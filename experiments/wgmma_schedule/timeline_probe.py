@@ -10,7 +10,9 @@ A patched copy of kernels/ (as cluster_probe.py makes them) stamps %globaltimer 
 of every block: its entry, the consumers' first full stage, the end of the main loop (the last
 wgmma done) and the end of the epilogue (all consumer threads past a barrier), with the SM it
 ran on. The stamps cost a barrier and a few stores per block; the probe build is timed beside the
-default build to show what that changes.
+unpatched build to show what that changes. Both are built with one tile per block
+(-DGEMM_WGMMA_PERSISTENT=0), the schedule its runs had, since a persistent block would overwrite
+its row of stamps at every tile.
 
     python -m experiments.wgmma_schedule.timeline_probe [--calls 5]
 
@@ -36,6 +38,10 @@ from utils import build, ladder, precision
 RUNG = "gemm_09_wgmma_tf32"
 STAMPS = 5  # per block: SM, entry, first full stage, main loop done, epilogue done
 CAPACITY = 8192  # blocks
+# The stamps are per block, one row each: the schedule the probe was written for and ran with, one
+# tile per block. Persistent blocks (the default since 37bb4a1) would overwrite a block's row at
+# every tile.
+ONE_TILE_PER_BLOCK = ("-DGEMM_WGMMA_PERSISTENT=0",)
 
 TIMER = """#include "common/tensor_core.cuh"
 
@@ -124,8 +130,8 @@ def main():
     a = ap.parse_args()
     out_dir = output_dir()
     t0 = time.time()
-    mods = build.load_kernels({"default": build.Variant(RUNG),
-                               "timeline": build.Variant(RUNG, kernels_dir=probe_kernels(a.work))})
+    mods = build.load_kernels({"default": build.Variant(RUNG, ONE_TILE_PER_BLOCK),
+                               "timeline": build.Variant(RUNG, ONE_TILE_PER_BLOCK, kernels_dir=probe_kernels(a.work))})
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shapes": {}}
     for M, N, K in FULL:
