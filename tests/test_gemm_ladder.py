@@ -118,6 +118,14 @@ def test_rung_rejects_bad_input(name, cuda):
             gemm(*bad)
 
 
+def test_verify_checks_against_a_reference_given_in_place_of_x_at_w():
+    x, w = torch.rand(5, 7, dtype=torch.float32), torch.rand(3, 7, dtype=torch.float32)
+    exact = F.linear(x.double(), w.double())
+    assert ladder.verify(F.linear, x, w, reference=exact)[0]
+    ok, detail = ladder.verify(F.linear, x, w, reference=exact + 1.0)  # another product: every element off
+    assert not ok and "15 of 15 elements off" in detail
+
+
 def test_rung_7_defaults_are_the_best_recorded_tuning():
     """The BK and STAGES that common/gemm_pipelined.cuh defaults to won the latest recorded sweep
     (python -m utils.ladder --tune) on an H100, or on whichever GPU recorded one."""

@@ -113,11 +113,14 @@ def operands(M: int, N: int, K: int, *, seed: int = 0, device: str = "cuda") -> 
     return x.to(device), w.to(device)
 
 
-def verify(fn, x: torch.Tensor, w: torch.Tensor, tier: str = "strict") -> tuple[bool, str]:
+def verify(fn, x: torch.Tensor, w: torch.Tensor, tier: str = "strict", *,
+           reference: torch.Tensor | None = None) -> tuple[bool, str]:
     """fn(x, w) against x @ w.T in float64, every element, at `tier` (a key of utils.check.TIERS);
-    the output is poisoned first (NaN left in the allocator's cache) so an element never written fails."""
+    the output is poisoned first (NaN left in the allocator's cache) so an element never written fails.
+    `reference`, a float64 product computed once, replaces x @ w.T: the exact product of other operands
+    (raw ones, where x and w are rounded copies), or one shared by several checks."""
     tolerance = TIERS[tier]
-    ref = torch.nn.functional.linear(x.double(), w.double())
+    ref = torch.nn.functional.linear(x.double(), w.double()) if reference is None else reference
     torch.full((x.shape[0], w.shape[0]), float("nan"), device=x.device)  # freed at once: a NaN block in the cache
     out = fn(x, w)
     if out.shape != ref.shape or out.dtype != torch.float32:

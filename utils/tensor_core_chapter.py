@@ -1321,10 +1321,10 @@ def measure_fusion(reps: int = 50, *, pids=PIDS, scale: str = "full", device: st
     wrong is timed), then all timed in turn (bench.compare with interleave, utils.bench.time_interleaved: CUDA
     events, a clean L2, medians, rep by rep after a warm-up) in two rounds, the second in the reverse order, each
     contender keeping its better round: in the study before this run (experiments/fused_models/README.md) a
-    contender timed later in a sequence came out a few percent slower, as large as the differences measured here. The model is the reference with its
-    GroupNorm γ, β and biases randomised as the harness does. Entries of kind "whole_model_fusion": compare()
-    rows with "problem", "tier", "max_abs_vs_eager", "median_ms_by_round", "shape" [M, C, K]. (scale, device
-    and compiler are there for the tests, which run it on the CPU.)"""
+    contender timed later in a sequence came out a few percent slower, as large as the differences measured
+    here. The model is the reference with its GroupNorm γ, β and biases randomised as the harness does. Entries
+    of kind "whole_model_fusion": compare() rows with "problem", "tier", "max_abs_vs_eager", "median_ms_by_round",
+    "shape" [M, C, K]. (scale, device and compiler are there for the tests, which run it on the CPU.)"""
     from utils import bench, chapter, check, precision
 
     compiler = compiler or torch.compile  # default mode

@@ -51,8 +51,8 @@ from utils.problems import get_problem
 from utils.tensor_core_chapter import linear_and_rest
 
 RUNG, MODEL = "gemm_09_wgmma_tf32", "fused_gemm_groupnorm"
-# (M, N, K, tiles of the shape as the notebook times it): each full size and its shape with whole waves
-SHAPES = [(1024, 8192, 8192, 256), (1024, 8448, 8192, 264), (32768, 4096, 1024, 4096), (33792, 4096, 1024, 4224)]
+# (M, N, K, tiles of 128 x 256): each full size, and the same GEMM grown until every wave is full
+WAVES = [((1024, 8192, 8192, 256), (1024, 8448, 8192, 264)), ((32768, 4096, 1024, 4096), (33792, 4096, 1024, 4224))]
 # Patched builds (each patch must match once in the GEMM's headers): rung 9 and our whole models with
 PATCHES = {
     # the DirectWriter storing nothing (only an element equal to a NaN bit pattern no sum makes)
@@ -123,7 +123,8 @@ def main():
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "reps": a.reps, "variants": list(dirs),
            "gemm": {}, "model_62": {}}
 
-    for M, N, K, tiles in SHAPES if a.whole_waves else SHAPES[::2]:
+    shapes = [shape for pair in WAVES for shape in (pair if a.whole_waves else pair[:1])]
+    for M, N, K, tiles in shapes:
         x, w = ladder.operands(M, N, K, seed=0)
         with precision.tf32(True), torch.no_grad():
             checks = {v: ladder.verify(mods[(RUNG, v)].gemm, x, w, "tf32") for v in checked}
@@ -155,9 +156,7 @@ def main():
         for n in ms:
             if n != "cuBLAS TF32":
                 print(f"      {n:28s} {ms[n]:.4f} ms  {100 * ms['cuBLAS TF32'] / ms[n]:6.1f}%")
-    for full, whole in ((SHAPES[0], SHAPES[1]), (SHAPES[2], SHAPES[3])):
-        if f"{whole[0]}x{whole[1]}x{whole[2]}" not in res["gemm"]:
-            continue
+    for full, whole in WAVES if a.whole_waves else []:
         f, wh = (res["gemm"][f"{s[0]}x{s[1]}x{s[2]}"] for s in (full, whole))
         for n in ("cuBLAS TF32", "rung 9, default"):
             ideal = wh["ms"][n] * f["tiles"] / wh["tiles"]
