@@ -7,11 +7,14 @@
 //   linear_swish_bias_group_norm(x, w, lb, bias, G, gamma, beta, eps)                   problem 37
 //   linear_group_norm_leaky_relu_x2(x, w, lb, G, gamma, beta, eps, slope)               problem 62
 //   linear_group_norm_min_bias(x, w, lb, G, gamma, beta, eps, bias)                     problem 75
-//   (x (M, K) the model's input, w (C, K) and lb (C,) nn.Linear's weight and bias)
+//   (x (M, K) the model's input, w (C, K) and lb (C,) nn.Linear's weight and bias; each also takes
+//   w_residual = None and save_gemm_output = false, and returns (out, the GEMM's output x @ w.T + lb
+//   when save_gemm_output: what the backward starts from, tail_backward.cu))
 //
 // PRECISION: fp32 (the strict tier) at PyTorch's default fp32 setting: the GEMM is rung 10's
-// 3xTF32 with promoted accumulation on pre-split operands, w's split kept between calls while
-// the weight is unchanged (common/weight_splits.cuh). With TF32 allowed
+// 3xTF32 with promoted accumulation, x and w their own big parts and their small parts made on
+// every call (common/tf32_operands.cuh; w's handed in as w_residual when the caller keeps them on
+// purpose: a drop-in's freeze()). With TF32 allowed
 // (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision("high")) the GEMM is
 // rung 9's 1xTF32 (the tf32 tier), as nn.Linear's cuBLAS GEMM would then be. The setting is read
 // on every call.
@@ -56,7 +59,7 @@
 #include "common/gemm_launch.cuh"
 #include "common/gemm_wgmma.cuh"
 #include "common/groupnorm.cuh"
-#include "common/weight_splits.cuh"
+#include "common/tf32_operands.cuh"
 
 namespace fused {
 
@@ -94,12 +97,13 @@ inline torch::Tensor tma_ready(const torch::Tensor& t) {
 // fused kernels' own conditions (fusable).
 struct Operands {
   torch::Tensor x, w;
-  bool keep_split;  // w is the caller's weight itself, not a copy: its split may be kept
+  torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
+  bool save;                 // keep the GEMM's output for the backward
 };
 
 inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
                                   int64_t num_groups, const torch::Tensor& gamma, const torch::Tensor& beta,
-                                  double eps) {
+                                  double eps, const c10::optional<torch::Tensor>& w_residual, bool save) {
   CHECK_CUDA(x);
   CHECK_CUDA(w);
   CHECK_FLOAT(x);
@@ -128,7 +132,8 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   TORCH_CHECK(x.size(1) % 4 == 0, "the fused kernels need K % 4 == 0 (TMA's row stride), got K = ", num(x.size(1)));
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
-  return {tma_ready(x), tma_ready(w), w.is_contiguous() && aligned16(w.data_ptr())};
+  const torch::Tensor wc = tma_ready(w);
+  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save};
 }
 
 // The model's own bias before GroupNorm (94, 37): (C,).
@@ -145,33 +150,45 @@ void run_gemm(const Operands& o, const Epi3& strict, const Epi1& tf32) {
   if (at::globalContext().allowTF32CuBLAS()) {
     gemm_wgmma::run_epilogue<gemm_wgmma::Tf32Config>(o.x, o.w, tf32);
   } else {
-    const torch::Tensor w_parts = weight_split_cache::weight_splits().parts(o.w, o.keep_split);
-    gemm_wgmma::run_presplit_epilogue<gemm_wgmma::PresplitConfig<>>(gemm_wgmma::split_parts(o.x), w_parts, strict);
+    // x and w are their own big parts (common/tf32_operands.cuh); their small parts are made here,
+    // w's unless the caller kept them.
+    const torch::Tensor ws = o.w_residual.defined() ? o.w_residual : tf32_operands::tf32_residual(o.w);
+    gemm_wgmma::run_parts_epilogue<gemm_wgmma::PresplitConfig<>>(o.x, tf32_operands::tf32_residual(o.x), o.w, ws, strict);
   }
 }
 
-// The model whose GroupNorm output is stored: out (M, C) = post(GroupNorm(pre(x @ w.T + lb))).
+// The GEMM's output x @ w.T + lb, kept for the backward when o.save; an empty tensor otherwise.
+inline torch::Tensor saved_output(const Operands& o) {
+  return o.save ? torch::empty({o.x.size(0), o.w.size(0)}, o.x.options()) : torch::empty({0}, o.x.options());
+}
+
+// The model whose GroupNorm output is stored: out (M, C) = post(GroupNorm(pre(x @ w.T + lb))), and
+// the GEMM's output when o.save.
 template <class Pre, class Post>
-torch::Tensor store_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
-                          const torch::Tensor& beta, double eps, Pre pre, Post post) {
+std::tuple<torch::Tensor, torch::Tensor> store_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups,
+                                                     const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+                                                     Pre pre, Post post) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
   torch::Tensor out = torch::empty({M, C}, o.x.options());
-  if (out.numel() == 0) return out;
+  torch::Tensor saved = saved_output(o);
+  if (out.numel() == 0) return {out, saved};
   TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   with_group_width(C / num_groups, [&](auto d) {
     constexpr int D = decltype(d)::value;
     GroupNormEpilogue<D, Pre, Post, Sink::STORE> epi{lb.data_ptr<float>(), pre, gamma.data_ptr<float>(),
                                                      beta.data_ptr<float>(), static_cast<float>(eps), post,
-                                                     out.data_ptr<float>(), nullptr};
+                                                     out.data_ptr<float>(), nullptr,
+                                                     o.save ? saved.data_ptr<float>() : nullptr};
     run_gemm(o, epi, epi);
   });
-  return out;
+  return {out, saved};
 }
 
 // Problem 75: out (1, C, M, 1) = min over c of GroupNorm(x @ w.T + lb) + bias (1, C, 1, 1).
-torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
-                        const torch::Tensor& beta, double eps, const torch::Tensor& bias, bool atomic) {
+std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torch::Tensor& lb, int64_t num_groups,
+                                                   const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+                                                   const torch::Tensor& bias, bool atomic) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
   TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
   check_broadcast_bias(o.x, bias);
@@ -179,7 +196,8 @@ torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_
   TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
-  if (M == 0) return broadcast_add(rowmin, bias, /*dependent=*/false);
+  torch::Tensor saved = saved_output(o);
+  if (M == 0) return {broadcast_add(rowmin, bias, /*dependent=*/false), saved};
   const bool tf32 = at::globalContext().allowTF32CuBLAS();
   const int64_t tiles = tf32 ? gemm_wgmma::tiles_n<gemm_wgmma::Tf32Config>(C)
                              : gemm_wgmma::tiles_n<gemm_wgmma::PresplitConfig<>>(C);
@@ -193,7 +211,8 @@ torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_
     constexpr int D = decltype(d)::value;
     GroupNormEpilogue<D, Identity, Identity, Sink::ROW_MIN> epi{
         lb.data_ptr<float>(), Identity{}, gamma.data_ptr<float>(), beta.data_ptr<float>(), static_cast<float>(eps),
-        Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr};
+        Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr,
+        o.save ? saved.data_ptr<float>() : nullptr};
     run_gemm(o, epi, epi);
   });
   const int threads = 256;
@@ -207,7 +226,7 @@ torch::Tensor min_model(const Operands& o, const torch::Tensor& lb, int64_t num_
                      static_cast<const float*>(partials.data_ptr<float>()), rowmin.data_ptr<float>(),
                      static_cast<int>(tiles), static_cast<int>(M));
   }
-  return broadcast_add(rowmin, bias, /*dependent=*/true);
+  return {broadcast_add(rowmin, bias, /*dependent=*/true), saved};
 }
 
 }  // namespace fused
@@ -219,12 +238,17 @@ bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) {
          fused::width_instantiated(w.size(0) / num_groups) && is_sm90(x.get_device());
 }
 
+// Each whole model returns (out, saved): saved is the GEMM's output x @ w.T + linear_bias (M, C) when
+// save_gemm_output (training: the backward's input), an empty tensor otherwise. w_residual: w's small
+// parts kept by the caller (tf32_residual of gemm_10_3xtf32.cu, a drop-in's freeze()), or None.
+
 // @export: problem 94 in one kernel: group_norm(mish(hardtanh(x @ w.T + linear_bias + bias, min_val, max_val)), num_groups, gamma, beta, eps)
-torch::Tensor linear_bias_hardtanh_mish_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
-                                                   torch::Tensor bias, double min_val, double max_val,
-                                                   int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
-                                                   double eps) {
-  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
+                                            double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
+                                            torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
+                                            bool save_gemm_output = false) {
+  const fused::Operands o =
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
   const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
@@ -232,36 +256,40 @@ torch::Tensor linear_bias_hardtanh_mish_group_norm(torch::Tensor x, torch::Tenso
 }
 
 // @export: problem 37 in one kernel: group_norm(y * sigmoid(y) + bias, num_groups, gamma, beta, eps), y = x @ w.T + linear_bias
-torch::Tensor linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
-                                           torch::Tensor bias, int64_t num_groups, torch::Tensor gamma,
-                                           torch::Tensor beta, double eps) {
-  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
+                                    int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
+                                    c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  const fused::Operands o =
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{bias.data_ptr<float>()},
                             Identity{});
 }
 
 // @export: problem 62 in one kernel: z = leaky_relu(group_norm(x @ w.T + linear_bias, num_groups, gamma, beta, eps), negative_slope); z + z
-torch::Tensor linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
-                                              int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
-                                              double eps, double negative_slope) {
-  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
+                                       torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
+                                       c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  const fused::Operands o =
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
                             LeakyReluX2{nullptr, static_cast<float>(negative_slope)});
 }
 
 // @export: problem 75 in one GEMM: torch.min(group_norm(x @ w.T + linear_bias, ...), dim=1, keepdim=True)[0] + bias -> (1, C, M, 1); row minima as per-tile partials reduced by a second kernel
-torch::Tensor linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
-                                         int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
-                                         torch::Tensor bias) {
-  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
+                                  torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
+                                  c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  const fused::Operands o =
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);
 }
 
 // @export: the same with the row minima folded by atomicMin on ordered integer keys (to compare the two)
-torch::Tensor linear_group_norm_min_bias_atomic(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias,
-                                                int64_t num_groups, torch::Tensor gamma, torch::Tensor beta,
-                                                double eps, torch::Tensor bias) {
-  const fused::Operands o = fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps);
+std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias_atomic(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
+                                         torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
+                                         c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  const fused::Operands o =
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/true);
 }

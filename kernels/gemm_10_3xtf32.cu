@@ -34,9 +34,13 @@
 //     Block tile 128 x 128 (not rung 9's 128 x 256: the promoted sums double the accumulators,
 //     64 + 64 registers per thread), 3 stages of 64 KB, 384 threads. Promotion: every
 //     GEMM10_PROMOTE_K values of k, wait for the wgmmas, add, and start the next chunk with
-//     scale-d = 0. The split costs one pass over x per call (read 4, write 8 bytes per element);
-//     linear() keeps w's split while the weight is unchanged (common/weight_splits.cuh), gemm() splits
-//     both operands on every call.
+//     scale-d = 0. gemm() splits both operands on every call (read 4, write 8 bytes per element).
+//     linear() and linear_backward() need no big parts in memory: the tensor cores truncate an fp32
+//     operand to TF32, so with big = trunc(v) the raw values are the big parts and only the small
+//     parts rna(v - trunc(v)) are written (common/tf32_operands.cuh; read 4, write 4). Both
+//     operands are prepared on every call, the weight too: nothing derived from a weight outlives a
+//     call, so no write to it can be missed; a caller that keeps the weight's small parts on
+//     purpose hands them in (w_residual: a drop-in's freeze()).
 //   - wgmma splitting in shared memory (gemm_split_in_smem, the first version, kept to compare):
 //     TMA brings raw fp32 tiles; the 256 consumer threads split each landed stage in place, big
 //     over the raw value and small into a ring of 3 extra buffers, then a proxy fence and a
@@ -50,7 +54,11 @@
 //     gemm_mma_sync so the paths can be compared.
 // `linear` is what the solutions call (utils/ops.py registers it as workbook::linear): nn.Linear's
 // forward with the bias added in the epilogue, on this rung when PyTorch asks for IEEE fp32 and
-// the GPU is an sm_90, on cuBLAS (as nn.Linear) otherwise.
+// the GPU is an sm_90, on cuBLAS (as nn.Linear) otherwise. `linear_backward` is its backward,
+// dx = dy @ w and dw = dy.T @ x, on the same wgmma kernel at the tier PyTorch's setting asks for
+// (3xTF32, or rung 9's TF32 with TF32 allowed): both reduce along an operand's rows (w's, and the
+// batch of dy and x), so those operands are copied transposed first (TF32 wgmma reads K-major
+// operands only), their small parts written beside them in the same pass.
 //
 // Everything else (tiles in grouped order, edge handling, 16- and 4-byte load paths) is rung 8's
 // and rung 9's; their headers have the fragments, layouts and the pipeline.
@@ -76,14 +84,16 @@
 
 #include <ATen/Context.h>      // at::globalContext(): PyTorch's fp32 matmul setting
 #include <ATen/ops/addmm.h>    // nn.Linear's GEMM, for the TF32 setting and GPUs other than sm_90
+#include <ATen/ops/mm.h>       // nn.Linear's backward GEMMs: on GPUs other than sm_90, and dx with TF32
 
 #include <algorithm>
+#include <tuple>
 #include <vector>
 
 #include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma.cuh"
-#include "common/weight_splits.cuh"
+#include "common/tf32_operands.cuh"
 
 #ifndef GEMM10_PROMOTE_K
 #define GEMM10_PROMOTE_K (gemm_wgmma::PROMOTE_K)
@@ -102,7 +112,31 @@ using SmemSplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ t
 // Pre-split operands: 3 stages of four boxes (x big, w big, x small, w small: 64 KB each).
 using PresplitConfig = gemm_wgmma::PresplitConfig<PROMOTE>;
 
-using weight_split_cache::weight_splits;
+// The small parts of w that the caller kept (a drop-in's freeze()), or none.
+using tf32_operands::kept_residual;
+
+// op(a) @ op(b).T, op transposing where asked (the backward's operands), on the wgmma kernel at the
+// tier PyTorch's fp32 matmul setting asks for: 3xTF32 on raw values and small parts, or TF32.
+inline torch::Tensor product(const torch::Tensor& a, bool a_transposed, const torch::Tensor& b, bool b_transposed) {
+  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  const tf32_operands::Operand A = tf32_operands::prepare(a, a_transposed, /*with_residual*/ !tf32);
+  const tf32_operands::Operand B = tf32_operands::prepare(b, b_transposed, /*with_residual*/ !tf32);
+  TORCH_CHECK(A.k() == B.k(), "internal: the operands' padded K differ (", num(A.k()), " and ", num(B.k()), ")");
+  torch::Tensor out = torch::empty({A.rows(), B.rows()}, a.options());
+  if (out.numel() == 0) {
+    return out;
+  }
+  if (A.k() == 0) {
+    return out.zero_();  // empty sums
+  }
+  const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), nullptr};
+  if (tf32) {
+    gemm_wgmma::run_epilogue<gemm_wgmma::Tf32Config>(A.big, B.big, store);
+  } else {
+    gemm_wgmma::run_parts_epilogue<PresplitConfig>(A.big, A.small, B.big, B.small, store);
+  }
+  return out;
+}
 }  // namespace gemm10
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 10, 3xTF32 with promoted accumulation (strict tier), on wgmma (mma.sync where TMA cannot describe the inputs)
@@ -133,27 +167,20 @@ torch::Tensor gemm_split_in_smem(torch::Tensor x, torch::Tensor w) {
   return out;
 }
 
-// @export: the weight-split cache of linear: [hits, misses, live entries] since the last clear
-torch::Tensor weight_split_cache_stats() {
-  const std::vector<int64_t> s = gemm10::weight_splits().stats();
-  torch::Tensor out = torch::empty({static_cast<int64_t>(s.size())}, torch::kLong);  // on the CPU
-  std::copy(s.begin(), s.end(), out.data_ptr<int64_t>());
-  return out;
-}
-
-// @export: empties the weight-split cache of linear (frees the kept splits) and zeroes its counters; returns 0
-int64_t weight_split_cache_clear() {
-  gemm10::weight_splits().clear();
-  return 0;
-}
-
 // @export: rung 10's mma.sync kernel alone (3xTF32, promoted accumulation, strict tier), for comparing the two paths
 torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
   return gemm_mma::gemm_mma<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(x, w);
 }
 
-// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs
-torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
+// @export: the small parts of w's 3xTF32 split (common/tf32_operands.cuh: w itself is the big parts), for a caller that keeps them between calls (a drop-in's freeze()) and hands them back to linear and the whole-model ops as w_residual
+torch::Tensor tf32_residual(torch::Tensor w) {
+  CHECK_FLOAT_CUDA_INPUT(w);
+  TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got ", shape_string(w));
+  return tf32_operands::tf32_residual(w.contiguous());
+}
+
+// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs. w_residual: tf32_residual(w) kept by the caller, or None: made on this call
+torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::optional<torch::Tensor> w_residual = c10::nullopt) {
   // The checks of both paths (contiguity is only the kernel's business: it copies views below).
   CHECK_CUDA(x);
   CHECK_CUDA(w);
@@ -183,11 +210,43 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias) {
     return out.copy_(bc.expand_as(out));  // an empty sum: the bias alone
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
-    // x split on every call; w's split kept while the weight does not change (WeightSplits).
-    const torch::Tensor w_parts = gemm10::weight_splits().parts(wc, /*keep*/ w.is_contiguous());
-    gemm_wgmma::run_presplit<gemm10::PresplitConfig>(gemm_wgmma::split_parts(xc), w_parts, out, bc.data_ptr<float>());
+    // x and w are their own big parts; their small parts are made here, w's unless the caller kept them.
+    const torch::Tensor ws = gemm10::kept_residual(w_residual, wc);
+    gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
+        xc, tf32_operands::tf32_residual(xc), wc, ws.defined() ? ws : tf32_operands::tf32_residual(wc),
+        gemm_wgmma::StoreEpilogue{out.data_ptr<float>(), bc.data_ptr<float>()});
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());
   }
   return out;
+}
+
+// @export: nn.Linear's backward for out = x @ w.T + bias: (dx, dw) = (dy @ w, dy.T @ x), each an empty tensor when not needed (need_dx, need_dw), at the tier of PyTorch's fp32 matmul setting: rung 10's 3xTF32 (strict) or rung 9's TF32 (dw; dx with TF32 is cuBLAS's, faster there) on sm_90, the operands that reduce along their rows copied transposed; cuBLAS's mm elsewhere. (The bias's gradient, dy summed over rows, comes with dy from the tail's backward.)
+std::tuple<torch::Tensor, torch::Tensor> linear_backward(torch::Tensor dy, torch::Tensor x, torch::Tensor w, bool need_dx,
+                                                         bool need_dw) {
+  for (const auto* t : {&dy, &x, &w}) {
+    CHECK_CUDA(*t);
+    CHECK_FLOAT(*t);
+    CHECK_SAME_DEVICE(dy, *t);
+  }
+  TORCH_CHECK(dy.dim() == 2 && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && dy.size(0) == x.size(0) &&
+                  dy.size(1) == w.size(0),
+              "dy (M, N), x (M, K) and w (N, K) must agree, got dy ", shape_string(dy), ", x ", shape_string(x),
+              " and w ", shape_string(w));
+  for (const auto* t : {&dy, &x, &w}) {
+    TORCH_CHECK(t->size(0) <= GEMM_MAX_DIM && t->size(1) <= GEMM_MAX_DIM, "M, N and K must each be at most ",
+                num(GEMM_MAX_DIM));
+  }
+  const c10::cuda::CUDAGuard guard(dy.device());
+  const torch::Tensor none = torch::empty({0}, dy.options());
+  if (!is_sm90(dy.get_device())) {
+    return {need_dx ? at::mm(dy, w) : none, need_dw ? at::mm(dy.t(), x) : none};
+  }
+  // With TF32 allowed, dx = dy @ w is cuBLAS's: it reads w in place, where the wgmma kernel needs wᵀ
+  // copied first (at 8192 x 8192 the copy alone is 0.18 ms on an H100; measured 0.53 ms in all
+  // against cuBLAS's 0.34, experiments/training/). dw = dy.T @ x stays on the wgmma kernel, which
+  // beats cuBLAS's layout there (0.47 against 0.62 ms) even with both operands copied.
+  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  return {need_dx ? (tf32 ? at::mm(dy, w) : gemm10::product(dy, /*a_transposed*/ false, w, /*b_transposed*/ true)) : none,
+          need_dw ? gemm10::product(dy, /*a_transposed*/ true, x, /*b_transposed*/ true) : none};
 }

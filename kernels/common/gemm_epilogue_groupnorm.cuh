@@ -18,7 +18,10 @@
 //   mean, rstd of the group's D values of y    Welford per lane, then over the quad
 //   z = post(normalise(y))                     post: 62's LeakyReLU and x + x, or none
 // then z is stored (through the kernel's writer, as the plain GEMM's output: 8 bytes per lane) or,
-// for 75, folded into the row's minimum (NaN-propagating, as torch.min). The operations and their
+// for 75, folded into the row's minimum (NaN-propagating, as torch.min). For training, the
+// epilogue also stores acc + linear_bias (`saved`): the backward needs the GEMM's output, and
+// keeping it (one more store of the tile, 4 bytes per element) costs far less than recomputing a
+// GEMM; the statistics are recomputed from it by the backward, which loads each group anyway. The operations and their
 // order are eager PyTorch's: the linear bias added to the finished sum (as cuBLAS's epilogue adds
 // it), then the model's steps, with the functions of common/activations.cuh and common/groupnorm.cuh
 // that the separate tails use.
@@ -79,6 +82,8 @@ struct GroupNormEpilogue {
   Post post;                 // after GroupNorm
   float* out;                // STORE: (M, N); ROW_MIN: the partials (tiles_n, M), unless keys
   int* keys;                 // ROW_MIN, atomic: (M,) ordered keys, each starting at kInfinityKey
+  float* saved;              // (M, N): the GEMM's output with nn.Linear's bias, kept for the
+                             // backward (training); nullptr: not kept (inference)
 
   // The per-column parameters, staged in shared memory for the tile's BN columns (loaded when the
   // main loop starts, so the epilogue reads them without a trip to L2): [linear_bias | gamma |
@@ -131,8 +136,13 @@ struct GroupNormEpilogue {
         const float2 b = Pre::kHasBias ? param2(3, j) : make_float2(0.0f, 0.0f);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          y[h][2 * jj] = pre.f(acc[4 * j + 2 * h] + lb.x, b.x);
-          y[h][2 * jj + 1] = pre.f(acc[4 * j + 2 * h + 1] + lb.y, b.y);
+          const float v0 = acc[4 * j + 2 * h] + lb.x;
+          const float v1 = acc[4 * j + 2 * h + 1] + lb.y;
+          if (saved != nullptr) {  // the same for every lane of the block: no divergence
+            gemm_wgmma::DirectWriter{saved, t.row, t.col, t.M, t.N}.put(h, j, v0, v1);
+          }
+          y[h][2 * jj] = pre.f(v0, b.x);
+          y[h][2 * jj + 1] = pre.f(v1, b.y);
         }
       }
       MeanRstd s[2];

@@ -850,22 +850,31 @@ inline torch::Tensor split_parts(const torch::Tensor& v) {
   return parts;
 }
 
-// x @ w.T from split_parts of x (M, K) and of w (N, K), each tile handed to `epi`: the PRESPLIT
-// kernel. M, N, K > 0, K % 4 == 0.
+// x @ w.T on operands given part by part, each (rows, K) row-major (K-major), K % 4 == 0, 16-byte
+// aligned: the big parts x_big (M, K) and w_big (N, K), which may be the raw values themselves (the
+// tensor cores truncate them: common/tf32_operands.cuh), and the small parts beside them; each tile
+// handed to `epi`: the PRESPLIT kernel. M, N, K > 0.
+template <class C, class Epi>
+void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w_big,
+                        const torch::Tensor& w_small, const Epi& epi) {
+  static_assert(C::PRESPLIT, "run_parts is the pre-split path");
+  const c10::cuda::CUDAGuard guard(x_big.device());
+  const int64_t M = x_big.size(0);
+  const int64_t N = w_big.size(0);
+  const int64_t K = x_big.size(1);
+  TORCH_CHECK(w_big.size(1) == K && x_small.sizes() == x_big.sizes() && w_small.sizes() == w_big.sizes() && K % 4 == 0,
+              "the operands' parts must agree in shape, with K % 4 == 0");
+  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x_big.data_ptr<float>(), M, K, BM, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(x_small.data_ptr<float>(), M, K, BM, BK);
+  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
+}
+
+// x @ w.T from split_parts of x (M, K) and of w (N, K) (big parts rounded to the nearest TF32).
 template <class C, class Epi>
 void run_presplit_epilogue(const torch::Tensor& x_parts, const torch::Tensor& w_parts, const Epi& epi) {
-  static_assert(C::PRESPLIT, "run_presplit is the pre-split path");
-  const c10::cuda::CUDAGuard guard(x_parts.device());
-  const int64_t M = x_parts.size(1);
-  const int64_t N = w_parts.size(1);
-  const int64_t K = x_parts.size(2);
-  const float* xp = x_parts.data_ptr<float>();
-  const float* wp = w_parts.data_ptr<float>();
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(xp, M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(wp, N, K, C::W_ROWS, BK);
-  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(xp + M * K, M, K, BM, BK);
-  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(wp + N * K, N, K, C::W_ROWS, BK);
-  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
+  run_parts_epilogue<C>(x_parts[0], x_parts[1], w_parts[0], w_parts[1], epi);
 }
 
 // The same, filling `out` (M, N) with x @ w.T (+ bias).
