@@ -246,3 +246,56 @@ class FrozenBias(Model62):
     def forward(self, x):
         y = F.linear(x, self.fc.weight, self.fc.bias.detach())
         return _after_gemm(self, y)
+
+
+class RowsWrapAt256(Model62):
+    """Computes 256 rows at most and repeats them, like a grid sized for the largest batch it was tried
+    on: right for every batch up to 256, rows past 256 are copies of earlier ones."""
+
+    def forward(self, x):
+        out = super().forward(x[:256])
+        return out.repeat(-(-x.shape[0] // 256), 1)[: x.shape[0]]
+
+
+def _valued_as(kept: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """`kept`'s values, with gradients that reach `w`: what a kernel computing with a kept copy of a
+    weight, under an autograd formula that hands dW to the parameter, gives."""
+    return kept + (w - w.detach())
+
+
+def _weight_at_first_call(m: Model62) -> torch.Tensor:
+    if "_snapshot" not in m.__dict__:
+        m.__dict__["_snapshot"] = m.fc.weight.detach().clone()
+    return m.__dict__["_snapshot"]
+
+
+class SnapshotsWeight(Model62):
+    """Copies fc.weight at its first call and computes with the copy ever after (a weight prepacked
+    once); gradients still reach fc.weight. Right until the weight changes."""
+
+    def forward(self, x):
+        return _after_gemm(self, F.linear(x, _valued_as(_weight_at_first_call(self), self.fc.weight), self.fc.bias))
+
+
+class CachesWeightByVersion(Model62):
+    """Copies fc.weight again only when (id, _version, data_ptr) of the weight changes, as a weight-split
+    cache keyed on the version counter does: it sees optimizer steps, load_state_dict, no_grad writes
+    and `p.data = new`, but not an in-place write through p.data (.data has a version counter of its
+    own) nor a fused optimizer step."""
+
+    def forward(self, x):
+        w = self.fc.weight
+        key = (id(w), w._version, w.data_ptr())
+        if self.__dict__.get("_key") != key:
+            self.__dict__["_key"], self.__dict__["_copy"] = key, w.detach().clone()
+        return _after_gemm(self, F.linear(x, _valued_as(self.__dict__["_copy"], w), self.fc.bias))
+
+
+class StaleInputGradient(Model62):
+    """Right values and parameter gradients; the input's gradient goes through a copy of fc.weight
+    taken at the first call, like a backward that keeps the weight it first saw."""
+
+    def forward(self, x):
+        through_copy = F.linear(x, _weight_at_first_call(self))
+        y = F.linear(x.detach(), self.fc.weight, self.fc.bias) + (through_copy - through_copy.detach())
+        return _after_gemm(self, y)

@@ -234,6 +234,85 @@ def test_an_inference_only_model_skips_gradients_and_says_so():
     assert report.ok and "inference only" in report["gradients"].detail
 
 
+def test_training_step_skips_with_the_reason_where_it_would_repeat_a_failure_or_is_not_wanted():
+    report = check_model(62, hacks.FrozenBias, device="cpu")
+    assert report["training_step"].status == "skip" and report["training_step"].detail == check.GRADIENTS_WRONG
+    shared = check_model(62, hacks.ReusesOutputBuffer, device="cpu")  # its second backward would only crash
+    assert shared["training_step"].status == "skip" and shared["training_step"].detail == check.OUTPUT_NOT_OWNED
+    inference = check_model(62, hacks.Faithful, device="cpu", training=False)
+    assert inference["training_step"].status == "skip" and "inference only" in inference["training_step"].detail
+    assert inference["param_writes"].status == "pass"  # an inference model's weights get written too
+
+
+# -- batches, training steps and parameter writes ------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", ["small", "odd"])
+def test_rows_past_256_fail_large_batch_at_every_scale(scale):
+    report = check_model(62, hacks.RowsWrapAt256, scale=scale, device="cpu")
+    _failed_only(report, "large_batch")  # no other trial has more than 256 rows
+    rows = check.large_batch(get_problem(62).dims(scale).batch)
+    assert f"batch {rows}, where the trials' " in report["large_batch"].detail
+
+
+@pytest.mark.parametrize("pid", [p.id for p in all_problems()])
+def test_the_large_batch_outgrows_every_tile_and_the_full_batch(pid):
+    for scale in ("small", "odd", "full"):
+        batch = get_problem(pid).dims(scale).batch
+        rows = check.large_batch(batch)
+        assert rows > max(1024, batch) and rows % 2 == 1, (scale, rows)  # odd: a multiple of no tile
+    report = check_model(pid, _reference_class(get_problem(pid)), device="cpu")
+    assert report["large_batch"].status == "pass"
+    assert f"batch {check.large_batch(get_problem(pid).dims('small').batch)} " in report["large_batch"].detail
+
+
+def test_a_weight_kept_from_the_first_call_fails_training_step_and_param_writes():
+    report = check_model(62, hacks.SnapshotsWeight, device="cpu")
+    _failed_only(report, "training_step", "param_writes")
+    assert "after one SGD step, ModelNew's output is not what its weights give" in report["training_step"].detail
+    detail = report["param_writes"].detail
+    assert "8 of 32 parameter writes" in detail  # every way of writing fc.weight, and nothing else
+    assert "first after p.data.copy_(new) on fc.weight (p._version unchanged): max abs" in detail
+
+
+def test_a_cache_keyed_on_the_version_counter_fails_param_writes_only():
+    report = check_model(62, hacks.CachesWeightByVersion, device="cpu")
+    _failed_only(report, "param_writes")  # optimizer steps of the training step bump the counter
+    detail = report["param_writes"].detail
+    assert "4 of 32 parameter writes" in detail, detail
+    assert "first after p.data.copy_(new) on fc.weight (p._version unchanged)" in detail
+    for blind in ("p.data.mul_(-1)", "p.data[:k].zero_()", "fused=True"):
+        assert blind in detail, blind
+    for seen in ("torch.no_grad()", "p.data = new", "load_state_dict", "SGD"):  # counter or storage changes
+        assert seen not in detail, seen
+
+
+def test_a_backward_that_keeps_the_first_weight_fails_training_step_after_the_step():
+    report = check_model(62, hacks.StaleInputGradient, device="cpu")
+    _failed_only(report, "training_step")
+    detail = report["training_step"].detail
+    assert detail.startswith("after the SGD step, at the same weights as the reference: wrong gradients"), detail
+    assert "input 0" in detail
+
+
+def test_the_steps_and_writes_move_the_output_far_beyond_the_tier():
+    report = check_model(62, hacks.Faithful, device="cpu")
+    n = len(check.PARAM_WRITES) * 4
+    assert f"all {n} writes seen" in report["param_writes"].detail
+    # what a model that missed each step would show: most outputs outside the tier
+    moved = report["training_step"].detail.split("outside the tier: ")[1].split(")")[0]
+    for step in moved.split(" and "):
+        label, counts = step.split()
+        changed, total = map(int, counts.split("/"))
+        assert changed > total // 2, step
+
+
+@pytest.mark.parametrize("model", [hacks.SnapshotsWeight, hacks.CachesWeightByVersion])
+def test_weight_caches_fail_at_the_tf32_tier_too(model):
+    report = check_model(62, model, device="cpu", tier="tf32")
+    assert "param_writes" in report.failed, str(report)
+
+
 def test_nondeterminism_fails_repeatable():
     report = check_model(62, hacks.Noisy, device="cpu")
     assert "repeatable" in report.failed, str(report)

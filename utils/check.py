@@ -21,24 +21,43 @@ and tests/test_check.py holds a model that takes each way and shows its check fa
     output_owned         an output that a later call changes (one buffer handed out by every call)
     input_sensitivity    results cached by input pointer or shape
     odd_shapes           tile-edge bugs: the "odd" scale is a multiple of nothing a kernel tiles by
+    large_batch          a row count, grid or buffer hard-coded for the batches tried: one trial of
+                         max(1,024, the scale's batch) + 37 rows at the scale's in/out features
     noncontiguous_input  kernels that index their input as if it were contiguous
     stream               work launched on a stream other than the caller's current one   [CUDA]
     torch_fallback       a "kernel" that is the reference's PyTorch ops underneath   [CUDA]
     gradients            an output that carries no gradient, or wrong gradients, for the input
                          or any parameter (backward against the reference's autograd; norm-wise
                          against float64 where the reference's own are not determined to the tier)
+    training_step        anything derived from the weights (a copy, a split, a prepacked weight)
+                         kept past an optimizer step: a step of SGD, then of Adam, on ModelNew's own
+                         gradients; after each, its output must be what the reference gives with
+                         ModelNew's new weights, and after the first its gradients too (as judged
+                         in `gradients`)
+    param_writes         a write to a parameter that goes unseen: every way in PARAM_WRITES (in place
+                         through p.data and through a view of it, under no_grad, p.data = new,
+                         load_state_dict, an SGD and a fused Adam step), one parameter at a time and
+                         alike in both models, each followed by a comparison at the tier. A cache keyed
+                         on the version counter fails it: .data has a counter of its own, and fused
+                         optimizer steps (torch 2.14) leave the counter as it was
+    autocast             under torch.autocast(bfloat16), an error, another output dtype than the
+                         reference's, or values outside the autocast tier (autocast_tier) of float64's
 
 `inputs_unchanged` and `global_state` watch every call the other checks make. A check that
 cannot run here reports `skip` with the reason, never `pass`; a skip does not fail the report.
 One wrong value gets one diagnosis: once `trials` has found wrong values, the other checks that
 compare with the reference report "skip: the values are already wrong (see trials)" instead of
-each failing with a hypothesis of its own (a race, another stream, a cache...). Two checks have
+each failing with a hypothesis of its own (a race, another stream, a cache...); likewise
+`training_step` skips once `gradients` has failed (its steps would follow wrong gradients) or
+`output_owned` has (its second backward would fail on the shared output). Two checks have
 evidence of their own and still judge: `poisoned_output` (an output that changes with the poison
 depends on memory it never wrote, whatever else is wrong) and `precision` (an error against
 float64 of the size rounding makes, under ROUNDING_BAND, is a lower-precision GEMM; a larger one
 is a wrong value, and precision then skips too).
 `odd_shapes` always runs at the "odd" scale next to the requested one (it is a skip only when
-the requested scale is "odd" itself).
+the requested scale is "odd" itself). `training_step` and `param_writes` write parameters, so
+each runs on a pair of its own: a copy of the (randomised) reference and a ModelNew built anew
+that holds its weights.
 
 `check_fn(fn, ref_fn, inputs_factory)` runs the same checks, less those about models and
 scales, on a single function such as one kernel's binding against its PyTorch expression.
@@ -50,7 +69,7 @@ import html
 import inspect
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
@@ -67,24 +86,55 @@ from utils.problems import Problem, get_problem
 class Tier:
     atol: float
     rtol: float
+    # where a gradient cannot be judged elementwise (judge_gradients), its norm-wise error against
+    # float64 may reach this: what rounding the forward at this tier does through the models' kinks
+    gradient_band: float = 1e-2
+    # how far judge_gradients moves the input to see whether the gradients are determined to the tier:
+    # by the tier itself, as any forward within the tier may (an fp32 GEMM's error is ~1e-6, a 3xTF32
+    # one's 2e-6, TF32's 3e-4 to 7e-4: experiments/training/gradient_probe.py; moved by a quarter of
+    # the tier, float64's gradients still missed a kink that a 3xTF32 forward flipped, seen on the H200)
+    noise: float = 1e-4
 
 
 # strict: KernelBench main (fp32); tf32: KernelBench v0 / v0.1, what TF32 tensor cores can meet.
-TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2)}
+# The gradient bands, measured at the problems' full sizes on the H100 and H200 (experiments/training/):
+# a drop-in's gradients within 9e-4 of float64's norm at the strict tier; with TF32, eager's own reach
+# 1.4e-2 (62) and ours 1.5e-2, a few times the strict tier's because a flipped kink (LeakyReLU's
+# zero, Hardtanh's clip) costs a whole element and TF32's forward moves a thousand times more of them.
+TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2)}
 
-# Both reports list their checks in this order; check_fn has no model, so no construction,
-# random_params or odd_shapes.
+# Under torch.autocast the reference itself runs its GEMM in bf16 or fp16 (its error against float64:
+# up to 2.2e-2 for bf16 at the small scale, 62's output left in bf16 on the CPU), so the tier a
+# drop-in must meet there is the autocast dtype's: bf16 keeps 8 significant bits, fp16 11.
+AUTOCAST_TIERS = {torch.bfloat16: Tier(atol=5e-2, rtol=5e-2, gradient_band=1e-1, noise=5e-2),
+                  torch.float16: Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2)}
+
+
+def autocast_tier(dtype: torch.dtype) -> Tier:
+    """The tier of results computed under torch.autocast(dtype=dtype)."""
+    if dtype not in AUTOCAST_TIERS:
+        raise ValueError(f"no autocast tier for {dtype}; there is one for {', '.join(map(str, AUTOCAST_TIERS))}")
+    return AUTOCAST_TIERS[dtype]
+
+# Both reports list their checks in this order; check_fn has no model, so none of MODEL_ONLY.
 MODEL_CHECKS = (
     "construction", "random_params", "trials", "precision", "inputs_unchanged", "global_state",
-    "poisoned_output", "repeatable", "output_owned", "input_sensitivity", "odd_shapes", "noncontiguous_input",
-    "stream", "torch_fallback", "gradients",
+    "poisoned_output", "repeatable", "output_owned", "input_sensitivity", "odd_shapes", "large_batch",
+    "noncontiguous_input", "stream", "torch_fallback", "gradients", "training_step", "param_writes", "autocast",
 )
-FN_CHECKS = tuple(c for c in MODEL_CHECKS if c not in ("construction", "random_params", "odd_shapes", "gradients"))
+MODEL_ONLY = ("construction", "random_params", "odd_shapes", "large_batch", "gradients", "training_step",
+              "param_writes", "autocast")
+FN_CHECKS = tuple(c for c in MODEL_CHECKS if c not in MODEL_ONLY)
 
 # The checks whose verdict is a comparison with the reference: once trials has found wrong values,
 # their failures would only repeat it under another name (see the module docstring).
-AGAINST_REFERENCE = ("input_sensitivity", "odd_shapes", "noncontiguous_input", "stream", "gradients")
+AGAINST_REFERENCE = ("input_sensitivity", "odd_shapes", "large_batch", "noncontiguous_input", "stream", "gradients",
+                     "training_step", "param_writes", "autocast")
 ALREADY_WRONG = "the values are already wrong (see trials)"
+# training_step's likewise, when what it would fail with has been said already
+GRADIENTS_WRONG = "the gradients are already wrong (see gradients)"
+OUTPUT_NOT_OWNED = ("a later call changes an earlier output (see output_owned), so a step's graph is not the "
+                    "caller's: the second backward would only fail on it")
 
 STATUSES = ("pass", "fail", "skip")
 Verdict = tuple[str, str]  # (status, detail), what each check function returns
@@ -274,6 +324,7 @@ class _Case:
     scratch_bytes: tuple[int, ...] = ()  # intermediates' sizes, poisoned like the output's
     watch: _Watch = field(default_factory=_Watch)
     contiguous_only: bool = False  # may refuse strided inputs (loudly) instead of computing on them
+    rows_factory: Callable[[torch.Generator, int], list[Tensor]] | None = None  # a model's inputs with any batch
 
     @property
     def tolerance(self) -> Tier:
@@ -281,8 +332,15 @@ class _Case:
 
     def inputs(self, salt: int) -> list[Tensor]:
         """Fresh inputs on the device. Trial i uses salt i, the other checks 10_000 and up: no two share inputs."""
+        return self._on_device(self.factory, salt)
+
+    def inputs_with_rows(self, salt: int, rows: int) -> list[Tensor]:
+        """Fresh inputs of `rows` rows (a model's batch), like inputs(salt) otherwise."""
+        return self._on_device(lambda generator: self.rows_factory(generator, rows), salt)
+
+    def _on_device(self, factory: Callable[[torch.Generator], list[Tensor]], salt: int) -> list[Tensor]:
         generator = torch.Generator().manual_seed(self.seed * 100_003 + salt)
-        return [t.to(self.device) for t in self.factory(generator)]
+        return [t.to(self.device) for t in factory(generator)]
 
     def reference(self, inputs: list[Tensor]) -> Tensor:
         with torch.no_grad(), ieee_fp32():
@@ -302,6 +360,7 @@ class _Comparison:
     ok: bool
     summary: str
     max_abs: float = 0.0
+    mismatched: int = 0
 
 
 def _compare(out, ref: Tensor, tier: Tier) -> _Comparison:
@@ -311,18 +370,21 @@ def _compare(out, ref: Tensor, tier: Tier) -> _Comparison:
                             ("device", out.device, ref.device)):
         if got != want:
             return _Comparison(False, f"{what} {got}, expected {want}")
+    if torch.equal(out, ref):  # bitwise (the CPU path of a drop-in is the reference's math): nothing to measure
+        return _Comparison(True, f"max abs 0.0e+00, max rel 0.0e+00, 0/{out.numel()} mismatched")
     close = torch.isclose(out, ref, rtol=tier.rtol, atol=tier.atol, equal_nan=True)
-    finite = out.isfinite() & ref.isfinite()
+    out_finite, ref_finite = out.isfinite(), ref.isfinite()
+    finite = out_finite & ref_finite
     err = torch.where(finite, (out - ref).abs(), 0)
     max_abs = err.max().item()
     # relative to |ref| floored at atol, so that values crossing zero don't dominate
     max_rel = (err / ref.abs().clamp_min(tier.atol)).max().item()
     mismatched = int((~close).sum())
     summary = f"max abs {max_abs:.1e}, max rel {max_rel:.1e}, {mismatched}/{out.numel()} mismatched"
-    bad = int((~out.isfinite() & ref.isfinite()).sum())
+    bad = int((~out_finite & ref_finite).sum())
     if bad:
         summary += f", {bad} NaN/inf where the reference is finite"
-    return _Comparison(mismatched == 0, summary, max_abs)
+    return _Comparison(mismatched == 0, summary, max_abs, mismatched)
 
 
 def _run(name: str, check: Callable[..., Verdict], *args) -> CheckResult:
@@ -703,6 +765,8 @@ def _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier,
         factory=_model_inputs(problem, scale, init, custom_init), seed=seed, device=device, tier=tier,
         scratch_bytes=(batch * init[1] * 4,),  # the (batch, out_features) fp32 intermediate
         watch=watch,
+        # what the factory draws (KernelBench's torch.rand(batch, in_features)), with another batch
+        rows_factory=lambda generator, rows: [torch.rand(rows, init[0], generator=generator)],
     )
 
 
@@ -716,19 +780,47 @@ def _check_odd_shapes(problem: Problem, new_cls, seed, trials, device, tier, wat
     return status, f"scale odd {init}: {detail}"
 
 
-# Where the reference's own gradients are not determined to the tier by fp32 arithmetic (below),
-# a gradient is judged norm-wise against float64: what a different rounding of the forward does
-# stays far inside this band (measured at the problems' full sizes: 1e-7 to 1.4e-3), a wrong
-# formula (a lost factor, a missing term) lands far outside it.
-GRADIENT_BAND = 1e-2
+# The large_batch trial's rows: more than any tile, block count or row constant a kernel could
+# hard-code (at least 1,024, and more than the scale's batch, KernelBench's full batch at scale
+# "full"), plus the odd scale's 37 rows, so that it is a multiple of nothing a kernel tiles by.
+LARGE_BATCH = 1024
+LARGE_BATCH_EXTRA = 37
+
+
+def large_batch(batch: int) -> int:
+    """The large_batch trial's rows for a scale whose batch is `batch`."""
+    return max(LARGE_BATCH, batch) + LARGE_BATCH_EXTRA
+
+
+def _check_large_batch(case: _Case, batch: int) -> Verdict:
+    rows = large_batch(batch)
+    x = case.inputs_with_rows(11_000, rows)
+    ref = case.reference(x)
+    r = _compare(case.call(x, f"large_batch, {rows} rows"), ref, case.tolerance)
+    if r.ok:
+        return "pass", f"batch {rows} (the trials': {batch}): {r.summary}"
+    return "fail", (f"batch {rows}, where the trials' {batch} passed: {r.summary}; "
+                    f"a row count, grid size or buffer hard-coded?")
+
+
+# Where the gradients are not determined to the tier by the forward's rounding (below), a gradient
+# is judged norm-wise against float64 within the tier's gradient_band: what a different rounding of
+# the forward does stays inside it (measured at the problems' full sizes), a wrong formula (a lost
+# factor, a missing term) lands far outside it.
+
+
+def _gradient_tier(tier: Tier, ref: Tensor) -> Tier:
+    """The tier for one gradient: its absolute tolerance scaled by the gradient's largest element, as
+    the forward's tolerance applies to outputs of order one (a sum's rounding grows with its terms)."""
+    return replace(tier, atol=tier.atol * max(1.0, ref.detach().abs().max().item() if ref.numel() else 0.0))
 
 
 def _model_gradients(model: nn.Module, x: list[Tensor], grad_out: Tensor | None, generator, case: _Case,
                      label: str) -> tuple[dict[str, Tensor | None], Tensor]:
     """{"input i" / parameter name: gradient} of `model` at `x` for the output gradient `grad_out`
-    (random from `generator` when None), and the output gradient used."""
+    (random from `generator` when None), and the output gradient used. `label` says where, for the watch."""
     inputs = [t.clone().requires_grad_(t.is_floating_point()) for t in x]
-    with torch.enable_grad(), case.watch.flags_kept(f"gradients, {label} forward"):
+    with torch.enable_grad(), case.watch.flags_kept(f"{label} forward"):
         out = model(*inputs)
         if not (isinstance(out, Tensor) and out.requires_grad):
             raise _NoGradient()
@@ -736,7 +828,7 @@ def _model_gradients(model: nn.Module, x: list[Tensor], grad_out: Tensor | None,
             grad_out = torch.randn(out.shape, generator=generator).to(out.device)
         leaves = {f"input {i}": t for i, t in enumerate(inputs) if t.requires_grad}
         leaves |= dict(model.named_parameters())
-        with case.watch.flags_kept(f"gradients, {label} backward"):
+        with case.watch.flags_kept(f"{label} backward"):
             grads = torch.autograd.grad(out, list(leaves.values()), grad_out.to(out.dtype), allow_unused=True)
     return dict(zip(leaves, grads)), grad_out
 
@@ -750,7 +842,7 @@ def _rel_norm(a: Tensor, b: Tensor) -> float:
 
 
 def judge_gradients(new: dict[str, Tensor | None], ref: dict[str, Tensor | None], ref64: Callable[[], dict[str, Tensor]],
-                    tier: Tier) -> Verdict:
+                    tier: Tier, moved64: Callable[[], dict[str, Tensor]] | None = None) -> Verdict:
     """The verdict on ModelNew's gradients `new` against the reference's `ref` (name -> tensor).
 
     Elementwise at the tier, as the forward is judged, where that is well posed. It is not where
@@ -759,30 +851,47 @@ def judge_gradients(new: dict[str, Tensor | None], ref: dict[str, Tensor | None]
     moves which elements sit on either side of a kink (Hardtanh's clip, LeakyReLU's zero), which
     element of a near-tied row torch.min picks, and the low bits of sums over tens of thousands of
     rows (experiments/tensor_cores/gradient_conditioning.py measures it at the problems' full
-    sizes). Then each gradient is judged norm-wise against float64 within GRADIENT_BAND."""
+    sizes). The reference may also happen to flip none where a forward rounded as well as it but
+    differently flips some: so the float64 gradients are computed again with the input moved by the
+    tier's noise (`moved64()`, only then); where they move beyond the tier, the gradients are not
+    determined to it either. Then each gradient is judged norm-wise against float64 within the
+    tier's gradient_band. Elementwise, a gradient's absolute tolerance is the tier's times its
+    largest element (_gradient_tier)."""
     missing = [k for k, g in ref.items() if g is not None and new.get(k) is None]
     if missing:
         return "fail", f"no gradient reaches {', '.join(missing)} (detached, or left out of the autograd formula)"
     names = [k for k, g in ref.items() if g is not None]
-    wrong = {k: r for k in names if not (r := _compare(new[k], ref[k], tier)).ok}
+    tiers = {k: _gradient_tier(tier, ref[k]) for k in names}
+    wrong = {k: r for k in names if not (r := _compare(new[k], ref[k], tiers[k])).ok}
     if not wrong:
         return "pass", f"gradients of {', '.join(names)} match the reference's"
     exact = ref64()
-    ill_posed = [k for k in names if not _compare(ref[k], exact[k].to(ref[k].dtype), tier).ok]
-    if not ill_posed:  # the reference is determined to the tier, and ours is elsewhere
+    ill_posed = [k for k in names if not _compare(ref[k], exact[k].to(ref[k].dtype), tiers[k]).ok]
+    why = f"the reference's own gradients differ from float64's beyond the tier ({', '.join(ill_posed)})"
+    if not ill_posed and moved64 is not None:
+        moved = moved64()
+        ill_posed = [k for k in names if not _compare(moved[k].to(ref[k].dtype), exact[k].to(ref[k].dtype), tiers[k]).ok]
+        why = (f"float64's gradients move beyond the tier when the input moves by the tier's rounding, "
+               f"{tier.noise:g} ({', '.join(ill_posed)})")
+    if not ill_posed:  # the gradients are determined to the tier, and ours are elsewhere
         return "fail", (f"wrong gradients for {len(wrong)} of {len(names)} tensors; "
                         + "; ".join(f"{k}: {r.summary}" for k, r in list(wrong.items())[:3]))
+    band = tier.gradient_band
     errors = {k: (_rel_norm(new[k], exact[k]), _rel_norm(ref[k], exact[k])) for k in names}
-    outside = {k: e for k, e in errors.items() if not e[0] <= GRADIENT_BAND}  # NaN fails too
+    outside = {k: e for k, e in errors.items() if not e[0] <= band}  # NaN fails too
     worst = max(errors, key=lambda k: errors[k][0])
-    detail = (f"the reference's own gradients differ from float64's beyond the tier ({', '.join(ill_posed)}), "
-              f"so judged norm-wise vs float64: worst {worst} {errors[worst][0]:.1e} (reference "
-              f"{errors[worst][1]:.1e}), band {GRADIENT_BAND:g}")
+    detail = (f"{why}, so judged norm-wise vs float64: worst {worst} {errors[worst][0]:.1e} (reference "
+              f"{errors[worst][1]:.1e}), band {band:g}")
     if outside:
         return "fail", (f"wrong gradients for {len(outside)} of {len(names)} tensors: "
                         + "; ".join(f"{k}: {e[0]:.1e} vs float64 (reference {e[1]:.1e})" for k, e in list(outside.items())[:3])
-                        + f"; beyond the band {GRADIENT_BAND:g} of what rounding does")
+                        + f"; beyond the band {band:g} of what rounding does")
     return "pass", detail
+
+
+
+NO_GRADIENT = ("the output carries no gradient (requires_grad is False): computed outside autograd, "
+               "e.g. a kernel called with no autograd formula registered, or a detached result")
 
 
 def _check_gradients(ref: nn.Module, new: nn.Module, case: _Case) -> Verdict:
@@ -792,20 +901,278 @@ def _check_gradients(ref: nn.Module, new: nn.Module, case: _Case) -> Verdict:
     `trials` and `precision` judge the forward's precision. judge_gradients says how."""
     x = case.inputs(10_800)
     generator = torch.Generator().manual_seed(case.seed * 100_003 + 10_801)
-    want, grad_out = _model_gradients(ref, x, None, generator, case, "reference")
+    want, grad_out = _model_gradients(ref, x, None, generator, case, "gradients, reference")
     try:
-        got, _ = _model_gradients(new, x, grad_out, generator, case, "new")
+        got, _ = _model_gradients(new, x, grad_out, generator, case, "gradients, new")
     except _NoGradient:
-        return "fail", ("the output carries no gradient (requires_grad is False): computed outside autograd, "
-                        "e.g. a kernel called with no autograd formula registered, or a detached result")
+        return "fail", NO_GRADIENT
+    return judge_gradients(got, want, lambda: _float64_gradients(ref, x, grad_out, generator, case, "gradients"),
+                           case.tolerance, lambda: _float64_gradients(ref, x, grad_out, generator, case, "gradients",
+                                                                      moved=True))
 
-    def exact() -> dict[str, Tensor]:
-        ref64 = case.make_ref64()
-        grads, _ = _model_gradients(ref64, [t.double() if t.is_floating_point() else t for t in x], grad_out,
-                                    generator, case, "float64 reference")
-        return grads
 
-    return judge_gradients(got, want, exact, case.tolerance)
+def _float64_gradients(ref: nn.Module, x: list[Tensor], grad_out: Tensor, generator, case: _Case,
+                       label: str, moved: bool = False) -> dict[str, Tensor]:
+    """The reference's gradients in float64, what judge_gradients measures against where fp32 does not
+    decide; moved: at the input moved by the tier's noise (each element by a random relative amount)."""
+    ref64 = copy.deepcopy(ref).double()
+    x64 = [t.double() if t.is_floating_point() else t for t in x]
+    if moved:
+        g = torch.Generator().manual_seed(case.seed * 100_003 + 10_901)
+        x64 = [t * (1 + case.tolerance.noise * (2 * torch.rand(t.shape, generator=g, dtype=t.dtype) - 1).to(t.device))
+               if t.is_floating_point() else t for t in x64]
+    grads, _ = _model_gradients(ref64, x64, grad_out, generator, case, f"{label}, float64 reference")
+    return grads
+
+
+AUTOCAST_DTYPE = torch.bfloat16  # the autocast dtype autocast checks: CUDA's and the CPU's common one
+
+
+def _check_autocast(case: _Case) -> Verdict:
+    """Under torch.autocast(bfloat16) ModelNew does what the reference does: the same output dtype (62's
+    is bfloat16 on the CPU, where GroupNorm keeps its input's dtype, and float32 on CUDA), no error, and
+    values within the autocast tier of float64's (the reference's own error beside, for scale)."""
+    x = case.inputs(10_900)
+    with torch.autocast(case.device.type, dtype=AUTOCAST_DTYPE):
+        want = case.reference(x)
+        got = case.call(x, "autocast")
+    with torch.no_grad():
+        exact = case.make_ref64()(*[t.double() if t.is_floating_point() else t for t in x])
+    if not isinstance(got, Tensor) or got.dtype != want.dtype:
+        return "fail", (f"under autocast({AUTOCAST_DTYPE}) ModelNew returns "
+                        f"{got.dtype if isinstance(got, Tensor) else type(got).__name__}, the reference {want.dtype}")
+    tier = autocast_tier(AUTOCAST_DTYPE)
+    r = _compare(got.double(), exact, tier)
+    own = _compare(want.double(), exact, tier)
+    detail = f"{want.dtype} out as the reference; vs float64: {r.summary} (the reference: {own.summary})"
+    return ("pass" if r.ok else "fail"), detail
+
+
+# --------------------------------------------------------------------------------------------
+# Models whose parameters change: a training step, and every other way to write a parameter
+
+
+Renew = Callable[[dict[str, Tensor]], nn.Module]  # a ModelNew built anew, holding the given state
+
+
+def _new_holding(new_cls: type[nn.Module], init: list, seed: int, device: torch.device,
+                 state: dict[str, Tensor]) -> nn.Module:
+    with torch.device(device):  # built where it runs: a full-size GEMM weight is initialised in place
+        new = _build(new_cls, init, seed)
+    new.to(device).load_state_dict(state, strict=True)
+    return new
+
+
+def _own_pair(case: _Case, renew: Renew) -> tuple[nn.Module, nn.Module]:
+    """A copy of the (randomised) reference and a ModelNew built anew that holds its weights. A check
+    that writes parameters gets a pair of its own: no other check sees its writes, and it sees no
+    cache that earlier calls left in ModelNew."""
+    ref = copy.deepcopy(case.ref)
+    return ref, renew(ref.state_dict())
+
+
+def _with_models(case: _Case, ref: nn.Module, new: nn.Module) -> _Case:
+    """`case` on another pair of models: the same inputs, tier and watch."""
+    return replace(case, new=new, ref=ref, make_ref64=lambda: copy.deepcopy(ref).double())
+
+
+def _settle(device: torch.device) -> None:
+    """Let the parameter writes just made finish: whether ModelNew orders its work after the caller's is
+    `stream`'s question, not that of the checks that write parameters."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _rms(t: Tensor) -> float:
+    return t.detach().double().pow(2).mean().sqrt().item() if t.numel() else 0.0
+
+
+# A training step moves every parameter by about this fraction of its norm: at the output, far
+# beyond either tier, so a model that misses the step cannot pass.
+TRAINING_STEP = 0.05
+
+# (name, optimizer, its settings for a parameter p with the reference's gradient g): one step of each, in turn.
+# SGD's lr·g and Adam's first step, about lr·sign(g) per element, both move p by TRAINING_STEP of its norm.
+TRAINING_OPTIMIZERS = (
+    ("SGD", torch.optim.SGD, lambda p, g: {"lr": TRAINING_STEP * _rms(p) / _rms(g) if _rms(g) else 0.0}),
+    ("Adam", torch.optim.Adam, lambda p, g: {"lr": TRAINING_STEP * _rms(p)}),
+)
+
+
+def _check_training_step(case: _Case, renew: Renew) -> Verdict:
+    """A step of each of TRAINING_OPTIMIZERS on ModelNew, on its own gradients of a loss (out * w).sum()
+    with w random; then its output on fresh inputs against the reference's holding the same weights.
+
+    Before each step the reference takes ModelNew's weights and both run the loss's backward; the step's
+    settings come from the reference's gradients. After the first step ModelNew's gradients are judged
+    against the reference's at the same weights as `gradients` judges them (a backward that kept a
+    weight from before the step is off by about TRAINING_STEP; before any step `gradients` has judged
+    them already). After each step the reference takes ModelNew's new weights, and the outputs must
+    agree at the tier, as in trials. Judged against the reference's own step instead, gradients that
+    differ by rounding alone could fail it: an element that the two forwards round to either side of a
+    kink (LeakyReLU's zero, Hardtanh's clip) changes its sample's share of a weight row's gradient, a
+    large share at a batch of 37 (a TF32-rounded GEMM on 62 at the odd scale put 43 of 4,255 outputs
+    outside the tf32 tier that way after one SGD step, seed 4)."""
+    ref, new = _own_pair(case, renew)
+    trained = _with_models(case, ref, new)
+    generator = torch.Generator().manual_seed(case.seed * 100_003 + 11_100)
+    kept, moved, worst = [], [], None  # inputs stay alive: no two share an address
+    for i, (label, optimizer, settings) in enumerate(TRAINING_OPTIMIZERS):
+        ref.load_state_dict(new.state_dict())
+        _settle(case.device)
+        kept += [x := trained.inputs(11_110 + i), fresh := trained.inputs(11_120 + i)]
+        before = trained.reference(fresh)
+        want, grad_out = _model_gradients(ref, x, None, generator, trained, f"training_step, {label}, reference")
+        try:
+            got, _ = _model_gradients(new, x, grad_out, generator, trained, f"training_step, {label}, new")
+        except _NoGradient:
+            return "fail", NO_GRADIENT
+        if i:  # after a step: the gradients of a backward that kept something from before it
+            status, detail = judge_gradients(got, want, lambda: _float64_gradients(
+                ref, x, grad_out, generator, trained, f"training_step, {label}"), case.tolerance,
+                lambda: _float64_gradients(ref, x, grad_out, generator, trained, f"training_step, {label}", moved=True))
+            if status == "fail":
+                return "fail", (f"after the {TRAINING_OPTIMIZERS[i - 1][0]} step, at the same weights as the "
+                                f"reference: {detail}; does the backward use something derived from the weights "
+                                f"before the step?")
+        names = [name for name, g in want.items() if g is not None]
+        params = {name: p for name, p in new.named_parameters() if name in names}
+        for name, p in params.items():
+            p.grad = got[name]
+        optimizer([{"params": [p], **settings(p, want[name])} for name, p in params.items()]).step()
+        ref.load_state_dict(new.state_dict())
+        _settle(case.device)
+        after = trained.reference(fresh)
+        r = _compare(trained.call(fresh, f"training_step, after the {label} step"), after, case.tolerance)
+        unseen = _compare(before, after, case.tolerance)  # what a model that missed the step would be off by
+        if not r.ok:
+            return "fail", (f"after one {label} step, ModelNew's output is not what its weights give: {r.summary} "
+                            f"(the step moved the reference's output by up to {unseen.max_abs:.1e}); does it keep "
+                            f"something derived from its weights from before the step?")
+        moved.append((label, unseen.mismatched, before.numel()))
+        worst = r if worst is None or r.max_abs > worst.max_abs else worst
+    if not any(mismatched for _, mismatched, _ in moved):
+        return "skip", "the steps moved the reference's output by less than the tier: nothing to tell apart"
+    return "pass", (f"right outputs after an SGD and an Adam step (each moving every parameter by about "
+                    f"{TRAINING_STEP:.0%} of its norm; missing a step would put outside the tier: "
+                    f"{' and '.join(f'{label} {m}/{n}' for label, m, n in moved)}), worst: {worst.summary}; "
+                    f"and the gradients after the {TRAINING_OPTIMIZERS[0][0]} step")
+
+
+def _shuffled(values: Tensor, generator: torch.Generator) -> Tensor:
+    """`values` rolled by a random shift, with random signs: new values almost everywhere, drawn as the originals
+    were (so the model stays as well conditioned as in trials, where fresh normal values would not: a GroupNorm
+    γ of 3)."""
+    flat = values.flatten()
+    shift = int(torch.randint(1, max(2, flat.numel()), (1,), generator=generator, device=flat.device))
+    signs = torch.randint(0, 2, flat.shape, generator=generator, device=flat.device, dtype=flat.dtype) * 2 - 1
+    return (flat.roll(shift) * signs).view_as(values)
+
+
+def _half(t: Tensor) -> Tensor:
+    """A view of t's first half along its longest dim: t[:k] for a (out, in) weight with out >= in."""
+    dim = max(range(t.dim()), key=lambda d: t.shape[d])
+    return t.narrow(dim, 0, max(1, t.shape[dim] // 2))
+
+
+def _no_grad_copy(p: Tensor, new: Tensor) -> None:
+    with torch.no_grad():
+        p.copy_(new)
+
+
+def _set_data(p: Tensor, new: Tensor) -> None:
+    p.data = new.clone()  # each model its own storage
+
+
+def _optimizer_step(optimizer, **settings) -> Callable[[nn.Module, str, Tensor], None]:
+    """A write by `optimizer`'s step, with p.grad = new."""
+    def write(model: nn.Module, name: str, new: Tensor) -> None:
+        p = model.get_parameter(name)
+        p.grad = new.clone()
+        optimizer([p], **{k: v(p) if callable(v) else v for k, v in settings.items()}).step()
+        p.grad = None
+    return write
+
+
+def _on_param(write: Callable[[Tensor, Tensor], object]) -> Callable[[nn.Module, str, Tensor], None]:
+    return lambda model, name, new: write(model.get_parameter(name), new)
+
+
+# Every way to write a parameter that a user's code takes, each applied to one parameter of both models
+# with the same new values. Writes through .data leave p._version unchanged (.data has a version counter
+# of its own), and so do `p.data = new` (a new storage) and, in torch 2.14 at least, fused optimizer
+# steps: the check's detail counts the ways that left it unchanged where it ran.
+PARAM_WRITES = (
+    ("p.data.copy_(new)", _on_param(lambda p, new: p.data.copy_(new))),
+    ("p.data.mul_(-1)", _on_param(lambda p, new: p.data.mul_(-1))),
+    ("p.data[:k].zero_() (half of p, through a view of .data)", _on_param(lambda p, new: _half(p.data).zero_())),
+    ("with torch.no_grad(): p.copy_(new)", _on_param(_no_grad_copy)),
+    ("p.data = new (another storage)", _on_param(_set_data)),
+    ("load_state_dict({name: new}, strict=False)",
+     lambda model, name, new: model.load_state_dict({name: new}, strict=False)),
+    # steps of a tenth of p: seen or not, they are far beyond either tier at the output
+    ("SGD(lr=0.1).step() with p.grad = new", _optimizer_step(torch.optim.SGD, lr=0.1)),
+    ("Adam(lr=0.1 * rms(p), fused=True).step() with p.grad = new",
+     _optimizer_step(torch.optim.Adam, lr=lambda p: 0.1 * _rms(p), fused=True)),
+)
+
+
+def _check_param_writes(case: _Case, renew: Renew, batch: int) -> Verdict:
+    """Each write of PARAM_WRITES to each parameter, applied alike to both models in turn; after each,
+    ModelNew's output on inputs it has not seen must match the reference's. ModelNew has been called
+    before every write (so it had the chance to keep something), and after a write it missed a
+    ModelNew built anew takes the current weights (called once, then on), so that each verdict is
+    its own write's."""
+    ref = copy.deepcopy(case.ref)
+    originals = {name: p.detach().clone() for name, p in ref.named_parameters()}
+    if not originals:
+        return "skip", "no parameters to write"
+    n = len(PARAM_WRITES) * len(originals)
+    # one input per call: windows of a taller one, each at its own address and with its own rows
+    tall = case.inputs_with_rows(11_200, batch + 2 * n + 1)
+    windows = ([t[i: i + batch] for t in tall] for i in range(2 * n + 1))
+    generator = torch.Generator(case.device).manual_seed(case.seed * 100_003 + 11_201)
+
+    def compare(written: _Case, where: str) -> _Comparison:
+        x = next(windows)
+        _settle(case.device)
+        ref_out = written.reference(x)
+        return _compare(written.call(x, f"param_writes, {where}"), ref_out, case.tolerance)
+
+    def renewed(where: str) -> _Case:
+        """A ModelNew built anew holding the reference's weights, called once."""
+        written = _with_models(case, ref, renew(ref.state_dict()))
+        r = compare(written, where)
+        if not r.ok:
+            raise AssertionError(f"ModelNew built anew {where} disagrees before any write: {r.summary}")
+        return written
+
+    written = renewed("at the start")
+    missed, unversioned, worst = [], set(), None
+    for w, (label, write) in enumerate(PARAM_WRITES):
+        for j, name in enumerate(originals):
+            new_values = _shuffled(originals[name], generator)
+            version = ref.get_parameter(name)._version
+            for model in (ref, written.new):
+                write(model, name, new_values)
+            where = f"{label} on {name}"
+            if ref.get_parameter(name)._version == version:
+                unversioned.add(label)
+                where += " (p._version unchanged)"
+            r = compare(written, where)
+            if not r.ok:
+                missed.append((where, r))
+                written = renewed(f"after {where}")
+            elif worst is None or r.max_abs > worst.max_abs:
+                worst = r
+    if missed:
+        (first, r), rest = missed[0], [where for where, _ in missed[1:]]
+        also = f"; also after {'; '.join(rest[:3])}{'; ...' if len(rest) > 3 else ''}" if rest else ""
+        return "fail", (f"the output differs after {len(missed)} of {n} parameter writes (each made alike in both "
+                        f"models), first after {first}: {r.summary}{also}. Every write must be seen, whatever "
+                        f"API made it")
+    return "pass", (f"all {n} writes seen ({len(PARAM_WRITES)} ways x {len(originals)} parameters; "
+                    f"{len(unversioned)} of the ways leave p._version unchanged); worst: {worst.summary}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -837,7 +1204,8 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
     matmuls use TF32, the reference still runs in IEEE fp32). device: None is CUDA when there
     is one. allow_torch_ops: reference ops ModelNew may call on purpose ({"aten::mm"}).
     init_inputs: other __init__ arguments than the scale's (the inputs follow in_features).
-    training: False for a model meant for inference only; `gradients` then reports a skip.
+    training: False for a model meant for inference only; `gradients` and `training_step` then report a
+    skip (`param_writes` still runs: an inference model's weights get loaded and written too).
     """
     problem = get_problem(problem)
     allowed = _validated(trials, allow_torch_ops)
@@ -873,6 +1241,23 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
         results["gradients"] = _skip_as_wrong("gradients")
     else:
         results["gradients"] = _run("gradients", _check_gradients, ref, new, case)
+    batch = problem.dims(scale).batch
+    results["large_batch"] = _skip_as_wrong("large_batch") if wrong else \
+        _run("large_batch", _check_large_batch, case, batch)
+
+    def renew(state: dict[str, Tensor]) -> nn.Module:
+        return _new_holding(model_new_cls, init, seed, device, state)
+
+    if results["gradients"].status != "pass":  # inference only, or wrong values or gradients: said there
+        why = {"skip": results["gradients"].detail, "fail": GRADIENTS_WRONG}[results["gradients"].status]
+        results["training_step"] = CheckResult("training_step", "skip", why)
+    elif results["output_owned"].status == "fail":
+        results["training_step"] = CheckResult("training_step", "skip", OUTPUT_NOT_OWNED)
+    else:
+        results["training_step"] = _run("training_step", _check_training_step, case, renew)
+    results["param_writes"] = _skip_as_wrong("param_writes") if wrong else \
+        _run("param_writes", _check_param_writes, case, renew, batch)
+    results["autocast"] = _skip_as_wrong("autocast") if wrong else _run("autocast", _check_autocast, case)
     results |= _watch_checks(watch)
     return CheckReport(subject, tier, str(device), [results[name] for name in MODEL_CHECKS])
 
