@@ -6,7 +6,7 @@
 
     solution(94)                                              # the same module, by problem id
 
-Each module follows the drop-in contract of ARCHITECTURE.md, the same way:
+Each module follows the drop-in contract (docs/ARCHITECTURE.md), the same way:
 
 - `ModelNew` inherits KernelBench's `Model`: the constructor, parameter names, shapes and creation
   order are the reference's, so the same seed gives the same weights and
@@ -18,28 +18,40 @@ Each module follows the drop-in contract of ARCHITECTURE.md, the same way:
   nn.Linear's weight and bias and then the tail's own arguments. On an sm_90 GPU it is one kernel,
   kernels/fused_gemm_groupnorm.cu (notebook 08): x @ W.T on the tensor cores with the bias, the
   activations, GroupNorm and, for 75, each row's minimum in the GEMM's epilogue, so the GEMM's
-  output never goes to memory; the model's output is written once.
+  output goes to memory only when training keeps it; the model's output is written once.
 - Its precision follows PyTorch's fp32 matmul setting, as nn.Linear's would. At the default (IEEE
   fp32, the strict tier) the GEMM is rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation:
-  fp32's accuracy at over twice cuBLAS SGEMM's speed (notebook 08 measures it; the FP32 units'
-  best, rung 7 of notebook 03, stays below cuBLAS). x is split into its big and small parts on
-  every call; the weight's split is kept between calls, at the cost of twice the weight's memory
-  on the GPU, and made again whenever the weight changes (an optimizer step, load_state_dict, any
-  in-place write: its version counter moves). With TF32 allowed the GEMM is rung 9's 1xTF32, with
-  the same epilogue, held to the TF32 tier: no longer cuBLAS's TF32 GEMM, which rung 9 alone does
-  not beat but which has no room for the tail in its epilogue.
+  fp32's accuracy at over twice cuBLAS SGEMM's speed (notebook 08). With TF32 allowed it is rung 9's
+  1xTF32 with the same epilogue, held to the TF32 tier.
+- Every write to a parameter is seen, whatever made it (`.data` included): by default nothing derived
+  from a parameter is kept between calls. The 3xTF32 split of x and of the weight is made on every
+  call (kernels/common/tf32_operands.cuh: the tensor cores read the raw values as the big parts, only
+  the small parts are written: one read and one write of the weight, ~0.18 ms at 8192 x 8192 on an
+  H100). `model.freeze()` keeps the weight's small parts instead, the user's explicit choice, with the
+  contract PyTorch's own kept weights have (utils/freezing.py): made again when a counter sees a
+  write (an optimizer step, load_state_dict, `.to()`), not after a `.data` write until freeze() is
+  called again; `unfreeze()` goes back to the default.
 - Where the fused kernel does not apply (a GPU other than sm_90, K % 4 != 0, a group width C / G
   other than 16, 32 or 64) the op runs two ops instead, with the same result: workbook::linear
   (rung 10 at the strict tier on sm_90; otherwise cuBLAS's addmm, exactly nn.Linear's) and then
   the tail as one fused kernel (workbook::bias_hardtanh_mish_group_norm, group_norm_min_bias,
-  swish_bias_group_norm, group_norm_leaky_relu_x2; notebooks 06 and 07). cuBLAS runs only there,
-  off sm_90 or on inputs the fused kernel does not take: aten::addmm, named in
-  `ModelNew.allow_torch_ops` so the harness knows it is deliberate.
+  swish_bias_group_norm, group_norm_leaky_relu_x2; notebooks 06 and 07). cuBLAS runs on purpose
+  only there, and for the backward's dx = dy @ W with TF32 allowed (faster than a transposed copy
+  and rung 9): aten::addmm and aten::mm, named in `ModelNew.allow_torch_ops`.
+- Training runs on the same engine. When autograd will need it, the forward also keeps the GEMM's
+  output (one more store in the epilogue); the backward is the tail's backward as one kernel
+  (kernels/tail_backward.cu: dy and the parameters' gradients in one pass), then nn.Linear's
+  dx = dy @ W and dW = dy.T @ x on the forward's GEMM kernel at its tier (gemm_10_3xtf32.cu's
+  linear_backward; the operands that reduce along their rows are copied transposed, as TF32 wgmma
+  reads K-major operands only).
+- Under torch.autocast it does what Model does (utils/ops.py registers the autocast kernels with
+  torch.library): the GEMM in the autocast dtype as nn.Linear's, the rest in float32 on CUDA (the
+  reference's own dtypes: float32 out, as GroupNorm runs in float32 under CUDA autocast); on the CPU
+  the reference math itself.
 - Every op has, besides its CUDA implementation, the reference PyTorch math on the CPU (so the
   module moves between devices like any nn.Module), a fake implementation for
-  torch.compile(fullgraph=True), and an autograd formula for training (the GEMM recomputed with
-  PyTorch, then the tail's backward and Linear's).
-- float32 only: other dtypes get an error naming it.
+  torch.compile(fullgraph=True), and an autograd formula whose steps are ops too.
+- float32 only outside autocast: other dtypes get an error naming it.
 
 To take one into code of your own without this repository, export it as one self-contained
 KernelBench file:

@@ -72,12 +72,59 @@ def test_schemas_come_from_the_launchers_prototypes():
 
 
 def test_a_launcher_an_op_cannot_express_is_refused():
-    source = "// @export\nvoid scale_(torch::Tensor x, double a) {\n}\n// @export\ntorch::Tensor f(float* p) {\n}\n"
-    void, pointer = build.exported_functions(source)
-    with pytest.raises(build.KernelSourceError, match="returns one new tensor"):
+    source = ("// @export\nvoid scale_(torch::Tensor x, double a) {\n}\n// @export\ntorch::Tensor f(float* p) {\n}\n"
+              "// @export\ntorch::Tensor g(torch::Tensor x, int64_t n = 3) {\n}\n")
+    void, pointer, default = build.exported_functions(source)
+    with pytest.raises(build.KernelSourceError, match="returns new tensors"):
         build.op_schema(void)
     with pytest.raises(build.KernelSourceError, match="float\\* p"):
         build.op_schema(pointer)
+    with pytest.raises(build.KernelSourceError, match="a default an operator schema cannot take"):
+        build.op_schema(default)
+
+
+def test_tuples_optional_tensors_and_defaults_in_a_schema():
+    source = ("// @export\nstd::tuple<torch::Tensor, torch::Tensor> f(torch::Tensor x, "
+              "c10::optional<torch::Tensor> r = c10::nullopt, bool keep = false) {\n}\n")
+    (export,) = build.exported_functions(source)
+    assert build.op_schema(export) == "(Tensor x, Tensor? r=None, bool keep=False) -> (Tensor, Tensor)"
+    assert str(torch.ops.workbook.linear.default._schema) == (
+        "workbook::linear(Tensor x, Tensor w, Tensor bias, Tensor? w_residual=None) -> Tensor")
+
+
+def _backward_args(name: str, N: int, C: int, G: int) -> list:
+    """A backward op's arguments: the output's gradient, then the forward op's (the GEMM: dy, x, w)."""
+    if name == "linear_backward":
+        x, weight, _ = _args("linear", N, C, G)
+        return [torch.randn(N, weight.shape[0]), x, weight, True, True]
+    forward = name.removesuffix("_backward")
+    args = _args(forward, N, C, G)
+    grad = torch.randn(_out_shape(forward, N, C))
+    if forward == "group_norm_min_bias":
+        args = args[:-1]  # the min's backward needs no bias
+    return [grad, *args]
+
+
+@pytest.mark.parametrize("name", list(ops.BACKWARD))
+def test_the_backward_ops_on_the_cpu(name):
+    args = _backward_args(name, 6, 64, 4)
+    torch.library.opcheck(ops.BACKWARD[name], args, test_utils=("test_schema", "test_faketensor"))
+    got = ops.BACKWARD[name](*args)
+    assert all(isinstance(t, torch.Tensor) for t in got)
+
+
+@pytest.mark.parametrize("name", NAMES[1:])
+def test_each_tails_backward_op_is_its_autograd_formula(name):
+    args = _args(name, 5, 64, 4)
+    x = args[0].clone().requires_grad_()
+    out = _reference(name)(x, *args[1:])
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(2))
+    (want,) = torch.autograd.grad(out, x, grad)
+    rest = args[1:-1] if name == "group_norm_min_bias" else args[1:]
+    got = ops.BACKWARD[f"{name}_backward"](grad, args[0], *rest)
+    assert torch.allclose(got[0], want, atol=1e-5, rtol=1e-5)
+    if len(got) > 4 or name == "group_norm_leaky_relu_x2":  # the column sums of dy, for nn.Linear's bias
+        assert torch.allclose(got[-1], want.sum(0), atol=1e-5, rtol=1e-5)
 
 
 def test_the_cuda_implementation_loads_its_kernel_once(monkeypatch):
@@ -90,11 +137,11 @@ def test_the_cuda_implementation_loads_its_kernel_once(monkeypatch):
             return x
 
     monkeypatch.setattr(build, "load_kernel", lambda kernel: loads.append(kernel) or Kernel())
-    build._launcher.cache_clear()
+    build.launcher.cache_clear()
     try:
-        assert build._launcher("k", "launch")(1) == 1 and build._launcher("k", "launch")(2) == 2
+        assert build.launcher("k", "launch")(1) == 1 and build.launcher("k", "launch")(2) == 2
     finally:
-        build._launcher.cache_clear()
+        build.launcher.cache_clear()
     assert loads == ["k"]
 
 
@@ -186,7 +233,8 @@ def test_the_cuda_implementation_is_the_kernel_and_matches_the_reference(name, s
     assert out.shape == ref.shape and out.is_contiguous()
     assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.1e}"
     kernel = getattr(build.load_kernel(build.op_kernel(f"workbook::{name}")), name)
-    assert torch.equal(out, kernel(*args))  # the op runs the kernel, nothing else
+    defaults = [None] if name == "linear" else []  # linear's w_residual: none kept
+    assert torch.equal(out, kernel(*args, *defaults))  # the op runs the kernel, nothing else
 
 
 @pytest.mark.gpu
@@ -233,7 +281,10 @@ def test_linear_runs_rung_10_with_the_bias_in_its_epilogue_at_the_default_settin
         out = ops.linear(x, w, b)
         ref = F.linear(x.double(), w.double(), b.double()).float()
         # the epilogue adds the bias to the kernel's sum once, as adding it afterwards does: bitwise equal
-        assert torch.equal(out, _gemm10().gemm(x, w) + b)
+        assert torch.equal(out, ops.linear(x, w, torch.zeros_like(b)) + b)
+        # the weight's small parts kept by the caller give the same bits as those made on the call
+        assert torch.equal(ops.linear(x, w, b, ops.tf32_residual(w)), out)
+        assert torch.equal(ops.tf32_residual(w), ops._tf32_residual_reference(w.cpu()).to(cuda))  # every bit
         assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.1e}"
         # a transposed view of x is copied, not misread
         xt = x.t().contiguous().t()
@@ -253,6 +304,6 @@ def test_linear_is_cublas_addmm_when_tf32_is_allowed(cuda):
 def test_linear_on_the_gpu_names_float32(cuda):
     x, w, b = _args("linear", 3, 64, 4, cuda)
     with pytest.raises(RuntimeError, match="x must be float32"):
-        _gemm10().linear(x.half(), w, b)
+        _gemm10().linear(x.half(), w, b, None)
     with pytest.raises(RuntimeError, match=r"bias must have shape \(N,\)"):
-        _gemm10().linear(x, w, b[:3])
+        _gemm10().linear(x, w, b[:3], None)

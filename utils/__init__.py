@@ -16,7 +16,9 @@ results     the schema of recorded measurements under results/<device>/, the REA
 plots       speedup bars, ladders, rooflines, each titled with device, torch and date
 run         `make run`: the notebooks, in order, through papermill
 sanitize    `make sanitize`: the kernels' GPU tests under compute-sanitizer's tools
-ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`)
+ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`): the
+            whole models, the GEMM, the tails, their backward ops and their autocast kernels
+freezing    a drop-in's opt-in freeze(): the GEMM weight's 3xTF32 small parts kept between calls
 export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
 chapter     what notebooks share: sessions, contenders, side-by-side runs, exercise checkers
 ladder_chapter  notebooks 02-03: quoting rungs' headers, their PREDICTIONs against measurements, exercise checkers

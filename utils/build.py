@@ -709,7 +709,11 @@ def clear_stale_locks(build_root: Path | str | None = None) -> list[Path]:
 
 OP_NAMESPACE = "workbook"
 
-_SCHEMA_TYPES = {"torch::Tensor": "Tensor", "at::Tensor": "Tensor", "double": "float", "int64_t": "int", "bool": "bool"}
+_SCHEMA_TYPES = {"torch::Tensor": "Tensor", "at::Tensor": "Tensor", "double": "float", "int64_t": "int", "bool": "bool",
+                 "c10::optional<torch::Tensor>": "Tensor?", "std::optional<torch::Tensor>": "Tensor?",
+                 "c10::optional<at::Tensor>": "Tensor?", "std::optional<at::Tensor>": "Tensor?"}
+_SCHEMA_DEFAULTS = {"c10::nullopt": "None", "std::nullopt": "None", "false": "False", "true": "True"}
+_TENSOR_TUPLE = re.compile(r"std::tuple<(?P<items>(?:(?:torch|at)::Tensor, ?)*(?:torch|at)::Tensor)>")
 _registered: dict[str, object] = {}  # qualified name -> the op, so a second registration in one process is free
 _op_kernels: dict[str, str] = {}  # qualified name -> the kernel file (kernels/<kernel>.cu) its launcher lives in
 _libraries: list = []  # torch.library.Library objects must stay alive for their definitions to stay
@@ -717,34 +721,63 @@ _libraries: list = []  # torch.library.Library objects must stay alive for their
 
 def op_schema(export: Export) -> str:
     """The torch.library schema of an exported launcher, e.g. "(Tensor x, int num_groups) -> Tensor".
-    Tensors, double, int64_t and bool map to Tensor, float, int and bool; the launcher returns one tensor."""
+    Tensors, double, int64_t, bool and optional tensors map to Tensor, float, int, bool and Tensor?, with
+    the defaults nullopt, false and true written in the prototype; the launcher returns one tensor, or a
+    std::tuple of tensors ("-> (Tensor, Tensor)")."""
     prototype = _PROTOTYPE.fullmatch(export.prototype)
     returns = " ".join(prototype.group("type").split())
-    if returns not in ("torch::Tensor", "at::Tensor"):
-        raise KernelSourceError(f"{export.name}: an operator returns one new tensor; this launcher returns {returns!r}")
+    if returns in ("torch::Tensor", "at::Tensor"):
+        result = "Tensor"
+    elif (tuple_ := _TENSOR_TUPLE.fullmatch(returns)) is not None:
+        result = f"({', '.join('Tensor' for _ in tuple_.group('items').split(','))})"
+    else:
+        raise KernelSourceError(f"{export.name}: an operator returns new tensors (a tensor or a std::tuple of "
+                                f"tensors); this launcher returns {returns!r}")
     params = []
     for param in filter(None, (p.strip() for p in prototype.group("params").split(","))):
-        ctype, _, name = param.rpartition(" ")
+        declaration, _, default = (part.strip() for part in param.partition("="))
+        ctype, _, name = declaration.rpartition(" ")
         ctype = ctype.replace("const ", "").replace("&", "").strip()
         if ctype not in _SCHEMA_TYPES:
             raise KernelSourceError(f"{export.name}: parameter {param!r} has a type an operator schema cannot take "
                                     f"(known: {', '.join(_SCHEMA_TYPES)})")
-        params.append(f"{_SCHEMA_TYPES[ctype]} {name.lstrip('&*')}")
-    return f"({', '.join(params)}) -> Tensor"
+        if default and default not in _SCHEMA_DEFAULTS:
+            raise KernelSourceError(f"{export.name}: parameter {param!r} has a default an operator schema cannot "
+                                    f"take (known: {', '.join(_SCHEMA_DEFAULTS)})")
+        params.append(f"{_SCHEMA_TYPES[ctype]} {name.lstrip('&*')}" + (f"={_SCHEMA_DEFAULTS[default]}" if default else ""))
+    return f"({', '.join(params)}) -> {result}"
 
 
-def register_op(kernel: str, name: str, *, reference, fake, backward, cuda=None, namespace: str = OP_NAMESPACE):
+@dataclass(frozen=True)
+class Backward:
+    """What an op's backward formula gets besides the op's arguments: the gradients of its outputs
+    (`grad`, the first), the outputs the op keeps for the backward (`saved`, by keep_outputs), and
+    which arguments need a gradient (`needs`, one bool per argument, as ctx.needs_input_grad)."""
+    grads: tuple
+    saved: tuple
+    needs: tuple
+
+    @property
+    def grad(self):
+        return self.grads[0]
+
+
+def register_op(kernel: str, name: str, *, reference, fake, backward=None, cuda=None, keep_outputs: tuple = (),
+                namespace: str = OP_NAMESPACE):
     """Register the launcher `name` of kernels/<kernel>.cu as the operator `namespace::name`; return it.
 
     reference(*args): the same computation in PyTorch ops; the CPU implementation, so a module
         holding the op moves between devices like any nn.Module.
     fake(*args): an empty output of the right shape, dtype and device (and the argument checks
         that can be made without data), for torch.compile's tracing.
-    backward(grad, *args): the gradients of the tensor arguments, in their order (None where
-        there is none), written with PyTorch ops.
+    backward(bw, *args): the gradients of the tensor arguments, in their order (None where there is
+        none), from bw (Backward: the outputs' gradients, the kept outputs, which are needed); None:
+        the op has no autograd formula (a backward op itself).
     cuda(launch, *args): the CUDA implementation, when it must choose between the kernel (call
         launch(*args)) and something else, e.g. on a GPU the kernel is not built for. By default
         the CUDA implementation is the kernel itself.
+    keep_outputs: the indices of outputs the backward reads (bw.saved); an op returning several
+        tensors differentiates its first only, the others are marked non-differentiable.
     The kernel is compiled on its first call.
     """
     import torch
@@ -760,36 +793,54 @@ def register_op(kernel: str, name: str, *, reference, fake, backward, cuda=None,
     library.define(f"{name}{schema}")
     _libraries.append(library)
 
+    op = getattr(getattr(torch.ops, namespace), name)
+    # The dispatcher hands a Python implementation its arguments without the trailing ones that equal
+    # their defaults; every part here gets them all, as the launcher needs them.
+    defaults = [a.default_value for a in op.default._schema.arguments]
+
+    def whole(args: tuple) -> tuple:
+        return (*args, *defaults[len(args):])
+
     def launch(*args):
-        return _launcher(kernel, name)(*args)
+        return launcher(kernel, name)(*args)
 
     def cuda_impl(*args):
-        return launch(*args) if cuda is None else cuda(launch, *args)
+        return launch(*whole(args)) if cuda is None else cuda(launch, *whole(args))
 
     torch.library.impl(qualname, "CUDA", cuda_impl, lib=library)
-    torch.library.impl(qualname, "CPU", reference, lib=library)
-    torch.library.register_fake(qualname, fake, lib=library)
-
-    is_tensor = [t.strip().startswith("Tensor") for t in schema[1:schema.index(")")].split(",")]
-
-    def setup_context(ctx, inputs, output):
-        ctx.save_for_backward(*(a for a, t in zip(inputs, is_tensor) if t))
-        ctx.others = [None if t else a for a, t in zip(inputs, is_tensor)]
-
-    def autograd_backward(ctx, grad):
-        saved = iter(ctx.saved_tensors)
-        args = [next(saved) if t else a for a, t in zip(ctx.others, is_tensor)]
-        grads = iter(backward(grad, *args))
-        return tuple(next(grads) if t else None for t in is_tensor)
-
-    torch.library.register_autograd(qualname, autograd_backward, setup_context=setup_context, lib=library)
-    _registered[qualname] = op = getattr(getattr(torch.ops, namespace), name)
+    torch.library.impl(qualname, "CPU", lambda *args: reference(*whole(args)), lib=library)
+    torch.library.register_fake(qualname, lambda *args: fake(*whole(args)), lib=library)
+    if backward is not None:
+        _register_autograd(qualname, schema, backward, keep_outputs, library, whole)
+    _registered[qualname] = op
     _op_kernels[qualname] = kernel
     return op
 
 
+def _register_autograd(qualname: str, schema: str, backward, keep_outputs: tuple, library, whole) -> None:
+    import torch
+
+    is_tensor = [t.strip().startswith("Tensor") for t in schema[1:schema.index(")")].split(",")]
+
+    def setup_context(ctx, inputs, output):
+        inputs = whole(tuple(inputs))
+        outputs = output if isinstance(output, tuple) else (output,)
+        ctx.mark_non_differentiable(*outputs[1:])
+        ctx.save_for_backward(*(a for a, t in zip(inputs, is_tensor) if t), *(outputs[i] for i in keep_outputs))
+        ctx.others = [None if t else a for a, t in zip(inputs, is_tensor)]
+
+    def autograd_backward(ctx, *grads):
+        saved = iter(ctx.saved_tensors)
+        args = [next(saved) if t else a for a, t in zip(ctx.others, is_tensor)]
+        bw = Backward(grads, tuple(saved), tuple(ctx.needs_input_grad))
+        results = iter(backward(bw, *args))
+        return tuple(next(results) if t else None for t in is_tensor)
+
+    torch.library.register_autograd(qualname, autograd_backward, setup_context=setup_context, lib=library)
+
+
 @functools.cache
-def _launcher(kernel: str, name: str):
+def launcher(kernel: str, name: str):
     """The bound launcher behind an op, loaded on its first call and kept: load_kernel re-reads and
     hashes the kernel's sources to find its build (about 2 ms of CPU), which on every call of an op
     would cost more than the whole tail kernel takes on the GPU."""

@@ -1,9 +1,10 @@
 """The workbook's registered operators, in the namespace `workbook`: the whole models that solutions/
-call (each one GEMM kernel with the rest of the model in its epilogue), and the GEMM and the fused
-tails they fall back on.
+call (each one GEMM kernel with the rest of the model in its epilogue), the GEMM and the fused tails
+they fall back on, and the backward of each.
 
     from utils import ops
     y = ops.bias_hardtanh_mish_group_norm(x, bias, -1.0, 1.0, 256, gamma, beta, 1e-5)   # = torch.ops.workbook.…
+    out = ops.linear_bias_hardtanh_mish_group_norm(x, w, lb, bias, -1.0, 1.0, 256, gamma, beta, 1e-5)
 
 Each op is one launcher of kernels/ (its schema comes from the launcher's C++ prototype, by
 `utils.build.register_op`) with
@@ -12,9 +13,8 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
   between devices like any nn.Module (the drop-in contract);
 - a fake implementation: the output's shape, dtype and device, and the checks that need no
   data, so torch.compile traces through the op without a graph break;
-- an autograd formula written with PyTorch's own backward ops. It recomputes the cheap
-  element-wise intermediates from the op's input instead of keeping them: the op saves its
-  inputs only, as a fused kernel should.
+- an autograd formula whose every step on the GPU is a kernel of its own op (listed below), so that
+  a training step runs on the same engine as the forward and torch.compile traces its backward too.
 
 | op | kernel file | problem | computes, for x (N, C), the GEMM's output |
 |---|---|---|---|
@@ -27,20 +27,35 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
 The whole models (WHOLE_MODELS), x the model's input: linear_bias_hardtanh_mish_group_norm (94),
 linear_swish_bias_group_norm (37), linear_group_norm_leaky_relu_x2 (62), linear_group_norm_min_bias
 (75), each = its tail above applied to linear(x, weight, linear_bias), in one kernel of
-fused_gemm_groupnorm.cu where that kernel applies (sm_90, K % 4 == 0, groups of 16, 32 or 64
-channels), as linear then the tail otherwise.
+fused_gemm_groupnorm.cu where that kernel applies (the launcher's own `fusable`: sm_90, K % 4 == 0,
+groups of 16, 32 or 64 channels), as linear then the tail otherwise. Their ops return two tensors,
+(out, saved): `saved` is the GEMM's output, kept when the call asks for it (save_gemm_output: the
+functions of this module ask when autograd will need it) and empty otherwise. Training then runs:
+
+    forward   the whole model, which also stores the GEMM's output (4 bytes per element more)
+    backward  <tail>_backward (tail_backward.cu): dy and the tail's parameter gradients from the kept
+              output, one pass; linear_backward (gemm_10_3xtf32.cu): dx = dy @ w, dw = dy.T @ x on
+              the same GEMM kernel as the forward, at the same tier
+
+Recomputing the GEMM instead of keeping its output (what this module's backward did first) would
+cost a 137-GFLOP GEMM per step to save a 32 MB tensor at the problems' shapes.
 
 `linear` is nn.Linear's forward. At PyTorch's default fp32 setting (IEEE) on an sm_90 GPU it runs
 rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation and the bias in its epilogue, which
-meets the strict tier at over twice cuBLAS SGEMM's speed (the weight's split is kept between calls
-while the weight is unchanged; see gemm_10_3xtf32.cu); with TF32 allowed, or on another GPU,
-it runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice on every call.
+meets the strict tier at over twice cuBLAS SGEMM's speed; with TF32 allowed, or on another GPU, it
+runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice on every call. The
+3xTF32 operands are prepared on every call, the weight's too (kernels/common/tf32_operands.cuh):
+nothing derived from a weight is kept between calls unless the caller keeps it on purpose and
+hands it back as `weight_residual` (a drop-in's freeze(): utils/freezing.py).
 
-Only float32 is supported, on both devices, and every other dtype gets an error that says so:
-the kernels are written for float32, and a CPU path that accepted float16 would make a model
-that works on the CPU and fails on the GPU.
+Only float32 is supported, on both devices, and every other dtype gets an error that says so: the
+kernels are written for float32, and a CPU path that accepted float16 would make a model that works
+on the CPU and fails on the GPU. Under torch.autocast the ops do what the reference does there
+(utils/autocast.py registers it): the GEMM in the autocast dtype, the rest in float32.
 """
 from __future__ import annotations
+
+import inspect
 
 import torch
 import torch.nn.functional as F
@@ -53,7 +68,7 @@ aten = torch.ops.aten
 
 def _require_float32(op: str, **tensors: Tensor) -> None:
     for name, t in tensors.items():
-        if t.dtype != torch.float32:
+        if t is not None and t.dtype != torch.float32:
             raise TypeError(f"workbook::{op} supports float32 only: {name} is {t.dtype} "
                             "(the kernels are float32; convert the module with .float())")
 
@@ -81,50 +96,131 @@ def _group_norm_backward(grad: Tensor, x: Tensor, num_groups: int, gamma: Tensor
                                            [True, True, True])
 
 
-# --- the GEMM: nn.Linear's forward ----------------------------------------------------------------
+def _empty(like: Tensor) -> Tensor:
+    return like.new_empty((0,))
 
-def _check_linear(x, weight, bias):
-    _require_float32("linear", x=x, weight=weight, bias=bias)
+
+# --- the GEMM: nn.Linear's forward and backward ------------------------------------------------------
+
+def _check_linear(x, weight, bias, weight_residual=None):
+    _require_float32("linear", x=x, weight=weight, bias=bias, w_residual=weight_residual)
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"workbook::linear: x (M, K) and weight (N, K) must be 2-D with the same K, "
                          f"got x {tuple(x.shape)} and weight {tuple(weight.shape)}")
     if tuple(bias.shape) != (weight.shape[0],):
         raise ValueError(f"workbook::linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    if weight_residual is not None and weight_residual.shape != weight.shape:
+        raise ValueError(f"workbook::linear: w_residual must have the weight's shape {tuple(weight.shape)}, "
+                         f"got {tuple(weight_residual.shape)}")
 
 
-def _linear_reference(x, weight, bias):
-    _check_linear(x, weight, bias)
-    return F.linear(x, weight, bias)
+def _linear_reference(x, weight, bias, w_residual=None):
+    _check_linear(x, weight, bias, w_residual)
+    return F.linear(x, weight, bias)  # the residual is the GPU kernel's business: the CPU needs none
 
 
-def _linear_fake(x, weight, bias):
-    _check_linear(x, weight, bias)
+def _linear_fake(x, weight, bias, w_residual=None):
+    _check_linear(x, weight, bias, w_residual)
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-def _linear_cuda(launch, x, weight, bias):
+def _linear_cuda(launch, x, weight, bias, w_residual=None):
     # gemm_10_3xtf32.cu is built for sm_90 alone (wgmma): on any other GPU, nn.Linear's own GEMM.
     # Tensors on different devices go there too, for PyTorch's own error.
     if x.device != weight.device or torch.cuda.get_device_capability(weight.device) != (9, 0):
         _check_linear(x, weight, bias)
         return aten.addmm(bias, x, weight.t())
-    return launch(x, weight, bias)
+    return launch(x, weight, bias, w_residual)
 
 
-def _linear_backward(grad, x, weight, bias):
-    # PyTorch's matmuls, at whatever precision the caller's fp32 setting allows, as nn.Linear's backward
-    return grad @ weight, grad.t() @ x, grad.sum(0)
+def _linear_backward(bw, x, weight, bias, w_residual):
+    dx, dw = linear_backward(bw.grad, x, weight, bw.needs[0], bw.needs[1])
+    return (dx if bw.needs[0] else None, dw if bw.needs[1] else None,
+            bw.grad.sum(0) if bw.needs[2] else None, None)
 
 
 linear = build.register_op("gemm_10_3xtf32", "linear", reference=_linear_reference, fake=_linear_fake,
                            backward=_linear_backward, cuda=_linear_cuda)
 
 
+def _check_linear_backward(dy, x, weight):
+    _require_float32("linear_backward", dy=dy, x=x, weight=weight)
+    if not (dy.dim() == x.dim() == weight.dim() == 2 and dy.shape == (x.shape[0], weight.shape[0])
+            and x.shape[1] == weight.shape[1]):
+        raise ValueError(f"workbook::linear_backward: dy (M, N), x (M, K) and weight (N, K) must agree, got "
+                         f"dy {tuple(dy.shape)}, x {tuple(x.shape)} and weight {tuple(weight.shape)}")
+
+
+def _linear_backward_reference(dy, x, weight, need_dx, need_dw):
+    _check_linear_backward(dy, x, weight)
+    return dy @ weight if need_dx else _empty(dy), dy.t() @ x if need_dw else _empty(dy)
+
+
+def _linear_backward_fake(dy, x, weight, need_dx, need_dw):
+    _check_linear_backward(dy, x, weight)
+    return (x.new_empty(x.shape) if need_dx else _empty(dy), weight.new_empty(weight.shape) if need_dw else _empty(dy))
+
+
+def _linear_backward_cuda(launch, dy, x, weight, need_dx, need_dw):
+    if dy.device != x.device or dy.device != weight.device:
+        return _linear_backward_reference(dy, x, weight, need_dx, need_dw)  # PyTorch's own error
+    return launch(dy, x, weight, need_dx, need_dw)
+
+
+# (dx, dw) of linear: dx = dy @ weight, dw = dy.T @ x, each empty when not needed
+linear_backward = build.register_op("gemm_10_3xtf32", "linear_backward", reference=_linear_backward_reference,
+                                    fake=_linear_backward_fake, cuda=_linear_backward_cuda)
+
+
+def _tf32_residual_reference(w):
+    """w's small parts, bit for bit as the kernel makes them: rna(w - trunc(w)), 0 where w is not finite."""
+    _require_float32("tf32_residual", w=w)
+    big = (w.view(torch.int32) & -8192).view(torch.float32)  # the 19 bits the tensor cores read
+    rest = (w - big).view(torch.int32)
+    small = ((rest + 4096) & -8192).view(torch.float32)  # to the nearest TF32, ties away from zero
+    return torch.where(torch.isfinite(w), small, torch.zeros_like(w))
+
+
+# the small parts of a weight's 3xTF32 split, for a caller that keeps them (a drop-in's freeze())
+tf32_residual = build.register_op(
+    "gemm_10_3xtf32", "tf32_residual", reference=_tf32_residual_reference,
+    fake=lambda w: torch.empty_like(w, memory_format=torch.contiguous_format),
+    # the kernel file is built for sm_90 alone; elsewhere the same bits from PyTorch's integer ops
+    cuda=lambda launch, w: launch(w) if torch.cuda.get_device_capability(w.device) == (9, 0)
+    else _tf32_residual_reference(w.contiguous()))
+
+
+# --- the tails, and their backward ----------------------------------------------------------------
+#
+# Each tail op's backward is an op of kernels/tail_backward.cu: from the tail's input y (the GEMM's
+# output) and the output's gradient, dy and the parameters' gradients in one pass over y. Its CPU
+# implementation is the autograd math below, written with PyTorch's own backward ops.
+
+def _register_tail(kernel: str, name: str, reference, fake, backward_reference, backward_fake, gradients: int,
+                   backward_args=lambda rest: rest):
+    """Registers workbook::<name>_backward (tail_backward.cu: it returns dx, then the gradients of the
+    tail's other tensors, then dx summed over rows for some) and workbook::<name> (kernels/<kernel>.cu),
+    whose autograd formula is the first `gradients` outputs of its backward op, one per tensor
+    argument; backward_args(the tail's arguments after x): what the backward op takes after (grad, x).
+    Returns (the op, its backward op)."""
+    backward_op = build.register_op("tail_backward", f"{name}_backward", reference=backward_reference,
+                                    fake=backward_fake)
+
+    def backward(bw, x, *rest):
+        return backward_op(bw.grad, x, *backward_args(rest))[:gradients]
+
+    return build.register_op(kernel, name, reference=reference, fake=fake, backward=backward), backward_op
+
+
 # --- problem 94: + bias -> Hardtanh -> Mish -> GroupNorm ----------------------------------------
+
+def _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    return F.group_norm(F.mish(F.hardtanh(x + bias, min_val, max_val)), num_groups, gamma, beta, eps)
+
 
 def _bias_hardtanh_mish_group_norm_reference(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
     _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, bias=bias)
-    return F.group_norm(F.mish(F.hardtanh(x + bias, min_val, max_val)), num_groups, gamma, beta, eps)
+    return _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, gamma, beta, eps)
 
 
 def _bias_hardtanh_mish_group_norm_fake(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
@@ -132,25 +228,36 @@ def _bias_hardtanh_mish_group_norm_fake(x, bias, min_val, max_val, num_groups, g
     return x.new_empty(x.shape)
 
 
-def _bias_hardtanh_mish_group_norm_backward(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+def _bias_hardtanh_mish_group_norm_backward_reference(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    """(dx, dbias, dgamma, dbeta)."""
+    _check_group_norm("bias_hardtanh_mish_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
     z = x + bias
     h = F.hardtanh(z, min_val, max_val)
-    m = F.mish(h)
-    dm, dgamma, dbeta = _group_norm_backward(grad, m, num_groups, gamma, beta, eps)
+    dm, dgamma, dbeta = _group_norm_backward(grad, F.mish(h), num_groups, gamma, beta, eps)
     dz = aten.hardtanh_backward(aten.mish_backward(dm, h), z, min_val, max_val)
     return dz, dz.sum(0), dgamma, dbeta
 
 
-bias_hardtanh_mish_group_norm = build.register_op(
-    "groupnorm", "bias_hardtanh_mish_group_norm", reference=_bias_hardtanh_mish_group_norm_reference,
-    fake=_bias_hardtanh_mish_group_norm_fake, backward=_bias_hardtanh_mish_group_norm_backward)
+def _bias_hardtanh_mish_group_norm_backward_fake(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+    _check_group_norm("bias_hardtanh_mish_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    return x.new_empty(x.shape), bias.new_empty(bias.shape), gamma.new_empty(gamma.shape), beta.new_empty(beta.shape)
+
+
+bias_hardtanh_mish_group_norm, bias_hardtanh_mish_group_norm_backward = _register_tail(
+    "groupnorm", "bias_hardtanh_mish_group_norm", _bias_hardtanh_mish_group_norm_reference,
+    _bias_hardtanh_mish_group_norm_fake, _bias_hardtanh_mish_group_norm_backward_reference,
+    _bias_hardtanh_mish_group_norm_backward_fake, gradients=4)
 
 
 # --- problem 37: Swish -> + bias -> GroupNorm ------------------------------------------------------
 
+def _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps):
+    return F.group_norm(torch.sigmoid(x) * x + bias, num_groups, gamma, beta, eps)
+
+
 def _swish_bias_group_norm_reference(x, bias, num_groups, gamma, beta, eps):
     _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, bias=bias)
-    return F.group_norm(torch.sigmoid(x) * x + bias, num_groups, gamma, beta, eps)
+    return _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps)
 
 
 def _swish_bias_group_norm_fake(x, bias, num_groups, gamma, beta, eps):
@@ -158,25 +265,37 @@ def _swish_bias_group_norm_fake(x, bias, num_groups, gamma, beta, eps):
     return x.new_empty(x.shape)
 
 
-def _swish_bias_group_norm_backward(grad, x, bias, num_groups, gamma, beta, eps):
+def _swish_bias_group_norm_backward_reference(grad, x, bias, num_groups, gamma, beta, eps):
+    """(dx, dbias, dgamma, dbeta, dx summed over rows)."""
+    _check_group_norm("swish_bias_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
     s = torch.sigmoid(x)
     dz, dgamma, dbeta = _group_norm_backward(grad, s * x + bias, num_groups, gamma, beta, eps)
     # d(s·x)/dx = s + x·s·(1 - s): the product rule, as autograd applies it to torch.sigmoid(x) * x
     dx = dz * s + aten.sigmoid_backward(dz * x, s)
-    return dx, dz.sum(0), dgamma, dbeta
+    return dx, dz.sum(0), dgamma, dbeta, dx.sum(0)
 
 
-swish_bias_group_norm = build.register_op(
-    "groupnorm", "swish_bias_group_norm", reference=_swish_bias_group_norm_reference,
-    fake=_swish_bias_group_norm_fake, backward=_swish_bias_group_norm_backward)
+def _swish_bias_group_norm_backward_fake(grad, x, bias, num_groups, gamma, beta, eps):
+    _check_group_norm("swish_bias_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    C = x.shape[1]
+    return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(4))
+
+
+swish_bias_group_norm, swish_bias_group_norm_backward = _register_tail(
+    "groupnorm", "swish_bias_group_norm", _swish_bias_group_norm_reference, _swish_bias_group_norm_fake,
+    _swish_bias_group_norm_backward_reference, _swish_bias_group_norm_backward_fake, gradients=4)
 
 
 # --- problem 62: GroupNorm -> LeakyReLU -> x + x ---------------------------------------------------
 
-def _group_norm_leaky_relu_x2_reference(x, num_groups, gamma, beta, eps, negative_slope):
-    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
+def _group_norm_leaky_relu_x2_math(x, num_groups, gamma, beta, eps, negative_slope):
     y = F.leaky_relu(F.group_norm(x, num_groups, gamma, beta, eps), negative_slope)
     return y + y
+
+
+def _group_norm_leaky_relu_x2_reference(x, num_groups, gamma, beta, eps, negative_slope):
+    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
+    return _group_norm_leaky_relu_x2_math(x, num_groups, gamma, beta, eps, negative_slope)
 
 
 def _group_norm_leaky_relu_x2_fake(x, num_groups, gamma, beta, eps, negative_slope):
@@ -184,31 +303,44 @@ def _group_norm_leaky_relu_x2_fake(x, num_groups, gamma, beta, eps, negative_slo
     return x.new_empty(x.shape)
 
 
-def _group_norm_leaky_relu_x2_backward(grad, x, num_groups, gamma, beta, eps, negative_slope):
+def _group_norm_leaky_relu_x2_backward_reference(grad, x, num_groups, gamma, beta, eps, negative_slope):
+    """(dx, dgamma, dbeta, dx summed over rows)."""
+    _check_group_norm("group_norm_leaky_relu_x2_backward", x, num_groups, gamma, beta, grad=grad)
     n = F.group_norm(x, num_groups, gamma, beta, eps)
     dn = aten.leaky_relu_backward(grad + grad, n, negative_slope, False)  # y + y: each y gets the gradient once
-    return _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
+    dx, dgamma, dbeta = _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
+    return dx, dgamma, dbeta, dx.sum(0)
 
 
-group_norm_leaky_relu_x2 = build.register_op(
-    "groupnorm", "group_norm_leaky_relu_x2", reference=_group_norm_leaky_relu_x2_reference,
-    fake=_group_norm_leaky_relu_x2_fake, backward=_group_norm_leaky_relu_x2_backward)
+def _group_norm_leaky_relu_x2_backward_fake(grad, x, num_groups, gamma, beta, eps, negative_slope):
+    _check_group_norm("group_norm_leaky_relu_x2_backward", x, num_groups, gamma, beta, grad=grad)
+    C = x.shape[1]
+    return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(3))
+
+
+group_norm_leaky_relu_x2, group_norm_leaky_relu_x2_backward = _register_tail(
+    "groupnorm", "group_norm_leaky_relu_x2", _group_norm_leaky_relu_x2_reference, _group_norm_leaky_relu_x2_fake,
+    _group_norm_leaky_relu_x2_backward_reference, _group_norm_leaky_relu_x2_backward_fake, gradients=3)
 
 
 # --- problem 75: GroupNorm -> min over channels -> + bias(1, C, 1, 1) ------------------------------
 
-def _check_min_bias(x, num_groups, gamma, beta, bias):
-    _check_group_norm("group_norm_min_bias", x, num_groups, gamma, beta, bias=bias)
+def _check_min_bias(x, num_groups, gamma, beta, bias, op="group_norm_min_bias"):
+    _check_group_norm(op, x, num_groups, gamma, beta, bias=bias)
     C = x.shape[1]
     if tuple(bias.shape) != (1, C, 1, 1):
-        raise ValueError(f"workbook::group_norm_min_bias: bias must have shape (1, {C}, 1, 1), got {tuple(bias.shape)}")
+        raise ValueError(f"workbook::{op}: bias must have shape (1, {C}, 1, 1), got {tuple(bias.shape)}")
     if C == 0 and x.shape[0] > 0:
-        raise ValueError(f"workbook::group_norm_min_bias: the minimum over dim 1 of x {tuple(x.shape)} is undefined")
+        raise ValueError(f"workbook::{op}: the minimum over dim 1 of x {tuple(x.shape)} is undefined")
+
+
+def _group_norm_min_bias_math(x, num_groups, gamma, beta, eps, bias):
+    return torch.min(F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias
 
 
 def _group_norm_min_bias_reference(x, num_groups, gamma, beta, eps, bias):
     _check_min_bias(x, num_groups, gamma, beta, bias)
-    return torch.min(F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias
+    return _group_norm_min_bias_math(x, num_groups, gamma, beta, eps, bias)
 
 
 def _group_norm_min_bias_fake(x, num_groups, gamma, beta, eps, bias):
@@ -217,7 +349,17 @@ def _group_norm_min_bias_fake(x, num_groups, gamma, beta, eps, bias):
     return x.new_empty((1, C, N, 1))  # (N, 1) + (1, C, 1, 1) broadcasts to (1, C, N, 1)
 
 
-def _group_norm_min_bias_backward(grad, x, num_groups, gamma, beta, eps, bias):
+def _check_min_bias_backward(grad, x, num_groups, gamma, beta):
+    _check_group_norm("group_norm_min_bias_backward", x, num_groups, gamma, beta, grad=grad)
+    N, C = x.shape
+    if tuple(grad.shape) != (1, C, N, 1):
+        raise ValueError(f"workbook::group_norm_min_bias_backward: grad must have shape (1, {C}, {N}, 1), "
+                         f"got {tuple(grad.shape)}")
+
+
+def _group_norm_min_bias_backward_reference(grad, x, num_groups, gamma, beta, eps):
+    """(dx, dgamma, dbeta, dbias, dx summed over rows)."""
+    _check_min_bias_backward(grad, x, num_groups, gamma, beta)
     n = F.group_norm(x, num_groups, gamma, beta, eps)
     index = torch.min(n, dim=1, keepdim=True)[1]
     # out[0, c, i, 0] = rowmin[i] + bias[c]: rowmin[i] collects its row of the gradient over c,
@@ -225,81 +367,159 @@ def _group_norm_min_bias_backward(grad, x, num_groups, gamma, beta, eps, bias):
     drowmin = grad.sum(dim=(0, 1, 3)).unsqueeze(1)
     dn = torch.zeros_like(n).scatter(1, index, drowmin)
     dx, dgamma, dbeta = _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
-    return dx, dgamma, dbeta, grad.sum(dim=2, keepdim=True)
+    return dx, dgamma, dbeta, grad.sum(dim=2, keepdim=True), dx.sum(0)
 
 
-group_norm_min_bias = build.register_op(
-    "min_bias_broadcast", "group_norm_min_bias", reference=_group_norm_min_bias_reference,
-    fake=_group_norm_min_bias_fake, backward=_group_norm_min_bias_backward)
+def _group_norm_min_bias_backward_fake(grad, x, num_groups, gamma, beta, eps):
+    _check_min_bias_backward(grad, x, num_groups, gamma, beta)
+    C = x.shape[1]
+    return (x.new_empty(x.shape), x.new_empty((C,)), x.new_empty((C,)), x.new_empty((1, C, 1, 1)),
+            x.new_empty((C,)))
+
+
+group_norm_min_bias, group_norm_min_bias_backward = _register_tail(
+    "min_bias_broadcast", "group_norm_min_bias", _group_norm_min_bias_reference, _group_norm_min_bias_fake,
+    _group_norm_min_bias_backward_reference, _group_norm_min_bias_backward_fake, gradients=4,
+    backward_args=lambda rest: rest[:-1])  # the minimum's backward needs no bias
 
 
 # --- whole models: the GEMM and its tail in one kernel --------------------------------------------
 #
 # kernels/fused_gemm_groupnorm.cu runs x @ w.T on the tensor cores with the tail in the GEMM's
-# epilogue: the GEMM's output never goes to memory. Its tier follows PyTorch's fp32 matmul setting
-# like `linear`: 3xTF32 (strict) by default, rung 9's 1xTF32 with TF32 allowed. Where the kernel
-# does not apply (not an sm_90 GPU, K % 4 != 0, a group width it has no instance for), the op runs
-# `linear` and the tail above instead: the same result, two kernels.
+# epilogue: the GEMM's output goes to memory only when the backward will need it. Its tier follows
+# PyTorch's fp32 matmul setting like `linear`: 3xTF32 (strict) by default, rung 9's 1xTF32 with TF32
+# allowed. Where the kernel does not apply (the launcher's `fusable` says no: not an sm_90 GPU,
+# K % 4 != 0, a group width it has no instance for), the op runs `linear` and the tail above
+# instead: the same result, two kernels.
 
-FUSED_GROUP_WIDTHS = (16, 32, 64)  # fused_gemm_groupnorm.cu's kGroupWidths (tests/test_fused_models.py compares)
-
-
-def _fusable(x: Tensor, weight: Tensor, num_groups: int) -> bool:
-    """Whether the fused kernel takes these inputs (the launcher checks the same and says which failed)."""
-    if x.dim() != 2 or weight.dim() != 2 or x.device != weight.device or x.shape[1] != weight.shape[1]:
-        return False
-    C, K = weight.shape
-    return (K > 0 and K % 4 == 0 and num_groups > 0 and C % num_groups == 0
-            and C // num_groups in FUSED_GROUP_WIDTHS and torch.cuda.get_device_capability(weight.device) == (9, 0))
+FUSED = "fused_gemm_groupnorm"  # the kernel file of the whole models
 
 
-def _whole_model(name: str, tail, num_groups_of):
-    """Registers workbook::<name> = tail(linear(x, weight, linear_bias), *rest): the op of
-    fused_gemm_groupnorm.cu, with its CPU reference, fake, backward and unfused fallback composed
-    from `linear`'s and the tail's. num_groups_of(rest): the tail's num_groups."""
-    tail_op, tail_reference, tail_fake, tail_backward = (
-        globals()[f"{prefix}{tail}{suffix}"] for prefix, suffix in (("", ""), ("_", "_reference"), ("_", "_fake"),
-                                                                    ("_", "_backward")))
+class WholeModel:
+    """One whole-model op: its tail (a tail op above), and how the tail's backward maps onto the
+    op's arguments. Calling it runs the op and returns the model's output."""
 
-    def reference(x, weight, linear_bias, *rest):
-        return tail_reference(_linear_reference(x, weight, linear_bias), *rest)
+    def __init__(self, name: str, tail, tail_math, tail_reference, tail_fake, tail_backward, num_groups_at: int,
+                 gradients, backward_args=lambda rest: rest):
+        """name: the launcher of fused_gemm_groupnorm.cu; num_groups_at: where num_groups sits among the
+        tail's arguments; gradients(tail_backward's outputs) -> (dy, the gradients of the tail's tensor
+        arguments in their order, the linear bias's gradient); backward_args(the tail's arguments): what
+        tail_backward takes after (grad, y)."""
+        self.name, self.tail, self.tail_math, self.num_groups_at = name, tail, tail_math, num_groups_at
+        self.tail_arity = len(inspect.signature(tail_math).parameters) - 1  # the tail's arguments after x
+        self._tail_reference, self._tail_fake, self._tail_backward, self._gradients, self._backward_args = (
+            tail_reference, tail_fake, tail_backward, gradients, backward_args)
+        self.op = build.register_op(FUSED, name, reference=self._reference, fake=self._fake,
+                                    backward=self._backward, cuda=self._cuda, keep_outputs=(1,))
 
-    def fake(x, weight, linear_bias, *rest):
-        return tail_fake(_linear_fake(x, weight, linear_bias), *rest)
+    def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
+        """The model's output; the GEMM's output is kept when autograd will need it."""
+        save = torch.is_grad_enabled() and any(
+            isinstance(t, Tensor) and t.requires_grad for t in (x, weight, linear_bias, *rest))
+        return self.op(x, weight, linear_bias, *rest, weight_residual, save)[0]
 
-    def backward(grad, x, weight, linear_bias, *rest):
-        # the GEMM's output is not kept (it never existed): recomputed with PyTorch's own GEMM
-        y = F.linear(x, weight, linear_bias)
-        dy, *d_rest = tail_backward(grad, y, *rest)
-        return (*_linear_backward(dy, x, weight, linear_bias), *d_rest)
+    def _split(self, args):
+        """(x, weight, linear_bias, the tail's arguments, w_residual, save_gemm_output)."""
+        x, weight, linear_bias, *rest, w_residual, save = args
+        return x, weight, linear_bias, rest, w_residual, save
 
-    def cuda(launch, x, weight, linear_bias, *rest):
+    def _reference(self, *args):
+        x, weight, linear_bias, rest, w_residual, save = self._split(args)
+        y = _linear_reference(x, weight, linear_bias, w_residual)
+        return self._tail_reference(y, *rest), y if save else _empty(x)
+
+    def _fake(self, *args):
+        x, weight, linear_bias, rest, w_residual, save = self._split(args)
+        y = _linear_fake(x, weight, linear_bias, w_residual)
+        return self._tail_fake(y, *rest), y if save else _empty(x)
+
+    def _cuda(self, launch, *args):
+        x, weight, linear_bias, rest, w_residual, save = self._split(args)
         # (dtypes and shapes: the launcher's checks, or the fallback ops')
-        if _fusable(x, weight, num_groups_of(rest)):
-            return launch(x, weight, linear_bias, *rest)
-        return tail_op(linear(x, weight, linear_bias), *rest)
+        if x.device == weight.device and build.launcher(FUSED, "fusable")(x, weight, rest[self.num_groups_at]):
+            return launch(*args)
+        y = linear(x, weight, linear_bias, w_residual)
+        return self.tail(y, *rest), y if save else _empty(x)
 
-    return build.register_op("fused_gemm_groupnorm", name, reference=reference, fake=fake, backward=backward,
-                             cuda=cuda)
+    def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):
+        *rest, _, save = rest_residual_save
+        (y,) = bw.saved
+        if not save:
+            raise RuntimeError(f"workbook::{self.name} was called with save_gemm_output=False, so its backward "
+                               f"has no GEMM output to start from: call utils.ops.{self.name}(...), which keeps it "
+                               "whenever autograd needs it")
+        dy, tail_grads, dlinear_bias = self._gradients(self._tail_backward(bw.grad, y, *self._backward_args(rest)))
+        dx, dw = linear_backward(dy, x, weight, bw.needs[0], bw.needs[1])
+        # one gradient per tensor argument: x, weight, linear_bias, the tail's tensors, w_residual (none)
+        return (dx if bw.needs[0] else None, dw if bw.needs[1] else None, dlinear_bias, *tail_grads, None)
 
 
-linear_bias_hardtanh_mish_group_norm = _whole_model(  # problem 94
-    "linear_bias_hardtanh_mish_group_norm", "bias_hardtanh_mish_group_norm",
-    lambda r: r[3])
-linear_swish_bias_group_norm = _whole_model(  # problem 37
-    "linear_swish_bias_group_norm", "swish_bias_group_norm",
-    lambda r: r[1])
-linear_group_norm_leaky_relu_x2 = _whole_model(  # problem 62
-    "linear_group_norm_leaky_relu_x2", "group_norm_leaky_relu_x2",
-    lambda r: r[0])
-linear_group_norm_min_bias = _whole_model(  # problem 75
-    "linear_group_norm_min_bias", "group_norm_min_bias",
-    lambda r: r[0])
+
+# The tail's backward returns (dy, its tensors' gradients, [dy summed over rows]); for 94 the linear
+# bias's gradient is the second bias's (both are added to the GEMM's output before anything else).
+linear_bias_hardtanh_mish_group_norm = WholeModel(  # problem 94: tail (bias, lo, hi, G, gamma, beta, eps)
+    "linear_bias_hardtanh_mish_group_norm", bias_hardtanh_mish_group_norm, _bias_hardtanh_mish_group_norm_math,
+    _bias_hardtanh_mish_group_norm_reference,
+    _bias_hardtanh_mish_group_norm_fake, bias_hardtanh_mish_group_norm_backward, 3,
+    lambda g: (g[0], (g[1], g[2], g[3]), g[1]))
+linear_swish_bias_group_norm = WholeModel(  # problem 37: tail (bias, G, gamma, beta, eps)
+    "linear_swish_bias_group_norm", swish_bias_group_norm, _swish_bias_group_norm_math,
+    _swish_bias_group_norm_reference,
+    _swish_bias_group_norm_fake, swish_bias_group_norm_backward, 1,
+    lambda g: (g[0], (g[1], g[2], g[3]), g[4]))
+linear_group_norm_leaky_relu_x2 = WholeModel(  # problem 62: tail (G, gamma, beta, eps, slope)
+    "linear_group_norm_leaky_relu_x2", group_norm_leaky_relu_x2, _group_norm_leaky_relu_x2_math,
+    _group_norm_leaky_relu_x2_reference,
+    _group_norm_leaky_relu_x2_fake, group_norm_leaky_relu_x2_backward, 0,
+    lambda g: (g[0], (g[1], g[2]), g[3]))
+linear_group_norm_min_bias = WholeModel(  # problem 75: tail (G, gamma, beta, eps, bias)
+    "linear_group_norm_min_bias", group_norm_min_bias, _group_norm_min_bias_math,
+    _group_norm_min_bias_reference,
+    _group_norm_min_bias_fake, group_norm_min_bias_backward, 0,
+    lambda g: (g[0], (g[1], g[2], g[3]), g[4]), backward_args=lambda rest: rest[:4])  # its backward needs no bias
 
 # name -> op, in the order above (the GEMM, then the tails of 94, 37, 62, 75)
 ALL = {name: getattr(torch.ops.workbook, name) for name in (
     "linear", "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2", "group_norm_min_bias")}
-# the whole models, 94, 37, 62, 75
-WHOLE_MODELS = {name: getattr(torch.ops.workbook, name) for name in (
-    "linear_bias_hardtanh_mish_group_norm", "linear_swish_bias_group_norm", "linear_group_norm_leaky_relu_x2",
-    "linear_group_norm_min_bias")}
+# the backward ops: the GEMM's, then the tails' of 94, 37, 62, 75
+BACKWARD = {name: getattr(torch.ops.workbook, name) for name in (
+    "linear_backward", "bias_hardtanh_mish_group_norm_backward", "swish_bias_group_norm_backward",
+    "group_norm_leaky_relu_x2_backward", "group_norm_min_bias_backward")}
+# the whole models, 94, 37, 62, 75: name -> WholeModel (call it for the model's output; .op is the op)
+WHOLE_MODELS = {m.name: m for m in (linear_bias_hardtanh_mish_group_norm, linear_swish_bias_group_norm,
+                                    linear_group_norm_leaky_relu_x2, linear_group_norm_min_bias)}
+
+
+# --- under torch.autocast ------------------------------------------------------------------------
+#
+# Under torch.autocast the reference runs nn.Linear in the autocast dtype (cuBLAS's bf16 or fp16
+# GEMM) and each later op as autocast's policy for it says: on CUDA GroupNorm in float32, so all four
+# models return float32; on the CPU GroupNorm keeps its input's dtype, so 62 returns bfloat16. The
+# ops do what the reference does, registered as autocast kernels (torch.library), not special-cased
+# in any module:
+#   whole models, CUDA  the GEMM as the reference runs it (F.linear under autocast), then the tail's
+#                       fused kernel in float32 (faster than eager's chain of ops, and as accurate);
+#   whole models, CPU   the reference math itself, under autocast: the reference's dtypes exactly;
+#   linear              F.linear under autocast, as nn.Linear;
+#   tails               inputs cast to float32, as autocast's fp32 policy does for GroupNorm.
+# The backward follows from the ops called: cuBLAS's GEMM backward, then the tail's own backward op.
+
+_autocast_library = torch.library.Library(build.OP_NAMESPACE, "FRAGMENT")
+
+
+def _whole_model_autocast(model: WholeModel, device_type: str):
+    def kernel(x, weight, linear_bias, *rest_and_defaults):
+        rest = rest_and_defaults[:model.tail_arity]  # (the dispatcher leaves out trailing defaults)
+        y = F.linear(x, weight, linear_bias)  # in the autocast dtype, as nn.Linear under autocast
+        out = model.tail(y.float(), *rest) if device_type == "cuda" else model.tail_math(y, *rest)
+        return out, _empty(x)
+    return kernel
+
+
+for _model in WHOLE_MODELS.values():
+    for _device, _key in (("cuda", "AutocastCUDA"), ("cpu", "AutocastCPU")):
+        _autocast_library.impl(_model.name, _whole_model_autocast(_model, _device), _key)
+for _key in ("AutocastCUDA", "AutocastCPU"):
+    _autocast_library.impl("linear", lambda x, weight, bias, w_residual=None: F.linear(x, weight, bias), _key)
+for _name in list(ALL)[1:]:
+    torch.library.register_autocast(f"{build.OP_NAMESPACE}::{_name}", "cuda", torch.float32, lib=_autocast_library)

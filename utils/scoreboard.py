@@ -125,20 +125,24 @@ STAND_INS: dict[str, SimpleNamespace] = {
     "min_bias_broadcast": SimpleNamespace(
         group_norm_min_bias=lambda x, num_groups, gamma, beta, eps, bias: torch.min(
             F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias),
-    "gemm_10_3xtf32": SimpleNamespace(linear=lambda x, w, bias: F.linear(x, w, bias)),
+    "gemm_10_3xtf32": SimpleNamespace(linear=lambda x, w, bias, w_residual: F.linear(x, w, bias)),
+    # each whole model returns (out, the GEMM's output when save_gemm_output, else an empty tensor)
     "fused_gemm_groupnorm": SimpleNamespace(
         fusable=lambda x, w, num_groups: True,
         linear_bias_hardtanh_mish_group_norm=lambda x, w, linear_bias, bias, min_val, max_val, num_groups, gamma, beta,
-        eps: F.group_norm(F.mish(F.hardtanh(F.linear(x, w, linear_bias) + bias, min_val, max_val)), num_groups, gamma,
-                          beta, eps),
-        linear_swish_bias_group_norm=lambda x, w, linear_bias, bias, num_groups, gamma, beta, eps: F.group_norm(
-            F.silu(F.linear(x, w, linear_bias)) + bias, num_groups, gamma, beta, eps),
-        linear_group_norm_leaky_relu_x2=lambda x, w, linear_bias, num_groups, gamma, beta, eps, negative_slope:
-            2 * F.leaky_relu(F.group_norm(F.linear(x, w, linear_bias), num_groups, gamma, beta, eps), negative_slope),
-        linear_group_norm_min_bias=lambda x, w, linear_bias, num_groups, gamma, beta, eps, bias: torch.min(
-            F.group_norm(F.linear(x, w, linear_bias), num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias),
+        eps, w_residual, save_gemm_output: (F.group_norm(F.mish(F.hardtanh(F.linear(x, w, linear_bias) + bias, min_val,
+                                                                             max_val)), num_groups, gamma, beta, eps),
+                                            x.new_empty(0)),
+        linear_swish_bias_group_norm=lambda x, w, linear_bias, bias, num_groups, gamma, beta, eps, w_residual,
+        save_gemm_output: (F.group_norm(F.silu(F.linear(x, w, linear_bias)) + bias, num_groups, gamma, beta, eps),
+                           x.new_empty(0)),
+        linear_group_norm_leaky_relu_x2=lambda x, w, linear_bias, num_groups, gamma, beta, eps, negative_slope,
+        w_residual, save_gemm_output: (2 * F.leaky_relu(F.group_norm(F.linear(x, w, linear_bias), num_groups, gamma,
+                                                                     beta, eps), negative_slope), x.new_empty(0)),
+        linear_group_norm_min_bias=lambda x, w, linear_bias, num_groups, gamma, beta, eps, bias, w_residual,
+        save_gemm_output: (torch.min(F.group_norm(F.linear(x, w, linear_bias), num_groups, gamma, beta, eps), dim=1,
+                                     keepdim=True)[0] + bias, x.new_empty(0))),
 }
-
 
 def _linear(pid: int, m: nn.Module) -> nn.Linear:
     return {94: lambda: m.gemm, 75: lambda: m.gemm, 37: lambda: m.matmul, 62: lambda: m.fc}[pid]()
@@ -190,14 +194,17 @@ def _whole_model(pid: int, m: nn.Module, fk) -> Callable[[Tensor], Tensor]:
     """Stage 08: the model in one launch of fused_gemm_groupnorm (fk) on m's parameters."""
     lin, g = _linear(pid, m), _group_norm(pid, m)
     w, b, G, gamma, beta, eps = lin.weight, lin.bias, g.num_groups, g.weight, g.bias, g.eps
+    # each launcher also takes the weight's kept small parts (none) and whether to keep the GEMM's
+    # output (no: inference), and returns (out, that output)
     if pid == 94:
         return lambda x: fk.linear_bias_hardtanh_mish_group_norm(x, w, b, m.bias, m.hardtanh.min_val,
-                                                                 m.hardtanh.max_val, G, gamma, beta, eps)
+                                                                 m.hardtanh.max_val, G, gamma, beta, eps, None, False)[0]
     if pid == 37:
-        return lambda x: fk.linear_swish_bias_group_norm(x, w, b, m.bias, G, gamma, beta, eps)
+        return lambda x: fk.linear_swish_bias_group_norm(x, w, b, m.bias, G, gamma, beta, eps, None, False)[0]
     if pid == 62:
-        return lambda x: fk.linear_group_norm_leaky_relu_x2(x, w, b, G, gamma, beta, eps, m.leaky_relu.negative_slope)
-    return lambda x: fk.linear_group_norm_min_bias(x, w, b, G, gamma, beta, eps, m.bias)
+        return lambda x: fk.linear_group_norm_leaky_relu_x2(x, w, b, G, gamma, beta, eps, m.leaky_relu.negative_slope,
+                                                            None, False)[0]
+    return lambda x: fk.linear_group_norm_min_bias(x, w, b, G, gamma, beta, eps, m.bias, None, False)[0]
 
 
 def _drop_in(pid: int, model: nn.Module, scale: str) -> nn.Module:
@@ -239,7 +246,7 @@ def contender(stage: str, pid: int, model: nn.Module, kernels: Mapping[str, obje
         fk = k["fused_gemm_groupnorm"]
         whole = _whole_model(pid, m, fk)
         # inputs the fused kernel does not take (the "odd" scale's K % 4 != 0): rung 10 + 07's tails
-        unfused = lambda x: _fused_tail(pid, m, k["gemm_10_3xtf32"].linear(x, w, b), k["groupnorm"],
+        unfused = lambda x: _fused_tail(pid, m, k["gemm_10_3xtf32"].linear(x, w, b, None), k["groupnorm"],
                                         k["min_bias_broadcast"])
         G = _group_norm(pid, m).num_groups
         return lambda x: whole(x) if fk.fusable(x, w, G) else unfused(x)

@@ -1306,7 +1306,8 @@ def fusion_contenders(pid: int, model: torch.nn.Module, x: Tensor, *, tf32: bool
     out = {"eager": (eager, eager), COMPILE: (lambda: compiled(x), eager),
            UNFUSED: (lambda: tail(ops.linear(x, w, lb), *rest), eager), FUSED: (lambda: whole(x, w, lb, *rest), eager)}
     if pid == 75:
-        out[ATOMIC] = (lambda: kernels[FUSED_KERNEL].linear_group_norm_min_bias_atomic(x, w, lb, *rest), eager)
+        out[ATOMIC] = (lambda: kernels[FUSED_KERNEL].linear_group_norm_min_bias_atomic(x, w, lb, *rest, None, False)[0],
+                       eager)
     if tf32:
         out[GEMM_ALONE] = (lambda: kernels["gemm_09_wgmma_tf32"].gemm(x, w), lambda: F.linear(x, w))
     else:
