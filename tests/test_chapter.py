@@ -78,6 +78,36 @@ def test_solution_ratios_take_the_faster_compile_mode_and_eager_fp32():
     assert ratios[(True, "per_call")]["vs_eager_fp32"] == pytest.approx(3.0 / 0.38)  # same protocol on both sides
 
 
+def test_solution_ratios_of_another_contender_and_against_eager_with_the_same_setting():
+    frozen = [e | {"contender": "ours, frozen", "median_ms": e["median_ms"] / 2} for e in ENTRIES if e["contender"] == "ours"]
+    ratios = {(r["tf32"], r["protocol"]): r for r in chapter.solution_ratios(ENTRIES + frozen, "ours, frozen")}
+    on = ratios[(True, "steady")]
+    assert on["contender"] == "ours, frozen" and on["ours_ms"] == pytest.approx(0.19)
+    assert on["vs_eager"] == pytest.approx(0.6 / 0.19) and on["vs_eager_fp32"] == pytest.approx(3.0 / 0.19)
+
+
+def test_verdict_against_a_target_and_a_moonshot():
+    assert chapter.verdict(2.2, 2.0, 2.5) == "met"
+    assert chapter.verdict(2.5, 2.0, 2.5) == "met, moonshot too"
+    assert chapter.verdict(1.99, 2.0) == "**missed**"
+
+
+def test_ratio_table_marks_each_row_met_or_missed_from_the_numbers():
+    def target(r):
+        return ("vs_eager", 5.0, None) if r["tf32"] else ("vs_compile", 1.1, 1.5)
+
+    text = chapter.ratio_table(ENTRIES, target, predicted=lambda r: f"p{r['problem']}", protocols=("steady", "per_call"))
+    lines = text.splitlines()
+    assert lines[0] == ("| problem | TF32 | contender | predicted | × compile, steady · per call | × eager | target | "
+                        "verdict |")
+    # TF32 off: 2.7 against the faster mode's 2.7; TF32 on: 0.6 / 0.38 = 1.58x eager with TF32 on
+    assert lines[2] == "| 94 | off | ours | p94 | 1.00x · 1.00x | 1.11x | ≥ 1.1x compile (moonshot 1.5x) | **missed** |"
+    assert lines[3] == "| 94 | on | ours | p94 | 1.05x · 1.05x | 1.58x | ≥ 5x eager | **missed** |"
+    plain = chapter.ratio_table(ENTRIES, lambda r: None, tf32_column=False).splitlines()
+    assert plain[0] == "| problem | contender | × compile, steady | × eager | target | verdict |"
+    assert plain[2] == "| 94 | ours | 1.00x | 1.11x | – | – |"
+
+
 def test_the_solutions_record_renders_for_the_readme():
     record = {"schema": 1, "kind": "solutions", "entries": ENTRIES}
     text = results.KINDS["solutions"].render(record)
@@ -123,9 +153,10 @@ def test_the_fake_exercise_passes_when_solved():
 @pytest.mark.gpu
 def test_measure_solutions_times_every_contender_in_both_protocols():
     rows = chapter.measure_solutions([62], scale="small", reps=3, progress=False)
-    assert len(rows) == 5 * 2 * 2  # contenders x TF32 off/on x protocols
+    assert len(rows) == 6 * 2 * 2  # contenders x TF32 off/on x protocols
     assert {r["protocol"] for r in rows} == {"steady", "per_call"}
-    assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours", "ours + torch.compile"}
+    assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours", "ours, frozen",
+                                              "ours + torch.compile"}
     assert all("compile_s" in r for r in rows if "torch.compile" in r["contender"])
     assert all(r["max_abs_vs_eager"] < (1e-2 if r["tf32"] else 1e-4) for r in rows)
 
@@ -140,3 +171,50 @@ def test_quiet_inductor_silences_the_autotuner_and_its_warnings():
         with warnings.catch_warnings(record=True) as caught:
             warnings.warn("TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled")
         assert not caught
+
+
+@pytest.mark.gpu
+def test_measure_training_checks_then_times_a_step_of_every_contender():
+    rows = chapter.measure_training([62], scale="small", reps=3, progress=False)
+    assert len(rows) == 4 * 2  # contenders x TF32 off/on
+    assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours"}
+    assert all(r["protocol"] == "steady" and "gradients" in r for r in rows)
+    assert all("compile_s" in r for r in rows if r["contender"].startswith("torch.compile"))
+    results.validate({"schema": 1, "kind": "training", "device": {"name": "x", "slug": "x", "cc": "9.0", "sm_count": 1,
+                                                                 "memory_gb": 1.0, "l2_mb": 1.0},
+                      "torch": "2", "cuda": "12", "git_commit": "a", "date": "2025-06-01T00:00:00+00:00", "notes": "",
+                      "entries": rows})
+
+
+@pytest.mark.gpu
+def test_measure_autocast_times_every_contender_under_bf16():
+    rows = chapter.measure_autocast([62], scale="small", reps=3, progress=False)
+    assert {r["contender"] for r in rows} == {"eager", *chapter.COMPILE_MODES, "ours"}
+    assert all(r["autocast"] == "bf16" and r["protocol"] == "steady" for r in rows)
+
+
+def test_a_timing_cell_runs_only_on_a_gpu_at_full_scale_and_says_why_not(tmp_path, capsys):
+    assert chapter.Session("gpu", "cuda", "full", 5, tmp_path).measures("timing x")
+    assert not chapter.Session("gpu", "cuda", "small", 5, tmp_path).measures("timing x")
+    assert not chapter.Session("compile-only", "cpu", "small", 5, tmp_path).measures("timing x")
+    assert capsys.readouterr().out.splitlines() == [
+        "SKIPPED: timing x (scale small: only KernelBench's sizes are measured)", "SKIPPED: timing x (no GPU)"]
+
+
+def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch, capsys):
+    import json
+
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "cpu")
+    off = chapter.Session("reference-only", "cpu", "small", 5, tmp_path)
+    assert off.shown("solutions", "the table") is None
+    assert capsys.readouterr().out == "SKIPPED: the table (no GPU and no recorded run)\n"
+    rec = {"schema": 1, "kind": "solutions", "device": {"name": "GPU A", "slug": "gpu-a", "cc": "9.0", "sm_count": 1,
+                                                       "memory_gb": 80.0, "l2_mb": 50.0},
+           "torch": "2", "cuda": "12.8", "git_commit": "abc1234", "date": "2025-06-01T00:00:00+00:00", "notes": "",
+           "entries": ENTRIES}
+    (tmp_path / "gpu-a").mkdir()
+    (tmp_path / "gpu-a" / "solutions.json").write_text(json.dumps(rec))
+    shown = off.shown("solutions", "the table")
+    assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
+    text = chapter.record_markdown(shown)
+    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text

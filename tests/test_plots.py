@@ -139,3 +139,58 @@ def test_figures_display_as_png_in_any_ipython_kernel():
         assert bundle["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         InteractiveShell.clear_instance()
+
+
+def ratio(problem, contender, tf32, vs_compile, vs_eager=None) -> dict:
+    return {"problem": problem, "contender": contender, "tf32": tf32, "vs_compile": vs_compile,
+            "vs_eager": vs_compile * 1.1 if vs_eager is None else vs_eager}
+
+
+RATIOS = [ratio(94, "ours", False, 2.7), ratio(94, "ours", True, 1.1), ratio(94, "ours, frozen", False, 3.0),
+          ratio(37, "ours", False, 2.6), ratio(37, "ours", True, 1.5), ratio(37, "ours, frozen", False, 2.9)]
+
+
+def label_overlaps(fig) -> int:
+    """How many pairs of the first axes' bar labels overlap, once drawn."""
+    import itertools
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    boxes = [t.get_window_extent(renderer) for t in fig.axes[0].texts if t.get_text()]
+    assert boxes, "no bar labels drawn"
+    return sum(a.overlaps(b) for a, b in itertools.combinations(boxes, 2))
+
+
+def test_ratio_bars_draw_each_series_with_its_targets(tmp_path):
+    png = tmp_path / "ratios.png"
+    fig = plots.ratio_bars(RATIOS, recorded=BASELINES, save=png,
+                           targets={"ours": 2.3, "ours · TF32": (1.3, 1.5), "ours, frozen": {94: 2.74, 37: 2.61}})
+    ax = fig.axes[0]
+    assert sorted(round(p.get_height(), 3) for p in ax.patches) == [1.1, 1.5, 2.6, 2.7, 2.9, 3.0]
+    assert "recorded on NVIDIA H100 80GB HBM3" in title(fig) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    levels = sorted(round(float(seg[0][1]), 2) for c in ax.collections for seg in c.get_segments())
+    assert levels == [1.3, 1.3, 1.5, 1.5, 2.3, 2.3, 2.61, 2.74]  # per bar: targets, moonshots, per-problem targets
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "target, ours: 2.3x" in legend and "moonshot, ours · TF32: 1.5x" in legend and "target, ours, frozen" in legend
+    assert len(legend) == len(set(legend))  # one entry per label, however many bars carry it
+    assert any(line.get_ydata()[0] == 1.0 for line in ax.lines)  # the 1x line
+
+
+def test_ratio_bars_of_two_ratios_colour_by_what_they_are_over():
+    fig = plots.ratio_bars(RATIOS, values=("vs_eager", "vs_compile"), label=lambda r: "TF32" if r["tf32"] else "strict")
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend[:4] == ["strict: over eager", "strict: over torch.compile", "TF32: over eager", "TF32: over torch.compile"]
+    colour = [bars.patches[0].get_facecolor() for bars in fig.axes[0].containers]
+    assert colour[0] == colour[2] != colour[1] == colour[3]  # eager's grey, torch.compile's blue, in both tiers
+
+
+@pytest.mark.parametrize("make", [
+    lambda: plots.speedup_bars([row(pid, "eager" if i == 0 else f"contender {i}", tf32, 10.0 / (1 + i))
+                                for pid in (94, 75, 37, 62) for i in range(6) for tf32 in (False, True)]),
+    lambda: plots.ratio_bars([ratio(pid, c, tf32, 2.5) for pid in (94, 75, 37, 62) for c in ("ours", "ours, frozen")
+                              for tf32 in (False, True)], values=("vs_eager", "vs_compile")),
+], ids=["speedup_bars, 12 bars a group", "ratio_bars, 8 bars a group"])
+def test_bar_labels_never_overlap(make):
+    assert label_overlaps(make()) == 0

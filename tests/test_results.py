@@ -406,3 +406,36 @@ def test_a_full_sha_from_the_runner_is_shortened(monkeypatch):
     monkeypatch.setenv("WORKBOOK_GIT_COMMIT", "1d6d181-dirty")
     assert results.git_commit() == "1d6d181-dirty"
     assert results.short_commit("unknown") == "unknown"
+
+
+def step_entry(problem, contender, tf32, ms, **more) -> dict:
+    return {"problem": problem, "contender": contender, "tf32": tf32, "protocol": "steady", "median_ms": ms,
+            "p20_ms": ms, "p80_ms": ms, **more}
+
+
+TRAINING = [step_entry(94, c, tf32, ms) for tf32, times in
+            ((False, {"eager": 8.6, "torch.compile": 8.2, "torch.compile max-autotune-no-cudagraphs": 8.4, "ours": 3.7}),
+             (True, {"eager": 2.0, "torch.compile": 1.6, "torch.compile max-autotune-no-cudagraphs": 1.5, "ours": 1.25}))
+            for c, ms in times.items()]
+AUTOCAST = [step_entry(62, c, False, ms, autocast="bf16")
+            for c, ms in {"eager": 1.0, "torch.compile": 0.5, "torch.compile max-autotune-no-cudagraphs": 0.55,
+                          "ours": 0.8}.items()]
+
+
+@pytest.mark.parametrize("kind, entries, goldens", [
+    ("training", TRAINING, ["| 94 | off | ours | 3.700 | 2.32x | 2.22x |",  # over eager and compile with TF32 off
+                            "| 94 | on | ours | 1.250 | 1.60x | 1.20x |",  # the faster mode there: max-autotune
+                            "| 94 | on | eager | 2.000 | 1.00x | 0.75x |"]),
+    ("autocast", AUTOCAST, ["The forward under torch.autocast (bf16)", "| 62 | ours | 0.800 | 1.25x | 0.62x |"]),
+])
+def test_training_and_autocast_are_validated_and_rendered(tmp_path, on_h100, kind, entries, goldens):
+    path = results.record(kind, entries, notes="notebooks/09", results_dir=tmp_path)
+    assert results.read(path)["entries"] == entries
+    with pytest.raises(ValueError, match=r"entry 0 lacks \['protocol'\]"):
+        results.validate(make_record(kind, [{k: v for k, v in entries[0].items() if k != "protocol"}]))
+    text = results.KINDS[kind].render(make_record(kind, entries))
+    for golden in goldens:
+        assert golden in text, golden
+    root = tmp_path / "readme"
+    write(root, make_record(kind, entries))
+    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)

@@ -4,7 +4,9 @@ two notebooks would otherwise each define lives here, tested (tests/test_chapter
 
     S = session(DEVICE, SCALE, REPS, RESULTS_DIR)                 # a notebook's parameters, resolved
     ref, new = solution_pair(94, "full", "cuda")                 # Model and ModelNew, the same weights
-    rows = measure_solutions([94, 75, 37, 62], reps=50)           # notebook 09's side-by-side run
+    rows = measure_solutions([94, 75, 37, 62], reps=50)           # notebook 09's side-by-side run of the forward
+    rows = measure_training([94, 75, 37, 62], reps=50)            # ... of a training step; measure_autocast: autocast
+    print(ratio_table(rows, lambda r: ("vs_compile", 2.0, 2.5)))  # ratios, targets and verdicts, in Markdown
     print(harness_summary(reports))                               # one line per check_model report
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ from torch import Tensor, nn
 from utils import bench, precision
 from utils.check import TIERS
 from utils.problems import get_problem
+from utils.run import skip
 
 # The contenders of notebook 09, in timing order. torch.compile's "max-autotune" mode would also
 # capture CUDA graphs, which no other contender gets; "-no-cudagraphs" autotunes the same kernels.
@@ -58,6 +61,22 @@ class Session:
         from utils import results
 
         return results.recorded(kind, self.results_dir, on_gpu=self.on_gpu)
+
+    def measures(self, what: str) -> bool:
+        """Whether a timing cell runs here: on a GPU at KernelBench's sizes. Otherwise it prints the
+        one SKIPPED line (utils.run.skip) that says why, and returns False."""
+        if not self.on_gpu:
+            skip(what, "no GPU")
+        elif self.scale != "full":
+            skip(what, f"scale {self.scale}: only KernelBench's sizes are measured")
+        return self.on_gpu and self.scale == "full"
+
+    def shown(self, kind: str, what: str) -> dict | None:
+        """recorded(kind), or None after the one SKIPPED line saying that there is no record to show."""
+        rec = self.recorded(kind)
+        if rec is None:
+            skip(what, "no GPU and no recorded run" if not self.on_gpu else f"no {kind} record on this GPU yet")
+        return rec
 
     @property
     def reading_device(self) -> str | None:
@@ -115,7 +134,8 @@ def _first_call(fn: Callable[[], Tensor]) -> tuple[Tensor, float]:
 def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 0, ceilings=None,
                       progress: bool = True) -> list[dict]:
     """Notebook 09's run, on the current GPU: for each problem, with TF32 off and then on, eager,
-    torch.compile (both modes of COMPILE_MODES), ours and ours under torch.compile(fullgraph=True),
+    torch.compile (both modes of COMPILE_MODES), ours (by default: nothing kept between calls), ours
+    frozen (freeze(): the weight's small parts kept) and ours under torch.compile(fullgraph=True),
     each checked against eager at the tier of that TF32 setting before it is timed, then all
     timed in turn (bench.compare with interleave: rep by rep, so that every contender meets the
     GPU's clock under sustained work) in both PROTOCOLS. Rows are bench.compare() rows plus
@@ -124,6 +144,7 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
     for pid in pids:
         p = get_problem(pid)
         ref, new = solution_pair(pid, scale, "cuda", seed)
+        frozen = solution_pair(pid, scale, "cuda", seed)[1].freeze()  # the opt-in: the weight's small parts kept
         (x,) = [t.cuda() for t in p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))]
         cost = bench.problem_cost(p, scale)
         for tf32 in (False, True):
@@ -132,7 +153,7 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
             with precision.tf32(tf32), torch.no_grad():
                 expected = ref(x)
                 models = {"eager": ref, **{name: torch.compile(ref, mode=mode) for name, mode in COMPILE_MODES.items()},
-                          "ours": new, "ours + torch.compile": torch.compile(new, fullgraph=True)}
+                          "ours": new, "ours, frozen": frozen, "ours + torch.compile": torch.compile(new, fullgraph=True)}
                 extra = {}
                 for name, model in models.items():
                     if progress:
@@ -141,8 +162,8 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
                     diff = (out - expected).abs().max().item()
                     if not torch.allclose(out, expected, atol=tier.atol, rtol=tier.rtol):  # never time a wrong result
                         raise AssertionError(f"problem {pid}, TF32 {tf32}: {name} differs from eager by {diff:.1e}")
-                    extra[name] = {"max_abs_vs_eager": diff} | ({"compile_s": seconds} if model is not ref and
-                                                                  model is not new else {})
+                    extra[name] = {"max_abs_vs_eager": diff} | ({"compile_s": seconds} if name.startswith(
+                        ("torch.compile", "ours + torch.compile")) else {})
                 for protocol, sync_each in PROTOCOLS.items():
                     if progress:
                         print(f"problem {pid}, TF32 {'on' if tf32 else 'off'}, {protocol}:", flush=True)
@@ -150,26 +171,187 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
                                           ceilings=ceilings, reps=reps, progress=progress, sync_each=sync_each,
                                           interleave=True)
                     rows += [r | {"problem": pid, "protocol": protocol} | extra[r["contender"]] for r in timed]
+        del ref, new, frozen, x
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _training_step(model: nn.Module, x: Tensor, grad: Tensor) -> Callable[[], tuple[Tensor, ...]]:
+    """One training step's work, forward and backward: the gradients of the input and of every
+    parameter, returned (not accumulated into .grad: every contender does the same work each rep)."""
+    params = list(model.parameters())
+    x = x.detach().requires_grad_()
+
+    def step():
+        out = model(x)
+        return torch.autograd.grad(out, [x, *params], grad)
+    return step
+
+
+def _float64_step(model: nn.Module, x: Tensor, grad: Tensor, moved: float = 0.0) -> tuple[Tensor, ...]:
+    """The training step's gradients in float64, on a float64 copy of the model (the reference); moved:
+    the input moved by that relative amount, each element at random (check.judge_gradients)."""
+    import copy
+
+    x64 = x.double() * (1 + moved * (2 * torch.rand(x.shape, device=x.device, dtype=torch.float64) - 1))
+    grads = _training_step(copy.deepcopy(model).double(), x64, grad.double())()
+    return tuple(g.float() for g in grads)
+
+
+def _gradients_verdict(got: tuple[Tensor, ...], want: tuple[Tensor, ...], model: nn.Module, x: Tensor, grad: Tensor,
+                       tf32: bool) -> tuple[str, str]:
+    """check.judge_gradients on a training step's gradients against `model`'s (float64 computed only if needed)."""
+    from utils.check import judge_gradients
+
+    def named(grads):
+        return {str(i): g for i, g in enumerate(grads)}
+    tier = TIERS["tf32" if tf32 else "strict"]
+    return judge_gradients(named(got), named(want), lambda: named(_float64_step(model, x, grad)), tier,
+                           lambda: named(_float64_step(model, x, grad, tier.noise)))
+
+
+def measure_training(pids, *, scale: str = "full", reps: int = 20, seed: int = 0, progress: bool = True) -> list[dict]:
+    """A training step (forward and backward, the gradients of the input and every parameter) of eager,
+    torch.compile (both modes of COMPILE_MODES) and ours, TF32 off and on, each contender's gradients
+    checked against eager's at the tier first (check.judge_gradients, against float64 where eager's own
+    are not determined to the tier), then all timed in turn in steady state (kind "training" of
+    utils.results)."""
+    rows = []
+    for pid in pids:
+        p = get_problem(pid)
+        ref, new = (m.train() for m in solution_pair(pid, scale, "cuda", seed))
+        (x,) = [t.cuda() for t in p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))]
+        with torch.no_grad():
+            grad = torch.rand_like(ref(x)) * 2 - 1  # the loss's gradient: random, never ones or zeros
+        for tf32 in (False, True):
+            torch._dynamo.reset()
+            with precision.tf32(tf32):
+                steps = {"eager": _training_step(ref, x, grad),
+                         **{name: _training_step(torch.compile(ref, mode=mode), x, grad)
+                            for name, mode in COMPILE_MODES.items()},
+                         "ours": _training_step(new, x, grad)}
+                expected = steps["eager"]()
+                extra = {}
+                for name, step in steps.items():
+                    if progress:
+                        print(f"problem {pid}, TF32 {'on ' if tf32 else 'off'}: first training step of {name}", flush=True)
+                    got, seconds = _first_call(step)
+                    status, detail = _gradients_verdict(got, expected, ref, x, grad, tf32)
+                    if status != "pass":  # never time a wrong result
+                        raise AssertionError(f"problem {pid}, TF32 {tf32}: {name}'s gradients: {detail}")
+                    extra[name] = {"gradients": detail} | ({"compile_s": seconds} if name.startswith("torch.compile") else {})
+                timed = bench.compare(steps, reps=reps, progress=progress, interleave=True)
+                rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
+        del ref, new, x, grad
+        torch.cuda.empty_cache()
+    return rows
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def measure_autocast(pids, *, scale: str = "full", reps: int = 20, seed: int = 0, dtype: str = "bf16",
+                     progress: bool = True) -> list[dict]:
+    """The forward under torch.autocast(dtype) of eager, torch.compile (both modes) and ours, each
+    checked against eager's output (same dtype, within the autocast tier of utils.check) first,
+    then timed in turn, in steady state (kind "autocast" of utils.results)."""
+    from utils.check import autocast_tier
+
+    rows = []
+    tier = autocast_tier(AUTOCAST_DTYPES[dtype])
+    for pid in pids:
+        p = get_problem(pid)
+        ref, new = solution_pair(pid, scale, "cuda", seed)
+        (x,) = [t.cuda() for t in p.get_inputs(scale, generator=torch.Generator().manual_seed(seed + 1))]
+        torch._dynamo.reset()
+        with torch.no_grad(), torch.autocast("cuda", dtype=AUTOCAST_DTYPES[dtype]):
+            models = {"eager": ref, **{name: torch.compile(ref, mode=mode) for name, mode in COMPILE_MODES.items()},
+                      "ours": new}
+            expected = ref(x)
+            extra = {}
+            for name, model in models.items():
+                if progress:
+                    print(f"problem {pid}, autocast {dtype}: first call of {name}", flush=True)
+                out, seconds = _first_call(lambda m=model: m(x))
+                diff = (out.float() - expected.float()).abs().max().item()
+                if out.dtype != expected.dtype or not torch.allclose(out.float(), expected.float(), atol=tier.atol,
+                                                                     rtol=tier.rtol):
+                    raise AssertionError(f"problem {pid}, autocast {dtype}: {name} gives {out.dtype}, differs from "
+                                         f"eager ({expected.dtype}) by {diff:.1e}")
+                extra[name] = {"max_abs_vs_eager": diff, "autocast": dtype} | (
+                    {"compile_s": seconds} if name.startswith("torch.compile") else {})
+            timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, reps=reps,
+                                  progress=progress, interleave=True)
+            rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
         del ref, new, x
         torch.cuda.empty_cache()
     return rows
 
 
-def solution_ratios(entries: list[dict]) -> list[dict]:
-    """Per problem and TF32 setting, ours against eager fp32 and the faster torch.compile mode, in both
-    protocols: {"problem", "tf32", "protocol", "ours_ms", "vs_eager_fp32", "vs_compile", "compile_mode"}."""
+def solution_ratios(entries: list[dict], contender: str = "ours") -> list[dict]:
+    """Per problem, TF32 setting and protocol of a side-by-side record ("solutions", "training",
+    "autocast"), `contender` against eager with the same TF32 setting, eager fp32 (TF32 off) and the
+    faster torch.compile mode with the same TF32 setting: {"problem", "tf32", "protocol", "contender",
+    "ours_ms", "vs_eager", "vs_eager_fp32", "vs_compile", "compile_mode"}."""
     at = {(e["problem"], e["contender"], e["tf32"], e["protocol"]): e for e in entries}
     out = []
-    for (pid, contender, tf32, protocol), e in at.items():
-        if contender != "ours":
+    for (pid, name, tf32, protocol), e in at.items():
+        if name != contender:
             continue
         compiled = [v for k, v in at.items() if k[0] == pid and k[2] == tf32 and k[3] == protocol and k[1] in COMPILE_MODES]
         best = min(compiled, key=lambda v: v["median_ms"])
-        eager = at[(pid, "eager", False, protocol)]
-        out.append({"problem": pid, "tf32": tf32, "protocol": protocol, "ours_ms": e["median_ms"],
-                    "vs_eager_fp32": eager["median_ms"] / e["median_ms"],
+        eager, eager_fp32 = at[(pid, "eager", tf32, protocol)], at[(pid, "eager", False, protocol)]
+        out.append({"problem": pid, "tf32": tf32, "protocol": protocol, "contender": contender, "ours_ms": e["median_ms"],
+                    "vs_eager": eager["median_ms"] / e["median_ms"], "vs_eager_fp32": eager_fp32["median_ms"] / e["median_ms"],
                     "vs_compile": best["median_ms"] / e["median_ms"], "compile_mode": best["contender"]})
     return out
+
+
+def record_markdown(rec: dict) -> str:
+    """A record as a notebook shows it: where and when it was measured, then its kind's table."""
+    from utils import results
+
+    return (f"Recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`\n\n"
+            + results.KINDS[rec["kind"]].render(rec))
+
+
+def verdict(ratio: float, target: float, moonshot: float | None = None) -> str:
+    """A measured ratio against its target (and moonshot): "met", "met, moonshot too" or "**missed**"."""
+    if ratio < target:
+        return "**missed**"
+    return "met, moonshot too" if moonshot is not None and ratio >= moonshot else "met"
+
+
+RATIO_NAMES = {"vs_compile": "compile", "vs_eager": "eager"}  # ratio_table's names of what a target is over
+
+
+def ratio_table(entries: list[dict], target: Callable[[dict], tuple | None], *, predicted: Callable[[dict], str] | None = None,
+                contenders=("ours",), protocols=("steady",), tf32_column: bool = True) -> str:
+    """Notebook 09's predicted-against-measured tables, in Markdown: a row per problem, contender and TF32
+    setting of a side-by-side record ("solutions", "training", "autocast"; solution_ratios' rows): its
+    ratio to the faster torch.compile mode in each of `protocols`, to eager with the same TF32 setting,
+    `predicted(row)` if given, and `target(row)` -> (the ratio it is on, "vs_compile" or "vs_eager",
+    target, moonshot or None), or None where there is none, judged by verdict() in the first protocol."""
+    ratios = {(r["problem"], r["contender"], r["tf32"], r["protocol"]): r for c in contenders
+              for r in solution_ratios(entries, c)}
+    head = ["problem", *(["TF32"] if tf32_column else []), "contender", *(["predicted"] if predicted else []),
+            f"× compile, {' · '.join(p.replace('_', ' ') for p in protocols)}", "× eager", "target", "verdict"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for pid in dict.fromkeys(e["problem"] for e in entries):
+        for c in contenders:
+            for tf32 in sorted({e["tf32"] for e in entries}):
+                if (r := ratios.get((pid, c, tf32, protocols[0]))) is None:
+                    continue
+                goal = target(r)
+                cells = [str(pid), *([("on" if tf32 else "off")] if tf32_column else []), c,
+                         *([predicted(r)] if predicted else []),
+                         " · ".join(f"{ratios[(pid, c, tf32, p)]['vs_compile']:.2f}x" for p in protocols),
+                         f"{r['vs_eager']:.2f}x",
+                         "–" if goal is None else f"≥ {goal[1]:g}x {RATIO_NAMES[goal[0]]}"
+                         + (f" (moonshot {goal[2]:g}x)" if goal[2] else ""),
+                         "–" if goal is None else verdict(r[goal[0]], goal[1], goal[2])]
+                lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def harness_summary(reports) -> str:

@@ -1,7 +1,9 @@
-"""The workbook's plots: speedup bars, eager op breakdown, the GEMM ladder, the roofline.
+"""The workbook's plots: speedup bars, ratio bars with targets, eager op breakdown, the GEMM ladder, the roofline.
 
     speedup_bars(results.load("baselines"))     # a record: titled "recorded on <device>, <date>"
     speedup_bars(rows)                          # compare() rows just measured: titled with this machine
+    ratio_bars(chapter.solution_ratios(rec["entries"]), recorded=rec,   # ours / the best torch.compile mode,
+               targets={"ours": (2.0, 2.5)})                            # with its targets
     roofline([{"label": "94 eager", "flops": c.flops, "bytes": c.bytes, "ms": 12.3}], ceilings)
 
 Every function returns a matplotlib Figure (and saves it with save=path). Every title says
@@ -46,6 +48,7 @@ COLOURS = {
     "torch.compile max-autotune": "#6a3d9a",
     "torch.compile max-autotune-no-cudagraphs": "#6a3d9a",
     "ours + torch.compile": "#fdae6b",
+    "ours, frozen": "#31a354",
     "cuBLAS": "#222222",
     "ours": "#e6550d",
 }
@@ -138,7 +141,7 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
     recorded = recorded or (rows_or_record if _is_record(rows_or_record) else None)
     groups = list(dict.fromkeys(r.get(group_by) for r in rows))
     series = list(dict.fromkeys(_series(r) for r in rows))
-    fig = _figure(what or f"Speedup over {baseline} (TF32 off)", recorded)
+    fig = _figure(what or f"Speedup over {baseline} (TF32 off)", recorded, figsize=_bars_figsize(groups, series))
     with matplotlib.rc_context(STYLE):
         ax = fig.add_subplot()
         width = 0.8 / len(series)
@@ -151,15 +154,77 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
                 if row is not None:
                     xs.append(g_i - 0.4 + width * (j + 0.5))
                     ys.append(base["median_ms"] / row["median_ms"])
-            bars = ax.bar(xs, ys, width, label=s, color=_colour(s.removesuffix(" · TF32"), j),
-                          hatch="//" if s.endswith("TF32") else None, edgecolor="white")
-            # Vertical labels: side by side, horizontal ones overlap once there are 6 bars a group.
-            ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2, rotation=90)
+            _labelled_bars(ax, xs, ys, width, s, _colour(s.removesuffix(" · TF32"), j))
         ax.axhline(1.0, color=REFERENCE, lw=1, ls="--")
         ax.set_xticks(range(len(groups)), [_group_label(group_by, g) for g in groups])
         ax.set_ylabel(f"speedup over {baseline} with TF32 off (x)")
         ax.margins(y=0.15)  # room for the labels above the tallest bar
         ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return finish(fig, save)
+
+
+def _bars_figsize(groups: list, series: list) -> tuple[float, float]:
+    """Wide enough that the vertical labels of side-by-side bars never touch: about 0.16 inch a bar,
+    beside the legend, never narrower than the style's 8 inches."""
+    return max(STYLE["figure.figsize"][0], 3.0 + 0.16 * len(groups) * len(series)), STYLE["figure.figsize"][1]
+
+
+def _labelled_bars(ax, xs: list[float], ys: list[float], width: float, series: str, colour: str):
+    """One series of bars (hatched when its label says TF32), each labelled with its value, vertically:
+    side by side, horizontal labels overlap once there are 6 bars a group. The label's white box hides a
+    target line behind it."""
+    bars = ax.bar(xs, ys, width, label=series, color=colour, hatch="//" if "TF32" in series else None,
+                  edgecolor="white")
+    ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2, rotation=90,
+                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3})
+    return bars
+
+
+# ratio_bars' values: a ratio's key in utils.chapter.solution_ratios rows -> (what it is over, its colour)
+RATIOS = {"vs_compile": ("over torch.compile", COLOURS["torch.compile"]), "vs_eager": ("over eager", COLOURS["eager"])}
+
+
+def ratio_bars(rows, *, values: tuple[str, ...] = ("vs_compile",), label=None, targets: dict | None = None,
+               what: str = "Ours over the faster torch.compile mode, same TF32 setting",
+               ylabel: str = "the faster torch.compile mode's time / ours (x)", recorded: dict | None = None,
+               save: str | Path | None = None) -> Figure:
+    """Ratios per problem, one bar per series: rows such as utils.chapter.solution_ratios gives
+    ({"problem", "contender", "tf32", and the keys of RATIOS}), a series per label(row) (default: the
+    contender, marked " · TF32" when TF32 was allowed) and, with several `values`, per value too
+    ("<label>: over eager", coloured by what the ratio is over; one value: coloured by contender). A
+    line marks 1x; targets {series: target, (target, moonshot), or {problem: either}} draws each
+    series' target (dashed) and moonshot (dotted) across its bars."""
+    label = label or _series
+
+    def name(r: dict, v: str) -> str:
+        return label(r) if len(values) == 1 else f"{label(r)}: {RATIOS[v][0]}"
+
+    groups = list(dict.fromkeys(r["problem"] for r in rows))
+    series = list(dict.fromkeys((name(r, v), v) for r in rows for v in values))
+    fig = _figure(what, recorded, figsize=_bars_figsize(groups, series))
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        width = 0.8 / len(series)
+        for j, (s, v) in enumerate(series):
+            at = {r["problem"]: r[v] for r in rows if name(r, v) == s}
+            shown = [g for g in groups if g in at]
+            xs = [groups.index(g) - 0.4 + width * (j + 0.5) for g in shown]
+            colour = _colour(s.split(" · ")[0], j) if len(values) == 1 else RATIOS[v][1]
+            _labelled_bars(ax, xs, [at[g] for g in shown], width, s, colour)
+            goal = (targets or {}).get(s)
+            for x, g in zip(xs, shown):
+                levels = goal.get(g) if isinstance(goal, dict) else goal
+                for level, style, kind in zip(levels if isinstance(levels, tuple) else (levels,), ("--", ":"),
+                                              ("target", "moonshot")):
+                    if level is not None:  # black across the series' own bar: its position says whose it is
+                        ax.hlines(level, x - width / 2, x + width / 2, colors=REFERENCE, linestyles=style, lw=1.5,
+                                  zorder=2.5, label=f"{kind}, {s}" + ("" if isinstance(goal, dict) else f": {level:g}x"))
+        ax.axhline(1.0, color=REFERENCE, lw=1, ls="-")
+        ax.set_xticks(range(len(groups)), [_group_label("problem", g) for g in groups])
+        ax.set_ylabel(ylabel)
+        ax.margins(y=0.15)
+        handles = dict(zip(*reversed(ax.get_legend_handles_labels())))  # one entry per label
+        ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return finish(fig, save)
 
 

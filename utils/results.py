@@ -60,12 +60,24 @@ Entry conventions of the kinds known so far (every listed key is required):
                    "copy" row, a copy of a tensor of the same size timed in the same run.
     solutions      notebook 09: the drop-ins against eager and torch.compile, TF32 off and on,
                    {"problem", "contender": "eager" | "torch.compile" |
-                    "torch.compile max-autotune-no-cudagraphs" | "ours" | "ours + torch.compile",
-                    "tf32", "protocol": "steady" | "per_call", "median_ms", "p20_ms", "p80_ms",
-                    "tflops", "floor_ms", "pct_of_floor"} and optionally "compile_s" (the first
-                   call of a compiled contender) and "max_abs_vs_eager". "steady": calls queued back
-                   to back (utils.bench.time_ms); "per_call": a synchronize after every call
-                   (KernelBench's per-trial protocol), the CPU's launch cost included.
+                    "torch.compile max-autotune-no-cudagraphs" | "ours" | "ours, frozen" |
+                    "ours + torch.compile", "tf32", "protocol": "steady" | "per_call", "median_ms",
+                    "p20_ms", "p80_ms", "tflops", "floor_ms", "pct_of_floor"} and optionally
+                   "compile_s" (the first call of a compiled contender) and "max_abs_vs_eager".
+                   "ours": the default, nothing derived from the weight kept between calls; "ours,
+                   frozen": after freeze() (utils/freezing.py). "steady": calls queued back to back
+                   (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
+                   per-trial protocol), the CPU's launch cost included.
+    training       notebook 09 (utils.chapter.measure_training): a training step (forward and backward,
+                   the gradients of the input and every parameter), TF32 off and on, compare() rows of
+                   one run {"problem", "contender": "eager" | "torch.compile" |
+                    "torch.compile max-autotune-no-cudagraphs" | "ours", "tf32", "protocol": "steady",
+                    "median_ms", "p20_ms", "p80_ms"} and "gradients" (the check's verdict before
+                   timing), "compile_s" for the compiled contenders.
+    autocast       notebook 09 (utils.chapter.measure_autocast): the forward under torch.autocast,
+                   compare() rows of one run {"problem", "contender" (as training's), "autocast":
+                   "bf16" | "fp16", "tf32", "protocol": "steady", "median_ms", "p20_ms", "p80_ms",
+                   "max_abs_vs_eager"}, every contender checked against eager under autocast first.
     scoreboard     python -m utils.scoreboard: every chapter's composition of the four models, one run,
                    TF32 off, {"problem", "stage": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "02" ... "09", "contender", "median_ms",
@@ -297,13 +309,25 @@ def _render_memory_bound(rec: dict) -> str:
     return "\n\n".join(parts)
 
 
+def _best_compiled(at: dict, pid: int, tf32: bool, protocol: str) -> dict | None:
+    """The faster torch.compile row of a problem, TF32 setting and protocol; `at` maps (problem,
+    contender, tf32, protocol) to entries."""
+    compiled = [e for k, e in at.items() if k[0] == pid and k[2] == tf32 and k[3] == protocol
+                and k[1].startswith("torch.compile")]
+    return min(compiled, key=lambda e: e["median_ms"]) if compiled else None
+
+
+def _by_key(entries: list[dict]) -> dict:
+    return {(e["problem"], e["contender"], e["tf32"], e["protocol"]): e for e in entries}
+
+
 def _render_solutions(rec: dict) -> str:
     """Per problem: each contender's steady and per-call medians, its speedup over eager fp32 (TF32 off),
     and ours against the faster torch.compile mode with the same TF32 setting."""
     from utils.problems import PROBLEMS
 
     entries = rec["entries"]
-    at = {(e["problem"], e["contender"], e["tf32"], e["protocol"]): e for e in entries}
+    at = _by_key(entries)
     parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's setting), in the same protocol. "
              "steady: calls queued back to back; per call: a synchronize after each call (KernelBench's "
              "per-trial protocol), so the CPU's launch cost counts. vs compile: the faster torch.compile "
@@ -322,13 +346,39 @@ def _render_solutions(rec: dict) -> str:
                 cells = [f"{steady['median_ms']:.3f}", f"{call['median_ms']:.3f}" if call else "–",
                          _speedup(eager, steady)]
                 for protocol, mine in (("steady", steady), ("per_call", call)):
-                    compiled = [at[k] for k in at if k[0] == pid and k[2] == tf32 and k[3] == protocol
-                                and k[1].startswith("torch.compile")]
-                    best = min(compiled, key=lambda e: e["median_ms"]) if compiled and mine else None
-                    cells.append(f"{best['median_ms'] / mine['median_ms']:.2f}x" if best else "–")
+                    best = _best_compiled(at, pid, tf32, protocol) if mine else None
+                    cells.append(_speedup(best, mine) if best else "–")
                 lines.append(f"| {c} | {'on' if tf32 else 'off'} | " + " | ".join(cells) + " |")
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def _render_steady_rows(rec: dict, intro: str, tf32_column: bool) -> str:
+    """One table of a steady-state side-by-side record: per problem (and TF32 setting), each contender's
+    median against eager and the faster torch.compile mode under the same settings."""
+    at = _by_key(rec["entries"])
+    tf32_head = ("| TF32 ", "|---") if tf32_column else ("", "")
+    lines = [intro, "", f"| problem {tf32_head[0]}| contender | ms | vs eager | vs compile |",
+             f"|---{tf32_head[1]}|---|---:|---:|---:|"]
+    for (pid, c, tf32, protocol), e in at.items():
+        best = _best_compiled(at, pid, tf32, protocol)
+        tf32_cell = f"| {'on' if tf32 else 'off'} " if tf32_column else ""
+        lines.append(f"| {pid} {tf32_cell}| {c} | {e['median_ms']:.3f} | "
+                     f"{_speedup(at.get((pid, 'eager', tf32, protocol)), e)} | {_speedup(best, e) if best else '–'} |")
+    return "\n".join(lines)
+
+
+def _render_training(rec: dict) -> str:
+    return _render_steady_rows(rec, "A training step: forward and backward, the gradients of the input and every "
+                               "parameter, steady state. vs eager and vs compile: eager's and the faster "
+                               "torch.compile mode's time with the same TF32 setting over this contender's.", True)
+
+
+def _render_autocast(rec: dict) -> str:
+    dtypes = ", ".join(sorted({e["autocast"] for e in rec["entries"]}))
+    return _render_steady_rows(rec, f"The forward under torch.autocast ({dtypes}), steady state. vs eager and vs "
+                               "compile: eager's and the faster torch.compile mode's time under the same autocast "
+                               "over this contender's.", False)
 
 
 def _render_scoreboard(rec: dict) -> str:
@@ -370,6 +420,11 @@ KINDS: dict[str, Kind] = {
     "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 09)",
                       ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
                        "floor_ms", "pct_of_floor"), _render_solutions),
+    "training": Kind("A training step against eager and torch.compile (notebook 09)",
+                     ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms"), _render_training),
+    "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 09)",
+                     ("problem", "contender", "autocast", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms"),
+                     _render_autocast),
     "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.scoreboard)",
                        ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps"), _render_scoreboard),
     "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender"),
