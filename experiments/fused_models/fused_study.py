@@ -51,11 +51,11 @@ def main():
             with precision.tf32(tf32), torch.no_grad():
                 c = {"eager": lambda: ref(x), "compile": (lambda cm=torch.compile(ref): cm(x)),
                      "unfused": lambda: tail(ops.linear(x, w, lb), *rest),
-                     "fused": lambda: fused(x, w, lb, *rest)}
+                     "fused": lambda: fused(x, w, lb, *rest, None, False)[0]}
                 # the fused kernel's GEMM alone (its epilogue a plain store): rung 10's linear, rung 9
                 c["gemm"] = (lambda: rung9.gemm(x, w)) if tf32 else (lambda: ops.linear(x, w, lb))
                 if pid == 75:
-                    c["fused-atomic"] = lambda: fk.linear_group_norm_min_bias_atomic(x, w, lb, *rest)
+                    c["fused-atomic"] = lambda: fk.linear_group_norm_min_bias_atomic(x, w, lb, *rest, None, False)[0]
                 want = ref(x)
                 for n, f in c.items():
                     if n == "gemm":

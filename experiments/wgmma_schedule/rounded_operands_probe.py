@@ -83,8 +83,8 @@ def main():
     wr = to_tf32(lin.weight.detach())
     fused = getattr(mods[MODEL], FUSED[62])
     with precision.tf32(True), torch.no_grad():
-        ours = {"ours, raw weight": lambda: fused(x, lin.weight, lin.bias, *rest),
-                "ours, weight rounded": lambda: fused(x, wr, lin.bias, *rest)}
+        ours = {"ours, raw weight": lambda: fused(x, lin.weight, lin.bias, *rest, None, False)[0],
+                "ours, weight rounded": lambda: fused(x, wr, lin.bias, *rest, None, False)[0]}
         res["model_62"] = against_compile(ref, x, ours, {}, a.reps)
     json.dump(res, open(os.path.join(out_dir, "rounded_operands_probe.json"), "w"), indent=1)
 

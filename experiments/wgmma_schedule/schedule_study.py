@@ -93,7 +93,7 @@ def check(mods, schedule, full: bool = True) -> list[str]:
         ref = torch.nn.functional.linear(x.double(), w.double(), bias.double())
         tol = check_tiers.TIERS["strict"]
         for call in range(2):
-            out = poisoned(rung10.linear, x, w, bias)
+            out = poisoned(rung10.linear, x, w, bias, None)
             if not torch.allclose(out.double(), ref, atol=tol.atol, rtol=tol.rtol):
                 fails.append(f"rung 10 linear {M}x{N}x{K} {misaligned or ''} call {call}: max diff "
                              f"{(out.double() - ref).abs().max():.2e}, {int(out.isnan().sum())} NaN")
@@ -179,7 +179,7 @@ def main():
                     c.update({schedule_name(s): (lambda m=mods[(KERNELS[0], s)]: m.gemm(x, w)) for s in schedules})
                 else:
                     c = {"cuBLAS SGEMM": lambda: torch.nn.functional.linear(x, w, bias)}
-                    c.update({schedule_name(s): (lambda m=mods[(KERNELS[1], s)]: m.linear(x, w, bias))
+                    c.update({schedule_name(s): (lambda m=mods[(KERNELS[1], s)]: m.linear(x, w, bias, None))
                               for s in schedules})
                 ms = timed(c, a.reps)
             keep(res["gemm"], f"{M}x{N}x{K} {'tf32' if tf32 else 'strict'}", ms)
@@ -197,7 +197,8 @@ def main():
             with precision.tf32(tf32), torch.no_grad():
                 want = ref(x)
                 c = {"compile": (lambda cm=torch.compile(ref): cm(x))}
-                c.update({schedule_name(s): (lambda f=getattr(mods[(KERNELS[2], s)], name): f(x, lin.weight, lin.bias, *rest))
+                c.update({schedule_name(s): (lambda f=getattr(mods[(KERNELS[2], s)], name): f(x, lin.weight, lin.bias, *rest, None,
+                                                                                                False)[0])
                           for s in schedules})
                 for n, f in c.items():
                     out = f()
