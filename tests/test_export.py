@@ -160,7 +160,8 @@ def test_the_forward_hands_the_launcher_what_the_workbook_hands_the_op(texts, pi
 
 
 def _fused_kernel_checks() -> tuple[int, tuple[int, ...], str]:
-    """(K's multiple, the group widths, the arch) as kernels/fused_gemm_groupnorm.cu checks and builds them."""
+    """(K's multiple, the group widths, the arch) as kernels/fused_gemm_groupnorm.cu checks and builds them:
+    the multiple and widths from the launcher's error message, a second reading beside export's own."""
     source = build.kernel_source(export.FUSED_KERNEL)
     (multiple,) = set(re.findall(r"size\(1\) % (\d+) == 0", source))
     (widths,) = set(re.findall(r"take groups of ([\d, or]+) channels", source))
@@ -171,7 +172,7 @@ def _fused_kernel_checks() -> tuple[int, tuple[int, ...], str]:
 def test_the_docstring_says_what_the_file_needs(texts, pid):
     doc = ast.get_docstring(ast.parse(texts[pid]))
     multiple, widths, arch = _fused_kernel_checks()
-    assert (multiple, widths) == (export.FUSED_K_MULTIPLE, export.FUSED_GROUP_WIDTHS), "the kernel's checks changed"
+    assert (multiple, widths) == export.fused_conditions(), "the kernel's message and its checks disagree"
     d = get_problem(pid).dims("full")
     flat = " ".join(doc.split())
     assert f"sm_{toolchain.arch_code(arch)}" in flat and "compute capability 9.0" in flat

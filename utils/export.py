@@ -363,11 +363,19 @@ def _module_text(kernel: str) -> tuple[str, str, list[build.Export], str | None,
 
 # --- what the export needs, in its docstring --------------------------------------------------
 
-# The fused kernel's conditions, as its launcher checks them (kernels/fused_gemm_groupnorm.cu,
-# check_and_prepare); tests/test_export.py reads them there, so a change to the kernel shows here.
 FUSED_KERNEL = "fused_gemm_groupnorm"
-FUSED_K_MULTIPLE = 4
-FUSED_GROUP_WIDTHS = (16, 32, 64)
+
+
+def fused_conditions() -> tuple[int, tuple[int, ...]]:
+    """(the multiple K must be, the group widths) as kernels/fused_gemm_groupnorm.cu's launcher checks
+    them, read from its source: the one place they are written."""
+    source = build.kernel_source(FUSED_KERNEL)
+    multiples = set(re.findall(r"size\(1\) % (\d+) == 0", source))
+    widths = re.findall(r"kGroupWidths\[\] = \{([\d, ]+)\}", source)
+    if len(multiples) != 1 or len(widths) != 1:
+        raise ExportError(f"kernels/{FUSED_KERNEL}.cu no longer states its conditions as this exporter reads them "
+                          "(`x.size(1) % N == 0`, `kGroupWidths[] = {...}`): update utils/export.py")
+    return int(multiples.pop()), tuple(int(w) for w in widths[0].split(","))
 COLD_BUILD = ("a minute or two on 2 CPU cores (47 s measured on an idle one); later imports load torch's cached "
               "build")
 
@@ -389,13 +397,14 @@ def _docstring(sol: Solution, kernels: dict[str, list[str]], archs: dict[str, st
               "float32 input and parameters: the launchers refuse other dtypes;",
               "forward only: the launchers are called directly, so nothing is recorded for autograd;"]
     if FUSED_KERNEL in kernels:
-        widths = f"{', '.join(map(str, FUSED_GROUP_WIDTHS[:-1]))} or {FUSED_GROUP_WIDTHS[-1]}"
+        k_multiple, group_widths = fused_conditions()
+        widths = f"{', '.join(map(str, group_widths[:-1]))} or {group_widths[-1]}"
         sizes = ""
         if problem is not None:
             d = problem.dims("full")
             sizes = (f" This file's sizes have K = {d.in_features} and groups of {d.channels_per_group} channels "
                      f"({d.out_features} in {d.groups} groups).")
-        needs.append(f"inputs the fused kernel takes: x (N, K) with K % {FUSED_K_MULTIPLE} == 0, out_features "
+        needs.append(f"inputs the fused kernel takes: x (N, K) with K % {k_multiple} == 0, out_features "
                      f"divisible by num_groups, groups of {widths} channels.{sizes} Other inputs raise an error "
                      "that names the condition; there is no fallback in this file;")
     needs.append("a CUDA toolkit (nvcc and libcudart) of torch's CUDA major version, found by the lines after "

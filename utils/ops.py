@@ -51,7 +51,8 @@ hands it back as `weight_residual` (a drop-in's freeze(): utils/freezing.py).
 Only float32 is supported, on both devices, and every other dtype gets an error that says so: the
 kernels are written for float32, and a CPU path that accepted float16 would make a model that works
 on the CPU and fails on the GPU. Under torch.autocast the ops do what the reference does there
-(utils/autocast.py registers it): the GEMM in the autocast dtype, the rest in float32.
+(the autocast section at the end registers it): the GEMM in the autocast dtype, the rest as the
+reference's dtypes are.
 """
 from __future__ import annotations
 
