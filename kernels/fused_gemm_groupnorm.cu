@@ -35,9 +35,11 @@
 // 128 x BN elements of work against a main loop of K / 32 stages.
 //
 // Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
-// (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so;
-// utils/ops.py runs the unfused ops (workbook::linear, then the tail) when it does not hold.
-// Anything else this launcher rejects with an error naming the condition.
+// (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
+// each launcher asks it first: where it does not hold, the model runs as two ops, workbook::linear
+// and then the tail's op, found in PyTorch's dispatcher (utils/ops.py registers them; these
+// launchers are those ops' CUDA kernels). Without them (this file loaded alone, an export) and for
+// anything else, the launcher rejects its inputs with an error naming the condition.
 //
 // PREDICTION (written before measuring, H100): strict tier, the fused kernel takes rung 10's
 // `linear` time plus 2-4% (the epilogue), so that against `linear` + the tail it saves the tail
@@ -46,6 +48,7 @@
 // rung 9 is 87-96% of cuBLAS, so the fused kernel and cuBLAS + tail come out within +-5%.
 
 #include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
+#include <ATen/core/dispatch/Dispatcher.h>  // the unfused ops, where the fused kernels do not apply
 #include <ATen/ops/full.h>
 
 #include <type_traits>
@@ -84,6 +87,26 @@ void with_group_width(int64_t d, F&& f) {
     case 64: f(std::integral_constant<int, 64>{}); break;
     default: TORCH_CHECK(false, "group width ", num(d), " is not instantiated (16, 32 or 64)");
   }
+}
+
+// Where the fused kernels do not apply: y = workbook::linear(x, w, lb, w_residual), then the tail's op
+// `tail` (Signature: its C++ signature, y first) on y and tail_args, returning (out, y when save), as
+// the fused launcher would; nullopt when the ops are not registered (the caller's checks then name
+// the condition that failed).
+template <class Signature, class... Args>
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused(const char* tail, const torch::Tensor& x,
+                                                                const torch::Tensor& w, const torch::Tensor& lb,
+                                                                const c10::optional<torch::Tensor>& w_residual,
+                                                                bool save, const Args&... tail_args) {
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  const auto linear = dispatcher.findSchema({"workbook::linear", ""});
+  const auto tail_op = dispatcher.findSchema({tail, ""});
+  if (!linear.has_value() || !tail_op.has_value()) return std::nullopt;
+  using T = const torch::Tensor&;
+  const torch::Tensor y =
+      linear->typed<torch::Tensor(T, T, T, const c10::optional<torch::Tensor>&)>().call(x, w, lb, w_residual);
+  torch::Tensor out = tail_op->typed<Signature>().call(y, tail_args...);
+  return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
 }
 
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
@@ -172,7 +195,7 @@ std::tuple<torch::Tensor, torch::Tensor> store_model(const Operands& o, const to
   torch::Tensor out = torch::empty({M, C}, o.x.options());
   torch::Tensor saved = saved_output(o);
   if (out.numel() == 0) return {out, saved};
-  TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
+  TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   with_group_width(C / num_groups, [&](auto d) {
     constexpr int D = decltype(d)::value;
@@ -193,7 +216,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
   TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
   check_broadcast_bias(o.x, bias);
   TORCH_CHECK(bias.size(1) == C, "bias must have shape [1, ", num(C), ", 1, 1], got ", shape_string(bias));
-  TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (utils/ops.py runs the unfused ops)");
+  TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
   torch::Tensor saved = saved_output(o);
@@ -247,6 +270,13 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
+  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
+    using T = const torch::Tensor&;
+    using Tail = torch::Tensor(T, T, double, double, int64_t, T, T, double);
+    const auto r = fused::unfused<Tail>("workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
+                                        bias, min_val, max_val, num_groups, gamma, beta, eps);
+    if (r.has_value()) return *r;
+  }
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
@@ -259,6 +289,13 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
 std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
+    using T = const torch::Tensor&;
+    using Tail = torch::Tensor(T, T, int64_t, T, T, double);
+    const auto r = fused::unfused<Tail>("workbook::swish_bias_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
+                                        bias, num_groups, gamma, beta, eps);
+    if (r.has_value()) return *r;
+  }
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
@@ -270,6 +307,13 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
+    using T = const torch::Tensor&;
+    using Tail = torch::Tensor(T, int64_t, T, T, double, double);
+    const auto r = fused::unfused<Tail>("workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual, save_gemm_output,
+                                        num_groups, gamma, beta, eps, negative_slope);
+    if (r.has_value()) return *r;
+  }
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
@@ -280,6 +324,13 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
+    using T = const torch::Tensor&;
+    using Tail = torch::Tensor(T, int64_t, T, T, double, T);
+    const auto r = fused::unfused<Tail>("workbook::group_norm_min_bias", x, w, linear_bias, w_residual, save_gemm_output,
+                                        num_groups, gamma, beta, eps, bias);
+    if (r.has_value()) return *r;
+  }
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);

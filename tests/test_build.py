@@ -125,8 +125,11 @@ def test_plan_flags_arch_and_line_directive(kernels_dir, monkeypatch):
     assert {"-O3", "-lineinfo"} <= set(p.cuda_cflags) and p.cflags == ("-O3",)
     # nvcc reports errors at the real file and line, not in the build directory's copy
     assert p.cuda_source.startswith(f'#line 1 "{kernels_dir / "k.cu"}"\n#include')
-    # the bindings file: the light prelude (not <torch/extension.h>), then the launcher's declaration
-    assert p.cpp_source == build.BINDINGS_PRELUDE + "torch::Tensor k(torch::Tensor x);"
+    # the bindings file: the light prelude (not <torch/extension.h>), the launcher's declaration, then
+    # the function that registers it as an op's CUDA kernel when asked to
+    assert p.cpp_source == (build.BINDINGS_PRELUDE + "torch::Tensor k(torch::Tensor x);"
+                            + build.registration_source(p.exports))
+    assert 'if (name == "k") library->impl("k", TORCH_FN(k));' in p.cpp_source
     assert "torch/extension.h" not in p.cpp_source
     assert p.include_dirs == (kernels_dir, build.KERNELS_DIR)  # an exercise elsewhere can include common/
     assert p.build_dir.parent == kernels_dir.parent / "elsewhere"
@@ -574,3 +577,18 @@ def test_vector_add_runs_on_the_current_stream(vector_add, cuda):
         out = vector_add(a, b)  # on another stream it would run now, and add the zeros
     torch.cuda.synchronize()
     assert torch.equal(out, a_src + b_src)
+
+
+def test_only_launchers_an_op_can_call_are_registrable():
+    ready = [build.Export(n, proto, n) for n, proto in (
+        ("a", "torch::Tensor a(torch::Tensor x, const torch::Tensor& y, double s, int64_t n, bool b)"),
+        ("b", "std::tuple<torch::Tensor, torch::Tensor> b(torch::Tensor x, c10::optional<torch::Tensor> r = c10::nullopt)"))]
+    not_ready = [build.Export(n, proto, n) for n, proto in (
+        ("c", "void c(torch::Tensor x)"),                  # returns nothing: no op
+        ("d", "torch::Tensor d(torch::Tensor& out)"),      # a mutable reference: another schema
+        ("e", "bool e(torch::Tensor x, int64_t g)"),       # a predicate (fused_gemm_groupnorm's fusable)
+        ("f", "torch::Tensor f(torch::Tensor x, float s)"))]  # float has no schema type
+    source = build.registration_source(ready + not_ready)
+    assert [n for n in "abcdef" if f'library->impl("{n}"' in source] == ["a", "b"]
+    assert build.registration_source(not_ready) == ""  # nothing to register: no <torch/library.h> either
+    assert build.REGISTER_CUDA in source and "#include <torch/library.h>" in source

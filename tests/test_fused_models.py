@@ -311,19 +311,36 @@ def test_inputs_the_kernel_does_not_take_run_unfused_with_the_same_result(case, 
 
 
 @pytest.mark.gpu
-def test_the_launcher_names_what_it_cannot_take(sm90):
+def test_the_launcher_runs_the_unfused_ops_itself(sm90):
+    # the launcher is the op's CUDA kernel: where fusable says no, it calls workbook::linear and the
+    # tail's op through the dispatcher (registered by utils.ops), with the op's result and saved output
     k = build.load_kernel(KERNEL)
     name = "linear_group_norm_leaky_relu_x2"
+    args = _args(name, 70, 130, 128, 8, sm90)
+    assert not k.fusable(args[0], args[1], 8)
+    with precision.tf32(False):
+        out, saved = getattr(k, name)(*args, None, True)
+        assert torch.equal(out, ops.group_norm_leaky_relu_x2(ops.linear(*args[:3]), *args[3:]))
+        assert torch.equal(saved, ops.linear(*args[:3]))
+
+
+@pytest.mark.gpu
+def test_the_launcher_names_what_it_cannot_take(sm90):
+    # 75's atomic launcher (not an op, no unfused path) makes the checks every launcher makes
+    k = build.load_kernel(KERNEL)
+    name = "linear_group_norm_min_bias"
+    launcher = getattr(k, f"{name}_atomic")
     args = _args(name, 8, 130, 128, 8, sm90)
     with pytest.raises(RuntimeError, match="K % 4 == 0"):
-        getattr(k, name)(*args, None, False)
+        launcher(*args, None, False)
     args = _args(name, 8, 128, 128, 16, sm90)
     with pytest.raises(RuntimeError, match="groups of 16, 32 or 64 channels, got 8"):
-        getattr(k, name)(*args, None, False)
+        launcher(*args, None, False)
     args = _args(name, 8, 128, 128, 8, sm90)
-    with pytest.raises(RuntimeError, match="w_residual must be tf32_residual"):
-        getattr(k, name)(*args, args[1][:, :64].contiguous(), False)
+    for fn in (launcher, getattr(k, name)):  # the op's launcher too, where fusable says yes
+        with pytest.raises(RuntimeError, match="w_residual must be tf32_residual"):
+            fn(*args, args[1][:, :64].contiguous(), False)
     args[5] = args[5][:5]
     with pytest.raises(RuntimeError, match=r"beta \(the GroupNorm bias\) must have shape \[128\]"):
-        getattr(k, name)(*args, None, False)
+        launcher(*args, None, False)
     assert k.fusable(args[0], args[1], 8) and not k.fusable(args[0], args[1], 16)

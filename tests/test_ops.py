@@ -4,13 +4,15 @@ On the CPU (CI): the schemas derived from the launchers' prototypes, torch.libra
 the CPU implementation (schema, autograd registration, fake tensors, AOT dispatch with dynamic
 shapes), the fake implementation on CUDA fake tensors, the autograd formulas against autograd
 through the reference math, and the dtype and shape errors. On the GPU: opcheck and the values
-of the CUDA implementation (the kernels), on shapes that are multiples of no tile.
+of the CUDA implementation (the kernels), on shapes that are multiples of no tile, and that after
+an op's first call its CUDA kernel is the launcher registered in C++.
 """
 import pytest
 import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from tests.test_fused_models import _args as whole_model_args
 from utils import build, ops
 
 EPS = 1e-5
@@ -235,6 +237,22 @@ def test_the_cuda_implementation_is_the_kernel_and_matches_the_reference(name, s
     kernel = getattr(build.load_kernel(build.op_kernel(f"workbook::{name}")), name)
     defaults = [None] if name == "linear" else []  # linear's w_residual: none kept
     assert torch.equal(out, kernel(*args, *defaults))  # the op runs the kernel, nothing else
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", [*NAMES, *ops.BACKWARD, *ops.WHOLE_MODELS])
+def test_after_its_first_call_the_cuda_kernel_is_the_launcher_registered_in_cpp(name, cuda):
+    op = getattr(torch.ops.workbook, name)
+    if "(inactive)" not in torch._C._dispatch_dump(f"workbook::{name}"):  # not called yet in this process
+        args = (_backward_args(name, 7, 128, 4) if name in ops.BACKWARD else
+                whole_model_args(name, 7, 128, 128, 8) if name in ops.WHOLE_MODELS else _args(name, 7, 128, 4))
+        op(*[a.to(cuda) if isinstance(a, torch.Tensor) else a for a in args])
+    cuda_kernels = [line for line in torch._C._dispatch_dump(f"workbook::{name}").splitlines()
+                    if line.startswith("CUDA")]
+    # the active one from the kernel's bindings file (C++, unboxed), the Python stand-in beneath it
+    assert cuda_kernels[0].startswith("CUDA: registered at ") and "main.cpp" in cuda_kernels[0], cuda_kernels
+    assert "unboxed" in cuda_kernels[0]
+    assert cuda_kernels[1].startswith("CUDA (inactive)") and "build.py" in cuda_kernels[1], cuda_kernels
 
 
 @pytest.mark.gpu

@@ -33,6 +33,7 @@ import pickle
 import re
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -289,7 +290,7 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
     cflags = ("-O3",)
     cuda_source = f'#line 1 "{path}"\n{source}'
-    cpp_source = BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
+    cpp_source = BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports) + registration_source(exports)
     headers = included_headers(path, kernels_dir)
     key = cache_key(
         cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
@@ -512,7 +513,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
                 name=p.module_name,
                 cpp_sources=[p.cpp_source],
                 cuda_sources=[p.cuda_source],
-                functions={e.name: _c_string(e.doc) for e in p.exports},
+                functions={e.name: _c_string(e.doc) for e in p.exports} | _registration_binding(p.exports),
                 extra_cflags=list(p.cflags),
                 extra_cuda_cflags=list(p.cuda_cflags),
                 extra_include_paths=[str(d) for d in p.include_dirs],
@@ -762,7 +763,49 @@ class Backward:
         return self.grads[0]
 
 
-def register_op(kernel: str, name: str, *, reference, fake, backward=None, cuda=None, keep_outputs: tuple = (),
+REGISTER_CUDA = "workbook_register_cuda"  # the bindings' function that registers a launcher as an op's CUDA kernel
+
+
+def _op_ready(export: Export) -> bool:
+    """Whether the launcher can be an op's C++ kernel: its prototype maps to a schema (op_schema) and
+    takes every argument by value or const reference (a mutable reference would be a different schema)."""
+    try:
+        op_schema(export)
+    except KernelSourceError:
+        return False
+    params = _PROTOTYPE.fullmatch(export.prototype).group("params")
+    return all("*" not in p and ("&" not in p or "const " in p) for p in params.split(","))
+
+
+def registration_source(exports) -> str:
+    """The C++ that makes a build's launchers the CUDA kernels of their ops, appended to the bindings
+    file: workbook_register_cuda(namespace, name) registers the launcher `name` with PyTorch's
+    dispatcher (TORCH_LIBRARY_IMPL's API, called at run time rather than at load). register_op calls
+    it on the op's first CUDA call; nothing else does, so a build loaded for its launchers alone (a
+    notebook's, a variant with other flags) registers nothing. Empty when no launcher can be an op."""
+    ready = [e.name for e in exports if _op_ready(e)]
+    if not ready:
+        return ""
+    cases = "\n".join(f'  {"else " if i else ""}if (name == "{n}") library->impl("{n}", TORCH_FN({n}));'
+                      for i, n in enumerate(ready))
+    return f"""
+#include <torch/library.h>
+void {REGISTER_CUDA}(const std::string& ns, const std::string& name) {{
+  static std::vector<std::unique_ptr<torch::Library>> kept;  // a registration lasts while its Library does
+  auto library = std::make_unique<torch::Library>(torch::Library::IMPL, ns, c10::DispatchKey::CUDA, __FILE__, __LINE__);
+{cases}
+  else TORCH_CHECK(false, "no launcher ", name, " to register as an op's CUDA kernel");
+  kept.push_back(std::move(library));
+}}
+"""
+
+
+def _registration_binding(exports) -> dict[str, str]:
+    return {REGISTER_CUDA: "register a launcher as the CUDA kernel of the op of its name"} if registration_source(
+        exports) else {}
+
+
+def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_outputs: tuple = (),
                 namespace: str = OP_NAMESPACE):
     """Register the launcher `name` of kernels/<kernel>.cu as the operator `namespace::name`; return it.
 
@@ -773,12 +816,14 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, cuda=
     backward(bw, *args): the gradients of the tensor arguments, in their order (None where there is
         none), from bw (Backward: the outputs' gradients, the kept outputs, which are needed); None:
         the op has no autograd formula (a backward op itself).
-    cuda(launch, *args): the CUDA implementation, when it must choose between the kernel (call
-        launch(*args)) and something else, e.g. on a GPU the kernel is not built for. By default
-        the CUDA implementation is the kernel itself.
     keep_outputs: the indices of outputs the backward reads (bw.saved); an op returning several
         tensors differentiates its first only, the others are marked non-differentiable.
-    The kernel is compiled on its first call.
+
+    The CUDA kernel is the launcher itself, registered in C++ (registration_source), so that a call
+    reaches it without passing through Python. The kernel file is compiled on the op's first CUDA
+    call: until then a Python stand-in is registered, which builds and loads it, registers the
+    launcher in its place and runs it. Whatever the CUDA path must decide (which GEMM on which GPU,
+    whether the fused kernel applies) the launcher decides, in C++.
     """
     import torch
 
@@ -788,6 +833,8 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, cuda=
     (export,) = [e for e in exported_functions(kernel_source(name=kernel)) if e.name == name] or [None]
     if export is None:
         raise KernelSourceError(f"kernels/{kernel}.cu exports no launcher {name!r} to register")
+    if not _op_ready(export):
+        raise KernelSourceError(f"{name}: an op's launcher takes its arguments by value or const reference")
     schema = op_schema(export)
     library = torch.library.Library(namespace, "FRAGMENT")
     library.define(f"{name}{schema}")
@@ -801,13 +848,14 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, cuda=
     def whole(args: tuple) -> tuple:
         return (*args, *defaults[len(args):])
 
-    def launch(*args):
-        return launcher(kernel, name)(*args)
+    def first_cuda_call(*args):
+        launch = launcher(kernel, name)  # builds the kernel file if need be
+        with warnings.catch_warnings():  # the stand-in stays registered beneath, inactive
+            warnings.filterwarnings("ignore", message=".*[Oo]verrid")
+            getattr(load_kernel(kernel), REGISTER_CUDA)(namespace, name)
+        return launch(*whole(args))
 
-    def cuda_impl(*args):
-        return launch(*whole(args)) if cuda is None else cuda(launch, *whole(args))
-
-    torch.library.impl(qualname, "CUDA", cuda_impl, lib=library)
+    torch.library.impl(qualname, "CUDA", first_cuda_call, lib=library)
     torch.library.impl(qualname, "CPU", lambda *args: reference(*whole(args)), lib=library)
     torch.library.register_fake(qualname, lambda *args: fake(*whole(args)), lib=library)
     if backward is not None:

@@ -8,7 +8,9 @@ they fall back on, and the backward of each.
 
 Each op is one launcher of kernels/ (its schema comes from the launcher's C++ prototype, by
 `utils.build.register_op`) with
-- a CUDA implementation: the kernel, compiled on its first call;
+- a CUDA implementation: the launcher itself, registered in C++ so that a call reaches it without
+  passing through Python (the kernel file is compiled on the op's first CUDA call; build.register_op);
+  whatever the CUDA path must choose, the launcher chooses, in C++;
 - a CPU implementation: the reference PyTorch math below, so a module that calls the op moves
   between devices like any nn.Module (the drop-in contract);
 - a fake implementation: the output's shape, dtype and device, and the checks that need no
@@ -28,7 +30,8 @@ The whole models (WHOLE_MODELS), x the model's input: linear_bias_hardtanh_mish_
 linear_swish_bias_group_norm (37), linear_group_norm_leaky_relu_x2 (62), linear_group_norm_min_bias
 (75), each = its tail above applied to linear(x, weight, linear_bias), in one kernel of
 fused_gemm_groupnorm.cu where that kernel applies (the launcher's own `fusable`: sm_90, K % 4 == 0,
-groups of 16, 32 or 64 channels), as linear then the tail otherwise. Their ops return two tensors,
+groups of 16, 32 or 64 channels), as the ops linear then the tail otherwise (the launcher calls them
+through PyTorch's dispatcher). Their ops return two tensors,
 (out, saved): `saved` is the GEMM's output, kept when the call asks for it (save_gemm_output: the
 functions of this module ask when autograd will need it) and empty otherwise. Training then runs:
 
@@ -125,15 +128,6 @@ def _linear_fake(x, weight, bias, w_residual=None):
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
-def _linear_cuda(launch, x, weight, bias, w_residual=None):
-    # gemm_10_3xtf32.cu is built for sm_90 alone (wgmma): on any other GPU, nn.Linear's own GEMM.
-    # Tensors on different devices go there too, for PyTorch's own error.
-    if x.device != weight.device or torch.cuda.get_device_capability(weight.device) != (9, 0):
-        _check_linear(x, weight, bias)
-        return aten.addmm(bias, x, weight.t())
-    return launch(x, weight, bias, w_residual)
-
-
 def _linear_backward(bw, x, weight, bias, w_residual):
     dx, dw = linear_backward(bw.grad, x, weight, bw.needs[0], bw.needs[1])
     return (dx if bw.needs[0] else None, dw if bw.needs[1] else None,
@@ -141,7 +135,7 @@ def _linear_backward(bw, x, weight, bias, w_residual):
 
 
 linear = build.register_op("gemm_10_3xtf32", "linear", reference=_linear_reference, fake=_linear_fake,
-                           backward=_linear_backward, cuda=_linear_cuda)
+                           backward=_linear_backward)
 
 
 def _check_linear_backward(dy, x, weight):
@@ -162,15 +156,9 @@ def _linear_backward_fake(dy, x, weight, need_dx, need_dw):
     return (x.new_empty(x.shape) if need_dx else _empty(dy), weight.new_empty(weight.shape) if need_dw else _empty(dy))
 
 
-def _linear_backward_cuda(launch, dy, x, weight, need_dx, need_dw):
-    if dy.device != x.device or dy.device != weight.device:
-        return _linear_backward_reference(dy, x, weight, need_dx, need_dw)  # PyTorch's own error
-    return launch(dy, x, weight, need_dx, need_dw)
-
-
 # (dx, dw) of linear: dx = dy @ weight, dw = dy.T @ x, each empty when not needed
 linear_backward = build.register_op("gemm_10_3xtf32", "linear_backward", reference=_linear_backward_reference,
-                                    fake=_linear_backward_fake, cuda=_linear_backward_cuda)
+                                    fake=_linear_backward_fake)
 
 
 def _tf32_residual_reference(w):
@@ -185,10 +173,7 @@ def _tf32_residual_reference(w):
 # the small parts of a weight's 3xTF32 split, for a caller that keeps them (a drop-in's freeze())
 tf32_residual = build.register_op(
     "gemm_10_3xtf32", "tf32_residual", reference=_tf32_residual_reference,
-    fake=lambda w: torch.empty_like(w, memory_format=torch.contiguous_format),
-    # the kernel file is built for sm_90 alone; elsewhere the same bits from PyTorch's integer ops
-    cuda=lambda launch, w: launch(w) if torch.cuda.get_device_capability(w.device) == (9, 0)
-    else _tf32_residual_reference(w.contiguous()))
+    fake=lambda w: torch.empty_like(w, memory_format=torch.contiguous_format))
 
 
 # --- the tails, and their backward ----------------------------------------------------------------
@@ -390,8 +375,8 @@ group_norm_min_bias, group_norm_min_bias_backward = _register_tail(
 # epilogue: the GEMM's output goes to memory only when the backward will need it. Its tier follows
 # PyTorch's fp32 matmul setting like `linear`: 3xTF32 (strict) by default, rung 9's 1xTF32 with TF32
 # allowed. Where the kernel does not apply (the launcher's `fusable` says no: not an sm_90 GPU,
-# K % 4 != 0, a group width it has no instance for), the op runs `linear` and the tail above
-# instead: the same result, two kernels.
+# K % 4 != 0, a group width it has no instance for), the launcher runs the ops `linear` and the tail
+# above instead, through the dispatcher: the same result, two kernels.
 
 FUSED = "fused_gemm_groupnorm"  # the kernel file of the whole models
 
@@ -411,7 +396,7 @@ class WholeModel:
         self._tail_reference, self._tail_fake, self._tail_backward, self._gradients, self._backward_args = (
             tail_reference, tail_fake, tail_backward, gradients, backward_args)
         self.op = build.register_op(FUSED, name, reference=self._reference, fake=self._fake,
-                                    backward=self._backward, cuda=self._cuda, keep_outputs=(1,))
+                                    backward=self._backward, keep_outputs=(1,))
 
     def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
         """The model's output; the GEMM's output is kept when autograd will need it."""
@@ -433,14 +418,6 @@ class WholeModel:
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
         y = _linear_fake(x, weight, linear_bias, w_residual)
         return self._tail_fake(y, *rest), y if save else _empty(x)
-
-    def _cuda(self, launch, *args):
-        x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        # (dtypes and shapes: the launcher's checks, or the fallback ops')
-        if x.device == weight.device and build.launcher(FUSED, "fusable")(x, weight, rest[self.num_groups_at]):
-            return launch(*args)
-        y = linear(x, weight, linear_bias, w_residual)
-        return self.tail(y, *rest), y if save else _empty(x)
 
     def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):
         *rest, _, save = rest_residual_save

@@ -1,0 +1,96 @@
+"""Where a drop-in's call spends its host (CPU) time, layer by layer, on the GPU.
+
+A call's host time is what the CPU spends before the GPU has the kernel: with a synchronize after
+each call (the per-call protocol) the GPU waits that long for every call. For each problem at
+KernelBench's size, under torch.no_grad(), calls queued back to back (the GPU busy with earlier
+ones, so the time measured is the CPU's alone), the median of 2,000 calls of:
+- the launcher itself (kernels/fused_gemm_groupnorm.cu, through its pybind binding);
+- the registered op, torch.ops.workbook.<name>.default (the dispatcher, the autograd and CUDA kernels);
+- the op as the module calls it (utils.ops.WholeModel: whether to keep the GEMM's output);
+- the module, by default and frozen (the forward, freeze()'s checks).
+Then cProfile of the module's calls, the 25 costliest functions, into OUT/host_profile.txt.
+
+    python -m experiments.training.host_time --out OUT [--problems 94 75 37 62]
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import pstats
+import time
+from pathlib import Path
+
+import torch
+
+from experiments.training.training_probe import _op_args, _op_name
+from utils import build, chapter, ops
+from utils.problems import get_problem
+
+
+def host_us(fn, calls: int = 2000) -> float:
+    """Median CPU time of one call, in µs, the calls queued back to back (no synchronize between)."""
+    for _ in range(50):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for i in range(calls):
+        if i % 100 == 0:
+            torch.cuda.synchronize()  # keep the queue short: a full queue makes a launch wait
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return sorted(times)[len(times) // 2] * 1e6
+
+
+def rows_for(pid: int, out: Path) -> list[dict]:
+    _, new = chapter.solution_pair(pid, "full", "cuda")
+    frozen = chapter.solution_pair(pid, "full", "cuda")[1].freeze()
+    x = get_problem(pid).get_inputs("full")[0].cuda()
+    name = _op_name(pid)
+    args = _op_args(new)
+    launcher = build.launcher(ops.FUSED, name)
+    op = getattr(torch.ops.workbook, name).default
+    whole = ops.WHOLE_MODELS[name]
+    layers = {"launcher": lambda: launcher(x, *args, None, False),
+              "op (dispatcher)": lambda: op(x, *args, None, False),
+              "ops.<whole model>": lambda: whole(x, *args),
+              "module": lambda: new(x),
+              "module, frozen": lambda: frozen(x)}
+    rows = []
+    with torch.no_grad():
+        for layer, fn in layers.items():
+            rows.append({"problem": pid, "layer": layer, "host_us": host_us(fn)})
+        for label, model in (("default", new), ("frozen", frozen)):
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(500):
+                model(x)
+            prof.disable()
+            torch.cuda.synchronize()
+            text = io.StringIO()
+            pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+            with open(out / "host_profile.txt", "a") as f:
+                f.write(f"=== problem {pid}, {label}\n{text.getvalue()}\n")
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--problems", type=int, nargs="*", default=[94, 75, 37, 62])
+    ap.add_argument("--commit", default="unknown", help="the commit the sources are at (the device has no .git)")
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = [r for pid in args.problems for r in rows_for(pid, args.out)]
+    for r in rows:
+        print(f"{r['problem']:>3} {r['layer']:<20} {r['host_us']:8.1f} µs")
+    record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit, "rows": rows}
+    (args.out / "host_time.json").write_text(json.dumps(record, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
