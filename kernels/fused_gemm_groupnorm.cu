@@ -90,7 +90,7 @@ void with_group_width(int64_t d, F&& f) {
 }
 
 // Where the fused kernels do not apply: y = workbook::linear(x, w, lb, w_residual), then the tail's op
-// `tail` (Signature: its C++ signature, y first) on y and tail_args, returning (out, y when save), as
+// `tail` (Signature: its launcher's C++ signature, y first) on y and tail_args, returning (out, y when save), as
 // the fused launcher would; nullopt when the ops are not registered (the caller's checks then name
 // the condition that failed).
 template <class Signature, class... Args>
@@ -102,9 +102,8 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused(const char* tail
   const auto linear = dispatcher.findSchema({"workbook::linear", ""});
   const auto tail_op = dispatcher.findSchema({tail, ""});
   if (!linear.has_value() || !tail_op.has_value()) return std::nullopt;
-  using T = const torch::Tensor&;
-  const torch::Tensor y =
-      linear->typed<torch::Tensor(T, T, T, const c10::optional<torch::Tensor>&)>().call(x, w, lb, w_residual);
+  using T = torch::Tensor;  // as the launchers take them: calls must match the registered kernel's C++ signature
+  const torch::Tensor y = linear->typed<T(T, T, T, c10::optional<T>)>().call(x, w, lb, w_residual);
   torch::Tensor out = tail_op->typed<Signature>().call(y, tail_args...);
   return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
 }
@@ -271,7 +270,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
   if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = const torch::Tensor&;
+    using T = torch::Tensor;
     using Tail = torch::Tensor(T, T, double, double, int64_t, T, T, double);
     const auto r = fused::unfused<Tail>("workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
                                         bias, min_val, max_val, num_groups, gamma, beta, eps);
@@ -290,7 +289,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = const torch::Tensor&;
+    using T = torch::Tensor;
     using Tail = torch::Tensor(T, T, int64_t, T, T, double);
     const auto r = fused::unfused<Tail>("workbook::swish_bias_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
                                         bias, num_groups, gamma, beta, eps);
@@ -308,7 +307,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = const torch::Tensor&;
+    using T = torch::Tensor;
     using Tail = torch::Tensor(T, int64_t, T, T, double, double);
     const auto r = fused::unfused<Tail>("workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual, save_gemm_output,
                                         num_groups, gamma, beta, eps, negative_slope);
@@ -325,7 +324,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = const torch::Tensor&;
+    using T = torch::Tensor;
     using Tail = torch::Tensor(T, int64_t, T, T, double, T);
     const auto r = fused::unfused<Tail>("workbook::group_norm_min_bias", x, w, linear_bias, w_residual, save_gemm_output,
                                         num_groups, gamma, beta, eps, bias);
