@@ -1,4 +1,4 @@
-"""utils.bias_chapter, the helpers of notebook 04, without a GPU: the Amdahl bound (from one device only),
+"""utils.chapters.bias, the helpers of notebook 04, without a GPU: the Amdahl bound (from one device only),
 the Amdahl bound, the PREDICTION's numbers and the predicted-vs-measured table, the cost table and
 plot (one control per GEMM), seed 001's op traffic on meta tensors, the exercise checkers, and the
 measurement's bookkeeping on CPU stand-ins for the kernels. Timing itself is utils.bench's."""
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
-from utils import bias_chapter as bc
+from utils.chapters import bias as bc
 from utils import check, results
 from utils.problems import get_problem
 

@@ -1,7 +1,7 @@
 """The exercises of notebooks 05-07 (kernels/exercises/bias_gelu.cu, group_norm_stats.cu,
 broadcast_write.cu) and their checkers.
 
-- The checkers are utils.memory_chapter's (gelu_exercise, welford_exercise, layout_exercise), which
+- The checkers are utils.chapters.memory's (gelu_exercise, welford_exercise, layout_exercise), which
   the notebooks' checker cells call; their verdicts are tested here without a GPU: they name what an
   output computes and say PASS or "Not yet" when they should.
 - compile: every exercise compiles as committed and exports what its notebook calls.
@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from utils import REPO, build, check
-from utils import memory_chapter as mc
+from utils.chapters import memory as mc
 
 from kernel_tests import fake_report
 
@@ -75,7 +75,7 @@ def solved(name: str):
     return build.load_kernel(name, kernels_dir=SOLVED_DIR)
 
 
-# --- the verdicts, without a GPU (the checkers are utils.memory_chapter's, which the notebooks call) ---------
+# --- the verdicts, without a GPU (the checkers are utils.chapters.memory's, which the notebooks call) ---------
 
 def test_gelu_checker_names_what_the_kernel_computes():
     x, b = mc.x_and_bias(37, 115)(torch.Generator().manual_seed(0))

@@ -32,9 +32,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from utils import bench, build, chapter, check, env, ladder, plots, precision, results
+from utils import bench, build, check, env, ladder, plots, precision, results
+from utils.chapters import session as chapter
 from utils.run import skip
-from utils.show import header_section, source_path
+from utils.show import find_definition, header_section, source_path
 
 __all__ = ["AGAIN", "COPY", "CUB0", "CUB1", "EAGER94", "EXERCISES", "FOLDED", "FUSED1", "FUSED2", "HEADER", "RUNG7",
            "SEP1", "SEP2", "SHAPES", "Run", "amdahl", "amdahl_table", "bias_plot", "check_against_model",
@@ -193,8 +194,6 @@ def show_epilogue() -> None:
     """Display the end of rung 7's kernel, from the last cp.async wait to its closing brace: the only
     place the epilogue is called."""
     from IPython.display import Code, Markdown, display
-
-    from utils.show import find_definition
 
     path = source_path(HEADER)
     text = path.read_text()

@@ -11,7 +11,7 @@ chapter, the exercises' checkers, and the chapters' diagrams. Tested in tests/te
     entries = M.run("fused_activations", lambda: activation_spec(act, SHAPES), "notebooks/05")
     M.show_measurement("fused_activations", entries, title, PREDICTIONS, PREDICTION)  # PREDICTION: the header's
 
-A run on one device reads that device's records only: M.recorded is the session's (utils.chapter).
+A run on one device reads that device's records only: M.recorded is the session's (utils.chapters.session).
 """
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from utils import bench, build, chapter, check, env, plots, results
+from utils import bench, build, check, env, plots, results
+from utils.chapters import session as chapter
 from utils.run import skip
 
 __all__ = ["ACTIVATION_KERNELS", "FUSED_GROUPNORMS", "GELU_CANDIDATES", "GELU_GOAL", "LAYOUTS", "LAYOUT_GOAL",
@@ -226,7 +227,7 @@ def stamp(rec: dict) -> str:
 
 @dataclass(frozen=True)
 class MemoryChapter:
-    """A notebook's session (utils.chapter.Session: mode, device, scale, reps, results_dir) and what the
+    """A notebook's session (utils.chapters.session.Session: mode, device, scale, reps, results_dir) and what the
     memory-bound chapters do with it: load kernels, measure and record, show a run or the record of one.
     It has the session's on_gpu, results_dir and recorded, so it stands in for the session anywhere."""
     session: object
