@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from utils.chapters import session as chapter
 from utils.chapters import memory as mc
+from utils.chapters import memory_diagrams as diagrams
 from utils.run import SKIP_MARKER
 
 RECORD = {"device": {"name": "NVIDIA H100"}, "date": "2024-05-01T12:00:00+00:00", "git_commit": "abc1234",
@@ -115,9 +116,9 @@ def test_bandwidth_plot_returns_a_figure_and_saves_it(monkeypatch, tmp_path):
 
 
 def test_the_diagrams_draw():
-    passes = mc.passes_figure({94: ("a -> b -> c", [1, 1, 1]), 37: ("a * x", [2])})
+    passes = diagrams.passes_figure({94: ("a -> b -> c", [1, 1, 1]), 37: ("a * x", [2])})
     assert isinstance(passes, Figure) and len(passes.axes[0].patches) == 6 + 2 + 3 + 2  # reads + writes per row
-    assert all(isinstance(f, Figure) and f.axes for f in (mc.groupnorm_figure(), mc.broadcast_figure()))
+    assert all(isinstance(f, Figure) and f.axes for f in (diagrams.groupnorm_figure(), diagrams.broadcast_figure()))
 
 
 def test_stamp():

@@ -11,6 +11,8 @@ gemm_diagrams       notebooks 02-03: the drawings
 gemm_exercises      notebooks 02-03: the exercise checkers and the cells that run them
 bias                notebook 04: the epilogue diagram, the Amdahl bound, the bias measurement, exercise checkers
 memory              notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
+memory_exercises    notebooks 05-07: the exercise checkers (GELU, Welford, the broadcast layout)
+memory_diagrams     notebooks 05-07: the drawings
 tensor_cores        notebook 08: TF32 and the split as tables and verdicts, the models with the GEMM swapped,
                     the accumulation, the chapter's GPU run (kind tensor_cores), exercise checkers
 tensor_core_figures notebook 08's figures
