@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 
 from utils.chapters import bias as bc
+from utils.chapters import bias_diagram
 from utils import check, results
 from utils.problems import get_problem
 
@@ -120,7 +121,7 @@ def test_the_plot_names_each_rows_control():
     fig = bc.bias_plot(entries())
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert f"{bc.EAGER94}  [vs {bc.CUB0}]" in labels and all(bc.COPY not in label for label in labels)
-    assert isinstance(bc.epilogue_diagram(), Figure)
+    assert isinstance(bias_diagram.epilogue_diagram(), Figure)
 
 
 def test_this_run_prefers_the_rows_just_measured():

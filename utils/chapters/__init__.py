@@ -9,7 +9,8 @@ gemm_ladder         notebooks 02-03: the rungs' headers and PREDICTIONs, buildin
 gemm_addressing     notebooks 02-03: a warp's loads, the tiles, shared-memory banks, in numbers
 gemm_diagrams       notebooks 02-03: the drawings
 gemm_exercises      notebooks 02-03: the exercise checkers and the cells that run them
-bias                notebook 04: the epilogue diagram, the Amdahl bound, the bias measurement, exercise checkers
+bias                notebook 04: the Amdahl bound, the bias measurement, exercise checkers
+bias_diagram        notebook 04: the drawing of where a bias goes
 memory              notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
 memory_exercises    notebooks 05-07: the exercise checkers (GELU, Welford, the broadcast layout)
 memory_diagrams     notebooks 05-07: the drawings
