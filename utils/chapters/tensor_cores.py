@@ -335,7 +335,7 @@ def paths_label() -> str | None:
 
 
 def quote_paths() -> None:
-    """Show that paragraph (paths_label) as ladder_chapter.quote does, or say that there is none."""
+    """Show that paragraph (paths_label) as gemm_ladder.quote does, or say that there is none."""
 
     label = paths_label()
     if label is None:
