@@ -1,11 +1,11 @@
-"""utils.baselines_chapter, the helpers of notebook 01, without a GPU: one definition of speedup (over
+"""utils.chapters.baselines, the helpers of notebook 01, without a GPU: one definition of speedup (over
 eager fp32, TF32 off), the per-problem tables, the predicted-vs-measured table, and the measuring
 loop's bookkeeping with the timer and CUDA stubbed out (torch.compile left out: COMPILE=False).
 Timing itself is utils.bench's; the profiler needs a GPU."""
 import pytest
 import torch
 
-from utils import baselines_chapter as bl
+from utils.chapters import baselines as bl
 from utils import bench
 
 

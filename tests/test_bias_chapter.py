@@ -1,4 +1,4 @@
-"""utils.bias_chapter, the helpers of notebook 04, without a GPU: the Amdahl bound (from one device only),
+"""utils.chapters.bias, the helpers of notebook 04, without a GPU: the Amdahl bound (from one device only),
 the Amdahl bound, the PREDICTION's numbers and the predicted-vs-measured table, the cost table and
 plot (one control per GEMM), seed 001's op traffic on meta tensors, the exercise checkers, and the
 measurement's bookkeeping on CPU stand-ins for the kernels. Timing itself is utils.bench's."""
@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
-from utils import bias_chapter as bc
+from utils.chapters import bias as bc
+from utils.chapters import bias_diagram
 from utils import check, results
 from utils.problems import get_problem
 
@@ -120,7 +121,7 @@ def test_the_plot_names_each_rows_control():
     fig = bc.bias_plot(entries())
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert f"{bc.EAGER94}  [vs {bc.CUB0}]" in labels and all(bc.COPY not in label for label in labels)
-    assert isinstance(bc.epilogue_diagram(), Figure)
+    assert isinstance(bias_diagram.epilogue_diagram(), Figure)
 
 
 def test_this_run_prefers_the_rows_just_measured():

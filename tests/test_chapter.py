@@ -1,11 +1,13 @@
-"""utils.chapter: the notebooks' shared helpers, and notebook 09's exercise checkers.
+"""utils.chapters.session: the notebooks' shared helpers, and notebook 09's exercise checkers.
 
 The checkers' starting points are the notebook's own cells, run here: each must say "Not yet"
 until the reader acts, and a solved version must say PASS."""
 import pytest
 import torch
 
-from utils import chapter, env, results
+from utils import env, results
+from utils.report import readme
+from utils.chapters import session as chapter
 from utils.check import CheckReport, CheckResult
 
 from kernel_tests import notebook_cell
@@ -110,7 +112,7 @@ def test_ratio_table_marks_each_row_met_or_missed_from_the_numbers():
 
 def test_the_solutions_record_renders_for_the_readme():
     record = {"schema": 1, "kind": "solutions", "entries": ENTRIES}
-    text = results.KINDS["solutions"].render(record)
+    text = readme.render(record)
     assert "| ours | on | 0.380 | 0.418 | 7.89x | 1.05x | 1.05x |" in text
     assert "| eager | off | 3.000 | 3.300 | 1.00x |" in text
 

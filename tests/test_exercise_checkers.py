@@ -21,7 +21,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from utils import REPO, build, check, ladder_chapter
+from utils import REPO, build, check
+from utils.chapters import gemm_exercises as exercises
+from utils.chapters import gemm_ladder as lc
 from utils.problems import get_problem
 from utils.run import SKIP_MARKER
 
@@ -141,9 +143,9 @@ def test_01_seed000_hardtanh_is_not_yet_until_fixed():
 def test_02_the_timing_waits_for_a_guess():
     cell = code_cell(NB02, "MY_GUESS = ")
     assert starting_value(NB02, "MY_GUESS") is None
-    assert "lc.time_warp_exercise(MY_GUESS," in cell
-    chapter = ladder_chapter.LadderChapter(SimpleNamespace(on_gpu=False, scale="small", reps=3))
-    namespace = {"lc": ladder_chapter, "C": chapter, "warp_ex": None, "warp_ok": False, "RUNG2_STEP": {}}
+    assert "exercises.time_warp_exercise(MY_GUESS," in cell
+    chapter = lc.LadderChapter(SimpleNamespace(on_gpu=False, scale="small", reps=3))
+    namespace = {"exercises": exercises, "C": chapter, "warp_ex": None, "warp_ok": False, "RUNG2_STEP": {}}
     printed = run(cell, dict(namespace))
     assert printed.startswith("Not yet") and SKIP_MARKER not in printed
     solved = re.sub(r"^MY_GUESS = None", "MY_GUESS = 1.3", cell, flags=re.MULTILINE)
@@ -155,10 +157,10 @@ def test_02_the_timing_waits_for_a_guess():
 
 @pytest.fixture(scope="module")
 def nb03():
-    """Notebook 03's checkers: utils.ladder_chapter's, called by the exercise cells as committed."""
-    for call in ("lc.tile_exercise(TILE_VARIANTS, MY_ORDER, C)", "lc.pad_exercise(C)", "lc.pipeline_exercise(MY_BEST, C)"):
+    """Notebook 03's checkers: utils.chapters.gemm_exercises's, called by the exercise cells as committed."""
+    for call in ("exercises.tile_exercise(TILE_VARIANTS, MY_ORDER, C)", "exercises.pad_exercise(C)", "exercises.pipeline_exercise(MY_BEST, C)"):
         assert code_cell(NB03, call)
-    return vars(ladder_chapter)
+    return vars(exercises)
 
 
 def test_03_tile_shapes_wait_for_a_variant_and_a_prediction(nb03):
@@ -210,7 +212,7 @@ def test_03_pipeline_depths_wait_for_a_prediction(nb03):
 # --- 04: the prediction at problem 37's shape -------------------------------------------------
 
 def test_04_the_prediction_is_not_yet_until_written():
-    from utils.bias_chapter import exercise_37, prediction_verdict as verdict
+    from utils.chapters.bias import exercise_37, prediction_verdict as verdict
 
     cell = code_cell(NB04, "MY_PREDICTION_PCT = ")
     assert "bc.exercise_37(MY_PREDICTION_PCT," in cell  # the cell hands its value to the checker tested here

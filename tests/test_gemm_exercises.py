@@ -1,6 +1,6 @@
 """The GEMM exercises of notebooks 02 and 03 (kernels/exercises/gemm_*.cu) and their checkers.
 
-- The checkers' verdict logic (utils.ladder_chapter, which the notebooks' exercise cells call),
+- The checkers' verdict logic (utils.chapters.gemm_ladder, which the notebooks' exercise cells call),
   run here without a GPU: it says PASS and "Not yet" when it should.
 - compile: every exercise kernel compiles as committed; what a checker reads without a GPU
   (the padding exercise's row length, the tile-shape knobs) is what the notebooks say; a tile
@@ -9,14 +9,16 @@
   LDS.64 or LDS.128: the SASS of rows 32-40), so every conflict-free row length passes.
 - gpu: each starting point fails its checker the way its notebook says, and a solved copy (the
   starting point with its TODO done, built under build/exercise_solutions/) passes, on the
-  notebooks' inputs (ladder_chapter.operands_n515, operands_odd).
+  notebooks' inputs (exercises.operands_n515, operands_odd).
 """
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import REPO, build, check, ladder, ladder_chapter
+from utils import REPO, build, check, ladder
+from utils.chapters import gemm_addressing as addressing
+from utils.chapters import gemm_exercises as exercises
 
 from kernel_tests import fake_report
 
@@ -39,8 +41,8 @@ def report(*checks: tuple[str, str]) -> check.CheckReport:
     return fake_report("gemm vs linear", *checks)
 
 
-operands_n515 = ladder_chapter.operands_n515  # notebook 02, exercise 1
-operands_odd = ladder_chapter.operands_odd  # notebook 02, exercise 2; notebook 03, exercise 2
+operands_n515 = exercises.operands_n515  # notebook 02, exercise 1
+operands_odd = exercises.operands_odd  # notebook 02, exercise 2; notebook 03, exercise 2
 
 
 def harness(fn, operands) -> check.CheckReport:
@@ -68,11 +70,11 @@ def solved(name: str):
 
 @pytest.mark.parametrize("notebook", ["02_naive_gemm.ipynb", "03_tiled_gemm.ipynb"])
 def test_the_verdict_says_pass_or_not_yet_with_hints(notebook):
-    # the notebooks' checkers are utils.ladder_chapter's, not cells of their own
+    # the notebooks' checkers are utils.chapters.gemm_exercises', not cells of their own
     text = (REPO / "notebooks" / notebook).read_text()
-    assert "from utils import ladder_chapter as lc" in text and "def exercise_verdict(" not in text
+    assert "from utils.chapters import gemm_exercises as exercises" in text and "def exercise_verdict(" not in text
     assert "def padding_verdict(" not in text and "def order_verdict(" not in text
-    verdict = ladder_chapter.exercise_verdict
+    verdict = exercises.exercise_verdict
     assert verdict(report(("trials", "pass"), ("stream", "skip")), {}, "PASS: done.") == "PASS: done."
     text = verdict(report(("trials", "fail"), ("poisoned_output", "fail"), ("stream", "pass")),
                    {"poisoned_output": "columns never written", "stream": "not shown: it passed"})
@@ -81,8 +83,7 @@ def test_the_verdict_says_pass_or_not_yet_with_hints(notebook):
 
 
 def test_the_padding_verdict_counts_bank_conflicts_at_the_load_width():
-    lc = ladder_chapter
-    degree, width, passes, verdict = lc.conflict_degree, lc.ws_load_floats, lc.ws_passes, lc.padding_verdict
+    degree, width, passes, verdict = addressing.conflict_degree, addressing.ws_load_floats, addressing.ws_passes, exercises.padding_verdict
     assert [degree([tx * row for tx in range(32)]) for row in range(32, 41)] == [32, 1, 2, 1, 4, 1, 2, 1, 8]  # 4-byte loads
     assert degree([7] * 32) == 1  # one word for every lane: a broadcast
     # nvcc's loads of ws[tx][kk..] (the SASS of rows 32-40 on sm_90): LDS.128 for rows of 4k floats, LDS.64 for 2k,
@@ -111,7 +112,7 @@ def test_each_exercise_compiles_as_committed(name):
 @pytest.mark.compile
 def test_host_functions_answer_without_a_gpu():
     row = starting_point("gemm_smem_pad").ws_row_floats()
-    assert row == 32 and ladder_chapter.padding_verdict(row).startswith("Not yet")
+    assert row == 32 and exercises.padding_verdict(row).startswith("Not yet")
     assert list(starting_point("gemm_tile_shape").tile_shape()) == [128, 128, 8, 8, 8, 256, 2]  # rung 5's shape
 
 
@@ -125,7 +126,7 @@ def test_a_tile_shape_the_kernel_cannot_run_stops_at_compile_time():
 
 @pytest.mark.gpu
 def test_seed004_leaves_columns_unwritten_until_each_thread_loops():
-    verdict = ladder_chapter.exercise_verdict
+    verdict = exercises.exercise_verdict
     start = harness(starting_point("gemm_seed004").gemm, operands_n515)
     assert "poisoned_output" in start.failed, str(start)
     assert verdict(start, {}).startswith("Not yet")
@@ -148,7 +149,7 @@ def test_warp_per_output_is_wrong_until_the_warp_adds_its_partial_sums():
 
 @pytest.mark.gpu
 def test_smem_pad_is_right_but_conflicted_until_padded():
-    verdict = ladder_chapter.padding_verdict
+    verdict = exercises.padding_verdict
     start = starting_point("gemm_smem_pad")
     first = harness(start.gemm, operands_odd)
     assert first.ok, str(first)  # right, only slow: the checker must still say Not yet

@@ -1,4 +1,4 @@
-"""utils.ladder_chapter, the helpers of notebooks 02 and 03, without a GPU: the numbers in a rung's
+"""utils.chapters.gemm_ladder, the helpers of notebooks 02 and 03, without a GPU: the numbers in a rung's
 PREDICTION and the table that sets them against a measurement, the address arithmetic (sectors,
 lines, shared-memory passes at the load width), the tile constants, the diagrams, the ladder's
 checks and tuning table, the no-GPU paths of the measuring helpers and the exercise cells.
@@ -9,7 +9,11 @@ from types import SimpleNamespace
 import pytest
 from matplotlib.figure import Figure
 
-from utils import ladder, ladder_chapter as lc
+from utils import ladder
+from utils.chapters import gemm_addressing as addressing
+from utils.chapters import gemm_diagrams as diagrams
+from utils.chapters import gemm_exercises as exercises
+from utils.chapters import gemm_ladder as lc
 from utils.run import SKIP_MARKER
 
 RECORD = {"device": {"name": "NVIDIA H100"}, "date": "2024-05-01T12:00:00+00:00", "git_commit": "abc1234",
@@ -27,7 +31,7 @@ def prediction(monkeypatch):
 
 
 class FakeSession:
-    """What LadderChapter reads from utils.chapter.Session, without a GPU; records from a dict."""
+    """What LadderChapter reads from utils.chapters.session.Session, without a GPU; records from a dict."""
 
     def __init__(self, records=None, mode="reference-only", scale="small"):
         self.records, self.mode, self.scale, self.reps, self.results_dir = records or {}, mode, scale, 3, "nowhere"
@@ -164,15 +168,15 @@ def test_a_table_without_misses_has_no_miss_list(prediction):
 
 def test_warp_step_counts_sectors_and_lines(capsys):
     K = 8192
-    rung1 = lc.warp_step({"x": [4 * 3 * K] * 32, "w": [4 * (64 + lane) * K for lane in range(32)]}, fmas=32)
+    rung1 = addressing.warp_step({"x": [4 * 3 * K] * 32, "w": [4 * (64 + lane) * K for lane in range(32)]}, fmas=32)
     assert (rung1["sectors"], rung1["lines"], rung1["moved"], rung1["used"], rung1["fmas"]) == (33, 33, 1056, 132, 32)
-    rung2 = lc.warp_step({f"row {j}": [4 * (j * K + lane) for lane in range(32)] for j in range(5)}, fmas=128)
+    rung2 = addressing.warp_step({f"row {j}": [4 * (j * K + lane) for lane in range(32)] for j in range(5)}, fmas=128)
     assert (rung2["sectors"], rung2["lines"], rung2["moved"], rung2["used"]) == (20, 5, 640, 640)
     assert "0.40 FLOP per byte moved; 0.039 lines per FMA" in capsys.readouterr().out
 
 
 def test_warp_panel_marks_whole_sectors_as_fetched():
-    panel = lc.warp_panel("t", [("x", 0), ("w", 9)], cols=16)
+    panel = addressing.warp_panel("t", [("x", 0), ("w", 9)], cols=16)
     assert panel["row_labels"] == ["x", "w"] and panel["used"] == {(0, 0), (1, 9)}
     assert panel["fetched"] == {(0, i) for i in range(8)} | {(1, i) for i in range(8, 16)}
 
@@ -180,54 +184,54 @@ def test_warp_panel_marks_whole_sectors_as_fetched():
 def test_l1_model_compares_the_rate_with_the_line_cap():
     props = SimpleNamespace(major=9, minor=0, multi_processor_count=100, clock_rate=1_000_000)  # 1 GHz
     # 2 FMAs per SM per cycle: 0.4 TFLOP/s over 100 SMs at 1 GHz
-    text = lc.l1_model("r", {"fmas": 32, "lines": 16}, {"tflops": 0.4}, props)
+    text = addressing.l1_model("r", {"fmas": 32, "lines": 16}, {"tflops": 0.4}, props)
     assert "**2.00 FMAs per SM per cycle**" in text and "caps it at **2.00**" in text and "accounts for the time" in text
-    assert "does not explain" in lc.l1_model("r", {"fmas": 32, "lines": 4}, {"tflops": 0.4}, props)
-    assert "does not report the GPU's clock" in lc.l1_model("r", {}, {}, SimpleNamespace(clock_rate=0))
-    assert lc.fma_lanes(SimpleNamespace(major=8, minor=0)) == 64 and lc.fma_lanes(props) == 128
+    assert "does not explain" in addressing.l1_model("r", {"fmas": 32, "lines": 4}, {"tflops": 0.4}, props)
+    assert "does not report the GPU's clock" in addressing.l1_model("r", {}, {}, SimpleNamespace(clock_rate=0))
+    assert addressing.fma_lanes(SimpleNamespace(major=8, minor=0)) == 64 and addressing.fma_lanes(props) == 128
 
 
 def test_load_passes_serve_wide_loads_a_quarter_or_half_warp_at_a_time():
     same_bank = [32 * lane for lane in range(32)]
-    assert lc.load_passes(same_bank, 1) == [32]  # 4-byte loads: the whole warp at once
-    assert lc.load_passes(same_bank, 2) == [16, 16]  # LDS.64: two half-warps of 16 lanes
-    assert lc.load_passes(same_bank, 4) == [8, 8, 8, 8]  # LDS.128: four quarter-warps of 8 lanes
-    assert lc.load_passes([7] * 32, 4) == [1, 1, 1, 1]  # a broadcast
+    assert addressing.load_passes(same_bank, 1) == [32]  # 4-byte loads: the whole warp at once
+    assert addressing.load_passes(same_bank, 2) == [16, 16]  # LDS.64: two half-warps of 16 lanes
+    assert addressing.load_passes(same_bank, 4) == [8, 8, 8, 8]  # LDS.128: four quarter-warps of 8 lanes
+    assert addressing.load_passes([7] * 32, 4) == [1, 1, 1, 1]  # a broadcast
     # rung 6's reads of ws (float4 32 bytes apart) against rung 7's (consecutive float4)
-    assert lc.load_passes([8 * (t % 16) for t in range(32)], 4) == [2, 2, 2, 2]
-    assert lc.load_passes([4 * (lane % 8) for lane in range(32)], 4) == [1, 1, 1, 1]
+    assert addressing.load_passes([8 * (t % 16) for t in range(32)], 4) == [2, 2, 2, 2]
+    assert addressing.load_passes([4 * (lane % 8) for lane in range(32)], 4) == [1, 1, 1, 1]
 
 
 def test_the_padding_model_is_the_load_width_the_sass_shows():
     """nvcc's loads of ws[tx][kk..] in rows of 32-40 floats (the SASS on sm_90): LDS.128 for rows of 4k
     floats, LDS.64 for 2k, LDS otherwise. Measured on an H100 (rung 3 with each row length): 36 as fast
     as 33, 40 slower, 32 several times slower: what one pass per kk for 33-39 and more for 32 and 40 say."""
-    assert [lc.ws_load_floats(row) for row in range(32, 41)] == [4, 1, 2, 1, 4, 1, 2, 1, 4]
-    assert [lc.ws_passes(row) for row in range(32, 41)] == [8, 1, 1, 1, 1, 1, 1, 1, 2]
-    assert lc.ws_passes(36, load_floats=1) == 4  # what a 4-byte model would have said
+    assert [addressing.ws_load_floats(row) for row in range(32, 41)] == [4, 1, 2, 1, 4, 1, 2, 1, 4]
+    assert [addressing.ws_passes(row) for row in range(32, 41)] == [8, 1, 1, 1, 1, 1, 1, 1, 2]
+    assert addressing.ws_passes(36, load_floats=1) == 4  # what a 4-byte model would have said
 
 
 def test_bank_table_prints_width_passes_and_fewest(capsys):
-    lc.bank_table({"a": ([32 * t for t in range(32)], 4), "b": (list(range(32)), 1)})
+    addressing.bank_table({"a": ([32 * t for t in range(32)], 4), "b": (list(range(32)), 1)})
     out = capsys.readouterr().out.splitlines()
     assert out[1].split()[-3:] == ["16", "32", "4"] and out[2].split()[-3:] == ["4", "1", "1"]
 
 
 def test_tile_facts_read_each_rung_from_its_constants():
-    assert lc.tile_facts("gemm_03_smem_tiled") == {"tile": "32 x 32", "BK": 32, "threads": 1024, "per thread": 1,
+    assert addressing.tile_facts("gemm_03_smem_tiled") == {"tile": "32 x 32", "BK": 32, "threads": 1024, "per thread": 1,
                                                    "FLOP/B global": 8.0, "floats/FMA shared": 2.0, "stages": 1}
-    r5 = lc.tile_facts("gemm_05_blocktile_2d")
+    r5 = addressing.tile_facts("gemm_05_blocktile_2d")
     assert (r5["tile"], r5["BK"], r5["per thread"], r5["FLOP/B global"], r5["floats/FMA shared"]) == (
         "128 x 128", 8, 64, 32.0, 0.25)
-    assert lc.tile_facts("gemm_07_pipelined")["stages"] == ladder.defaults()[1]
-    assert lc.kernel_constants("gemm_04_blocktile_1d")["GEMM_SMEM_PAD"] == 4
+    assert addressing.tile_facts("gemm_07_pipelined")["stages"] == ladder.defaults()[1]
+    assert addressing.kernel_constants("gemm_04_blocktile_1d")["GEMM_SMEM_PAD"] == 4
 
 
 # --------------------------------------------------------------------------- diagrams
 
 @pytest.mark.parametrize("draw, axes", [
-    (lc.draw_mapping, 6), (lc.draw_block_tile, 3), (lc.draw_kmajor_copy, 2), (lc.draw_warp_tile, 2),
-    (lc.draw_pipeline, 2),
+    (diagrams.draw_mapping, 6), (diagrams.draw_block_tile, 3), (diagrams.draw_kmajor_copy, 2), (diagrams.draw_warp_tile, 2),
+    (diagrams.draw_pipeline, 2),
 ])
 def test_each_diagram_is_a_titled_figure(draw, axes):
     fig = draw()
@@ -236,7 +240,7 @@ def test_each_diagram_is_a_titled_figure(draw, axes):
 
 
 def test_the_bank_diagram_titles_each_case_with_its_passes():
-    fig = lc.draw_bank_phases({f"rows of {r}": ([tx * r for tx in range(32)], lc.ws_load_floats(r)) for r in (32, 33, 40)})
+    fig = diagrams.draw_bank_phases({f"rows of {r}": ([tx * r for tx in range(32)], addressing.ws_load_floats(r)) for r in (32, 33, 40)})
     titles = [ax.get_title(loc="left") for ax in fig.axes]
     assert titles == ["rows of 32: LDS.128, lanes 0-7: 8 passes", "rows of 33: LDS, lanes 0-31: 1 pass",
                       "rows of 40: LDS.128, lanes 0-7: 2 passes"]
@@ -310,22 +314,22 @@ def test_the_chapter_without_a_gpu_reads_the_record(capsys, monkeypatch):
 
 def test_the_exercise_cells_say_not_yet_before_the_reader_acts(capsys):
     chapter = lc.LadderChapter(FakeSession(mode="compile-only"))
-    lc.time_warp_exercise(None, None, False, chapter, {})
-    lc.tile_exercise(dict.fromkeys(lc.GIVEN_VARIANTS, []), None, chapter)
-    lc.pipeline_exercise(None, chapter)
+    exercises.time_warp_exercise(None, None, False, chapter, {})
+    exercises.tile_exercise(dict.fromkeys(exercises.GIVEN_VARIANTS, []), None, chapter)
+    exercises.pipeline_exercise(None, chapter)
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == ["Not yet"] * 3, out
 
 
 def test_the_exercise_cells_say_what_they_skip_without_a_gpu(capsys):
     chapter = lc.LadderChapter(FakeSession(mode="reference-only"))
-    lc.time_warp_exercise(1.3, None, False, chapter, {})
-    variants = {**dict.fromkeys(lc.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
-    lc.tile_exercise(variants, list(variants), chapter)
-    _, committed = lc.pipeline_pairs()
-    lc.pipeline_exercise(committed, chapter)
-    assert lc.check_exercise(chapter, "gemm_seed004", lc.operands_n515, {}, "PASS") == (None, False)
-    lc.pad_exercise(chapter)
+    exercises.time_warp_exercise(1.3, None, False, chapter, {})
+    variants = {**dict.fromkeys(exercises.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
+    exercises.tile_exercise(variants, list(variants), chapter)
+    _, committed = exercises.pipeline_pairs()
+    exercises.pipeline_exercise(committed, chapter)
+    assert exercises.check_exercise(chapter, "gemm_seed004", exercises.operands_n515, {}, "PASS") == (None, False)
+    exercises.pad_exercise(chapter)
     out = capsys.readouterr().out
     for what in ("timing exercise 2 against rung 2 (no GPU)", "compiling exercise 1", "exercise 3 (no GPU",
                  "compiling gemm_seed004", "compiling exercise 2"):
@@ -334,7 +338,7 @@ def test_the_exercise_cells_say_what_they_skip_without_a_gpu(capsys):
 
 
 def test_pipeline_pairs_halve_the_slice_and_add_a_stage():
-    pairs, committed = lc.pipeline_pairs()
+    pairs, committed = exercises.pipeline_pairs()
     bk, st = ladder.defaults()
     assert committed == (bk, st) and pairs == [(bk // 2, st), (bk // 2, st + 1), (bk, st), (bk, st + 1)]
     assert all(ladder.stage_bytes(b) * s <= ladder.SMEM_PER_SM for b, s in pairs)
@@ -343,9 +347,9 @@ def test_pipeline_pairs_halve_the_slice_and_add_a_stage():
 def test_the_operands_fit_no_tile():
     import torch
 
-    x, w = lc.operands_odd(torch.Generator().manual_seed(0))
+    x, w = exercises.operands_odd(torch.Generator().manual_seed(0))
     assert x.shape == (37, 65) and w.shape == (129, 65) and w.min() < 0 < w.max()
-    x, w = lc.operands_n515(torch.Generator().manual_seed(0))
+    x, w = exercises.operands_n515(torch.Generator().manual_seed(0))
     assert x.shape == (37, 65) and w.shape == (515, 65)
 
 
@@ -376,10 +380,10 @@ def test_the_chapter_builds_rungs_and_exercises_in_one_call(fake_load_kernels, c
 
 def test_a_tile_variant_that_does_not_compile_says_why(fake_load_kernels, capsys):
     calls, fail = fake_load_kernels
-    variants = {**dict.fromkeys(lc.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
+    variants = {**dict.fromkeys(exercises.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
     first = next(iter(variants))
     fail[first] = lc.build.KernelCompileError("gemm_tile_shape", lc.EXERCISES / "gemm_tile_shape.cu", 7, "too big", "")
-    lc.tile_exercise(variants, list(variants), lc.LadderChapter(FakeSession(mode="compile-only")))
+    exercises.tile_exercise(variants, list(variants), lc.LadderChapter(FakeSession(mode="compile-only")))
     # without a GPU only the first variant is built, and a failure is shown, not raised
     assert calls == [({first: lc.build.Variant("gemm_tile_shape", [], lc.EXERCISES)}, {"on_error": "return"})]
     out = capsys.readouterr().out

@@ -1,7 +1,7 @@
 """The exercises of notebooks 05-07 (kernels/exercises/bias_gelu.cu, group_norm_stats.cu,
 broadcast_write.cu) and their checkers.
 
-- The checkers are utils.memory_chapter's (gelu_exercise, welford_exercise, layout_exercise), which
+- The checkers are utils.chapters.memory's (gelu_exercise, welford_exercise, layout_exercise), which
   the notebooks' checker cells call; their verdicts are tested here without a GPU: they name what an
   output computes and say PASS or "Not yet" when they should.
 - compile: every exercise compiles as committed and exports what its notebook calls.
@@ -17,7 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from utils import REPO, build, check
-from utils import memory_chapter as mc
+from utils.chapters import memory as mc
+from utils.chapters import memory_exercises as exercises
 
 from kernel_tests import fake_report
 
@@ -75,32 +76,32 @@ def solved(name: str):
     return build.load_kernel(name, kernels_dir=SOLVED_DIR)
 
 
-# --- the verdicts, without a GPU (the checkers are utils.memory_chapter's, which the notebooks call) ---------
+# --- the verdicts, without a GPU (the checkers are utils.chapters.memory's, which the notebooks call) ---------
 
 def test_gelu_checker_names_what_the_kernel_computes():
     x, b = mc.x_and_bias(37, 115)(torch.Generator().manual_seed(0))
-    assert mc.gelu_diagnosis(F.gelu(x + b), x, b) == mc.GELU_GOAL
-    assert mc.gelu_diagnosis(x + b, x, b) == "x + bias, without the GELU"
-    assert mc.gelu_diagnosis(F.gelu(x) + b, x, b).startswith("gelu(x) + bias")
-    assert "tanh approximation" in mc.gelu_diagnosis(F.gelu(x + b, approximate="tanh"), x, b)
-    assert mc.gelu_diagnosis(torch.zeros_like(x), x, b) is None
-    assert mc.gelu_verdict(PASSED, mc.GELU_GOAL).startswith("PASS")
-    text = mc.gelu_verdict(FAILED, "x + bias, without the GELU")
+    assert exercises.gelu_diagnosis(F.gelu(x + b), x, b) == exercises.GELU_GOAL
+    assert exercises.gelu_diagnosis(x + b, x, b) == "x + bias, without the GELU"
+    assert exercises.gelu_diagnosis(F.gelu(x) + b, x, b).startswith("gelu(x) + bias")
+    assert "tanh approximation" in exercises.gelu_diagnosis(F.gelu(x + b, approximate="tanh"), x, b)
+    assert exercises.gelu_diagnosis(torch.zeros_like(x), x, b) is None
+    assert exercises.gelu_verdict(PASSED, exercises.GELU_GOAL).startswith("PASS")
+    text = exercises.gelu_verdict(FAILED, "x + bias, without the GELU")
     assert text.startswith("Not yet: trials failed.") and "without the GELU" in text
-    assert "matches none of" in mc.gelu_verdict(FAILED, None)
+    assert "matches none of" in exercises.gelu_verdict(FAILED, None)
 
 
 def test_welford_checker_says_why():
-    assert mc.welford_verdict(PASSED, 1e-6, 3e-5, 3e-5).startswith("PASS")
-    text = mc.welford_verdict(FAILED, 1e-6, 5e-3, 3e-5)
+    assert exercises.welford_verdict(PASSED, 1e-6, 3e-5, 3e-5).startswith("PASS")
+    text = exercises.welford_verdict(FAILED, 1e-6, 5e-3, 3e-5)
     assert text.startswith("Not yet: trials failed.") and "cancels: use Welford" in text
-    assert "wrong even on centred data" in mc.welford_verdict(FAILED, 0.5, 0.5, 3e-5)
+    assert "wrong even on centred data" in exercises.welford_verdict(FAILED, 0.5, 0.5, 3e-5)
 
 
 def test_welford_checker_data_defeat_the_sum_of_squares_in_float32():
     """The premise of notebook 06's checker, emulated on the CPU: on its data (randn + 50, D = 64), float32
     E[x^2] - E[x]^2 misses the strict tolerance by far, the two-pass (Welford) form does not."""
-    x, gamma, beta = mc.gn_inputs(37, 1024, offset=mc.WELFORD_OFFSET, scale=1.0)(torch.Generator().manual_seed(0))
+    x, gamma, beta = mc.gn_inputs(37, 1024, offset=exercises.WELFORD_OFFSET, scale=1.0)(torch.Generator().manual_seed(0))
     ref = F.group_norm(x, 16, gamma, beta, EPS)
     v = x.view(37, 16, 64)
     mean = v.sum(-1, keepdim=True) / 64
@@ -113,12 +114,12 @@ def test_welford_checker_data_defeat_the_sum_of_squares_in_float32():
 
 def test_layout_checker_names_the_layout():
     m, b = mc.rowmin_and_bias(37, 115)(torch.Generator().manual_seed(0))
-    assert mc.layout_diagnosis(m + b, m, b) == mc.LAYOUT_GOAL
+    assert exercises.layout_diagnosis(m + b, m, b) == exercises.LAYOUT_GOAL
     wrong = (m.view(-1, 1) + b.view(1, -1)).reshape(1, 115, 37, 1)
-    assert mc.layout_diagnosis(wrong, m, b).startswith("the (N, C) layout")
-    assert mc.layout_diagnosis(torch.zeros(1, 115, 37, 1), m, b) is None
-    assert mc.layout_verdict(PASSED, mc.LAYOUT_GOAL).startswith("PASS")
-    assert "c * N + n" in mc.layout_verdict(FAILED, mc.layout_diagnosis(wrong, m, b))
+    assert exercises.layout_diagnosis(wrong, m, b).startswith("the (N, C) layout")
+    assert exercises.layout_diagnosis(torch.zeros(1, 115, 37, 1), m, b) is None
+    assert exercises.layout_verdict(PASSED, exercises.LAYOUT_GOAL).startswith("PASS")
+    assert "c * N + n" in exercises.layout_verdict(FAILED, exercises.layout_diagnosis(wrong, m, b))
 
 
 @pytest.mark.parametrize("notebook, run", [("05_fused_activations.ipynb", "gelu_exercise"),
@@ -141,9 +142,9 @@ def test_each_exercise_compiles_as_committed(name):
 
 # --- on a GPU: the starting points fail the intended way, the solutions pass --------------
 
-RUNS = {"bias_gelu": (mc.gelu_exercise, "without the GELU"),
-        "group_norm_stats": (mc.welford_exercise, "cancels: use Welford"),
-        "broadcast_write": (mc.layout_exercise, "the (N, C) layout")}
+RUNS = {"bias_gelu": (exercises.gelu_exercise, "without the GELU"),
+        "group_norm_stats": (exercises.welford_exercise, "cancels: use Welford"),
+        "broadcast_write": (exercises.layout_exercise, "the (N, C) layout")}
 
 
 @pytest.mark.gpu

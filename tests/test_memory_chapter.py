@@ -1,4 +1,4 @@
-"""utils.memory_chapter, the helpers of notebooks 05-07, without a GPU: GB/s and % of copy from timed rows, the
+"""utils.chapters.memory, the helpers of notebooks 05-07, without a GPU: GB/s and % of copy from timed rows, the
 table, the predicted-against-measured table and its verdicts, the bar plot and the diagrams, the harness cases and
 timed contenders (with CPU stand-ins for the kernels), broadcasting step by step, and the chapter object: its
 records are its session's (a GPU reads only its own device's). Timing itself is utils.bench's (tests/test_bench.py);
@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
-from utils import chapter
-from utils import memory_chapter as mc
+from utils.chapters import session as chapter
+from utils.chapters import memory as mc
+from utils.chapters import memory_diagrams as diagrams
 from utils.run import SKIP_MARKER
 
 RECORD = {"device": {"name": "NVIDIA H100"}, "date": "2024-05-01T12:00:00+00:00", "git_commit": "abc1234",
@@ -115,9 +116,9 @@ def test_bandwidth_plot_returns_a_figure_and_saves_it(monkeypatch, tmp_path):
 
 
 def test_the_diagrams_draw():
-    passes = mc.passes_figure({94: ("a -> b -> c", [1, 1, 1]), 37: ("a * x", [2])})
+    passes = diagrams.passes_figure({94: ("a -> b -> c", [1, 1, 1]), 37: ("a * x", [2])})
     assert isinstance(passes, Figure) and len(passes.axes[0].patches) == 6 + 2 + 3 + 2  # reads + writes per row
-    assert all(isinstance(f, Figure) and f.axes for f in (mc.groupnorm_figure(), mc.broadcast_figure()))
+    assert all(isinstance(f, Figure) and f.axes for f in (diagrams.groupnorm_figure(), diagrams.broadcast_figure()))
 
 
 def test_stamp():
@@ -166,7 +167,7 @@ def test_each_case_agrees_with_its_reference(cases):
 
 def test_the_eager_chain_of_62_applies_leaky_relu_once():
     """Problem 62's model: y = leaky_relu(x); y + y. Timing leaky_relu twice would flatter the fused kernel."""
-    import utils.memory_chapter as m
+    import utils.chapters.memory as m
 
     calls = []
     original = m.F.leaky_relu

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from utils import REPO, results
+from utils.report import readme as report, records
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
         "memory_gb": 79.1, "l2_mb": 50.0}
@@ -275,7 +276,7 @@ def recorded(tmp_path):
 
 
 def test_render_readme_table(recorded):
-    md = results.render_readme_table(recorded)
+    md = report.render_readme_table(recorded)
     for golden in [
         "do not edit by hand",
         "### NVIDIA H100 80GB HBM3",
@@ -292,45 +293,45 @@ def test_render_readme_table(recorded):
     ]:
         assert golden in md, golden
     assert md.index("**Ceilings**") < md.index("**Baselines**")
-    assert md == results.render_readme_table(recorded)  # deterministic
+    assert md == report.render_readme_table(recorded)  # deterministic
 
 
 def test_render_readme_table_without_recordings(tmp_path):
-    assert "No GPU run recorded yet" in results.render_readme_table(tmp_path)
+    assert "No GPU run recorded yet" in report.render_readme_table(tmp_path)
 
 
 def test_update_and_check_readme_detect_drift(tmp_path, recorded, capsys):
     readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\nbefore\n{results.BEGIN}\nstale\n{results.END}\nafter\n")
+    readme.write_text(f"# Title\n\nbefore\n{report.BEGIN}\nstale\n{report.END}\nafter\n")
     args = ["--readme", str(readme), "--results-dir", str(recorded)]
-    assert results.main(["--check-readme", *args]) == 1
+    assert report.main(["--check-readme", *args]) == 1
     assert "out of date" in capsys.readouterr().err
     assert "stale" in readme.read_text()  # checking never writes
-    assert results.main(["--update-readme", *args]) == 0
+    assert report.main(["--update-readme", *args]) == 0
     text = readme.read_text()
-    assert text.startswith("# Title\n\nbefore\n") and text.endswith(f"{results.END}\nafter\n")
+    assert text.startswith("# Title\n\nbefore\n") and text.endswith(f"{report.END}\nafter\n")
     assert "| eager | off | 10.000 |" in text
-    assert results.main(["--check-readme", *args]) == 0
+    assert report.main(["--check-readme", *args]) == 0
     write(recorded, make_record("ceilings", [{**CEILINGS[0], "copy_GBps": 2900.0}], date="2025-08-01T00:00:00+00:00"))
-    assert results.update_readme(readme, check=True, results_root=recorded) is False
+    assert report.update_readme(readme, check=True, results_root=recorded) is False
 
 
 def test_update_readme_needs_the_markers(tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="results:begin"):
-        results.update_readme(readme, results_root=tmp_path)
+        report.update_readme(readme, results_root=tmp_path)
 
 
 def test_repo_readme_table_is_current():
     """README.md's results span is generated: never edit it by hand."""
-    assert results.main(["--check-readme"]) == 0, "run `python -m utils.results --update-readme`"
+    assert report.main(["--check-readme"]) == 0, "run `python -m utils.report --update-readme`"
 
 
 def test_ladder_renders_pct_of_cublas():
     rec = {"entries": [{"contender": "gemm_01_naive", "median_ms": 10.0, "tflops": 1.0, "shape": [1024, 8192, 8192]},
                        {"contender": "cuBLAS", "median_ms": 2.5, "tflops": 4.0, "shape": [1024, 8192, 8192]}]}
-    text = results._render_ladder(rec)
+    text = records.render_ladder(rec)
     assert "M x N x K = 1024 x 8192 x 8192" in text
     assert "| gemm_01_naive | 10.000 | 1.00 | 25.0 % |" in text and "| cuBLAS | 2.500 | 4.00 | 100.0 % |" in text
 
@@ -354,7 +355,7 @@ def test_bias_fusion_is_validated_and_rendered_against_its_own_gemm(tmp_path, on
     assert results.read(path)["entries"] == BIAS_FUSION
     with pytest.raises(ValueError, match=r"entry 0 lacks \['separate_passes'\]"):
         results.validate(make_record("bias_fusion", [{k: v for k, v in BIAS_FUSION[0].items() if k != "separate_passes"}]))
-    text = results._render_bias_fusion(make_record("bias_fusion", BIAS_FUSION))
+    text = records.render_bias_fusion(make_record("bias_fusion", BIAS_FUSION))
     assert "M x N x K = 1024 x 8192 x 8192, fp32, TF32 off, one run." in text
     for golden in ["| gemm (rung 7, no bias) | rung 7 | 0 | 0 | 3.000 | (spread 0.20 %) |",
                    "| linear_bias (epilogue) | rung 7 | 1 | 0 | 3.003 | +3.0 us (+0.10 %) |",
@@ -365,7 +366,7 @@ def test_bias_fusion_is_validated_and_rendered_against_its_own_gemm(tmp_path, on
         assert golden in text, golden
     root = tmp_path / "readme"
     write(root, make_record("bias_fusion", BIAS_FUSION))
-    assert "**Bias fusion (notebook 04)**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)
+    assert "**Bias fusion (notebook 04)**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)
 
 
 def mb_entry(problem, contender, role, ms, nbytes, copy_GBps, replaces=None) -> dict:
@@ -388,7 +389,7 @@ def test_memory_bound_kinds_are_validated_and_rendered(tmp_path, on_h100, kind):
     assert results.read(path)["entries"] == MEMORY_BOUND
     with pytest.raises(ValueError, match=r"entry 0 lacks \['pct_of_copy'\]"):
         results.validate(make_record(kind, [{k: v for k, v in MEMORY_BOUND[0].items() if k != "pct_of_copy"}]))
-    text = results.KINDS[kind].render(make_record(kind, MEMORY_BOUND))
+    text = report.RENDERERS[kind](make_record(kind, MEMORY_BOUND))
     for golden in ["**Problem 94**, shape 1024 x 8192",
                    "| copy (1024 x 8192) | copy | 25.0 | 2684 | 100 % | – |",
                    "| eager chain | eager | 250.0 | 268 | 10 % | – |",
@@ -397,7 +398,7 @@ def test_memory_bound_kinds_are_validated_and_rendered(tmp_path, on_h100, kind):
         assert golden in text, golden
     root = tmp_path / "readme"
     write(root, make_record(kind, MEMORY_BOUND))
-    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)
+    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)
 
 
 def test_a_full_sha_from_the_runner_is_shortened(monkeypatch):
@@ -433,9 +434,9 @@ def test_training_and_autocast_are_validated_and_rendered(tmp_path, on_h100, kin
     assert results.read(path)["entries"] == entries
     with pytest.raises(ValueError, match=r"entry 0 lacks \['protocol'\]"):
         results.validate(make_record(kind, [{k: v for k, v in entries[0].items() if k != "protocol"}]))
-    text = results.KINDS[kind].render(make_record(kind, entries))
+    text = report.RENDERERS[kind](make_record(kind, entries))
     for golden in goldens:
         assert golden in text, golden
     root = tmp_path / "readme"
     write(root, make_record(kind, entries))
-    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in results.render_readme_table(root)
+    assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)

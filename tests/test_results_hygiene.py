@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from utils import REPO, chapter, env, results, run
+from utils import REPO, env, results, run
+from utils.chapters import session as chapter
 
 # What results/ may hold: records, plots, logs, executed notebooks, and the notes that describe them.
 DATA_SUFFIXES = {".json", ".jsonl", ".png", ".log", ".txt", ".ipynb", ".md"}

@@ -1,4 +1,4 @@
-"""utils.scoreboard: the stages' compositions (wired on the CPU through PyTorch stand-ins, and with
+"""utils.chapters.scoreboard: the stages' compositions (wired on the CPU through PyTorch stand-ins, and with
 the real kernels on a GPU), the check that keeps a wrong composition from being timed, the record,
 its table and plot, and show() with and without a record."""
 import inspect
@@ -9,7 +9,9 @@ import types
 import pytest
 import torch
 
-from utils import REPO, build, results, scoreboard as sb
+from utils import REPO, build, results
+from utils.report import readme
+from utils.chapters import scoreboard as sb
 from utils.bench import Timing
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
@@ -208,7 +210,7 @@ def test_a_fake_record_renders_as_a_table():
     assert "Timed with fewer repetitions (slow): 02 (5)." in text
     rows = [line.split(" |")[0] for line in text.splitlines() if re.match(r"\| \d", line)]
     assert rows == ["| 94", "| 75", "| 37", "| 62"]
-    full = results.KINDS["scoreboard"].render(rec)  # the README's rendering: every stage
+    full = readme.render(rec)  # the README's rendering: every stage
     assert full == sb.markdown(rec) and "**" not in full.split("\n", 1)[1] and "09 the drop-ins" in full
 
 
@@ -248,7 +250,7 @@ def test_show_without_a_record_prints_one_line(tmp_path, capsys):
     sb.show("05", session(tmp_path))
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and out.startswith("SKIPPED: the scoreboard")
-    assert "python -m utils.scoreboard" in out
+    assert "python -m utils.chapters.scoreboard" in out
 
 
 def test_show_reads_the_record_without_a_gpu(tmp_path, capsys, monkeypatch):

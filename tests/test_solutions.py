@@ -11,7 +11,7 @@ import torch
 
 from solutions import solution
 from utils import check, precision
-from utils.chapter import solution_pair
+from utils.chapters.session import solution_pair
 from utils.problems import all_problems, get_problem
 
 PIDS = [p.id for p in all_problems()]

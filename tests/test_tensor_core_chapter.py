@@ -1,4 +1,4 @@
-"""utils.tensor_core_chapter, the helpers of notebook 08, without a GPU: TF32 rounding and the split against
+"""utils.chapters.tensor_cores, the helpers of notebook 08, without a GPU: TF32 rounding and the split against
 their definitions, the float64 emulation, the modeled adder, the predictions read from the rungs' headers,
 the tables, figures and exercise checkers on a synthetic record, and the notebook's exercises: each checker
 says Not yet on the notebook's starting value and PASS on a right answer. Section 6 (whole models in the
@@ -15,8 +15,12 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from utils import REPO, build, results
-from utils import tensor_core_chapter as tcc
+from utils import REPO, build, results, tf32
+from utils.chapters import epilogue_fusion as fusion
+from utils.chapters import tensor_core_figures as tcf
+from utils.chapters import tensor_cores as tcc
+from utils.report import readme
+from utils.report import tensor_cores as tcr
 
 NB08 = REPO / "notebooks" / "08_tensor_cores_and_precision.ipynb"
 
@@ -27,17 +31,17 @@ def test_to_tf32_keeps_10_mantissa_bits_and_rounds_to_nearest_ties_away():
     one = 1.0
     ulp = 2.0 ** -10  # TF32's spacing at 1.0
     t = torch.tensor([one + ulp / 4, one + ulp / 2, one + 3 * ulp / 4, -(one + ulp / 2), 0.0, float("inf"), float("nan")])
-    rn = to_list(tcc.to_tf32(t))
+    rn = to_list(tf32.to_tf32(t))
     assert rn[:5] == [one, one + ulp, one + ulp, -(one + ulp), 0.0]  # the tie goes away from zero, either sign
     assert rn[5] == float("inf") and math.isnan(rn[6])
-    tr = to_list(tcc.to_tf32(t, "truncate"))
+    tr = to_list(tf32.to_tf32(t, "truncate"))
     assert tr[:4] == [one, one, one, -one]
     x = torch.randn(10_000, generator=torch.Generator().manual_seed(1))
-    assert not (tcc.to_tf32(x).view(torch.int32) & 0x1FFF).any()
-    rel = ((tcc.to_tf32(x) - x).abs() / x.abs()).max().item()
-    assert rel <= 2.0 ** -11 and ((tcc.to_tf32(x, "truncate") - x).abs() / x.abs()).max().item() <= 2.0 ** -10
+    assert not (tf32.to_tf32(x).view(torch.int32) & 0x1FFF).any()
+    rel = ((tf32.to_tf32(x) - x).abs() / x.abs()).max().item()
+    assert rel <= 2.0 ** -11 and ((tf32.to_tf32(x, "truncate") - x).abs() / x.abs()).max().item() <= 2.0 ** -10
     with pytest.raises(TypeError):
-        tcc.to_tf32(x.double())
+        tf32.to_tf32(x.double())
 
 
 def to_list(t):
@@ -46,15 +50,15 @@ def to_list(t):
 
 def test_split_is_exact_to_2_to_the_minus_22():
     x = torch.randn(100_000, generator=torch.Generator().manual_seed(2)) * 1e3
-    big, small = tcc.split_tf32(x)
+    big, small = tf32.split_tf32(x)
     assert not (big.view(torch.int32) & 0x1FFF).any() and not (small.view(torch.int32) & 0x1FFF).any()
     rest = (x.double() - big.double() - small.double()).abs() / x.double().abs()
     assert rest.max().item() <= 2.0 ** -22
 
 
 def test_bits_and_the_rounding_tables():
-    assert tcc.bits(1.0) == "0 01111111 0000000000|0000000000000"
-    assert tcc.bits(-2.0) == "1 10000000 0000000000|0000000000000"
+    assert tf32.bits(1.0) == "0 01111111 0000000000|0000000000000"
+    assert tf32.bits(-2.0) == "1 10000000 0000000000|0000000000000"
     table = tcc.rounding_table((1 + 2 ** -11,))
     assert "0 01111111 0000000000|1000000000000" in table and "1.00097656" in table
     stats = tcc.rounding_stats(10_000).splitlines()
@@ -74,11 +78,11 @@ def test_split_gemm64_of_three_products_is_as_good_as_float32():
     x, w = torch.rand(32, 512, generator=g), (torch.rand(48, 512, generator=g) * 2 - 1) / 23
     exact = x.double() @ w.double().T
     err = lambda out: ((out.double() - exact).abs().max() / exact.abs().max()).item()  # noqa: E731
-    assert err(tcc.split_gemm64(x, w)) <= err(x @ w.T)
-    assert err(tcc.split_gemm64(x, w, ["xb·wb"])) > 100 * err(x @ w.T)
-    assert torch.equal(tcc.split_gemm64(x, w, ["xb*wb", "xs * wb"]), tcc.split_gemm64(x, w, ["xb·wb", "xs·wb"]))
+    assert err(tf32.split_gemm64(x, w)) <= err(x @ w.T)
+    assert err(tf32.split_gemm64(x, w, ["xb·wb"])) > 100 * err(x @ w.T)
+    assert torch.equal(tf32.split_gemm64(x, w, ["xb*wb", "xs * wb"]), tf32.split_gemm64(x, w, ["xb·wb", "xs·wb"]))
     with pytest.raises(ValueError):
-        tcc.split_gemm64(x, w, ["xb·xs"])
+        tf32.split_gemm64(x, w, ["xb·xs"])
 
 
 # --- accuracy of the models ---------------------------------------------------------------------
@@ -89,7 +93,7 @@ def test_accuracy_on_the_cpu_finds_1xtf32_outside_and_the_split_inside_the_tier(
     assert by["1xTF32 operands, float64 sums"]["excess"] > 1
     assert by["3xTF32, products and sums in float64"]["excess"] < 1
     assert all(len(r["excess_by_seed"]) == 2 and r["section"] == "accuracy" for r in rows)
-    table = tcc.accuracy_table(rows)
+    table = tcr.accuracy_table(rows)
     assert table.splitlines()[0] == "| GEMM | 62 |" and "| 1xTF32 operands, float64 sums | **" in table
 
 
@@ -98,14 +102,14 @@ def test_the_gpu_variants_compute_what_they_say_on_the_cpu():
     give the three products' sum, and 1xTF32 the rounded operands' product."""
     g = torch.Generator().manual_seed(5)
     x, w = torch.rand(8, 96, generator=g), (torch.rand(12, 96, generator=g) * 2 - 1) / 10
-    three = tcc.split_gemm64(x, w).double()
+    three = tf32.split_gemm64(x, w).double()
     variants = tcc.gpu_variants()
     for name in ("3xTF32, one accumulator over all of K", "3xTF32, K in chunks of 32 added in fp32"):
         assert torch.allclose(variants[name](x, w).double(), three, atol=1e-6), name
-    assert torch.allclose(variants["1xTF32"](x, w), tcc.to_tf32(x) @ tcc.to_tf32(w).T)
+    assert torch.allclose(variants["1xTF32"](x, w), tf32.to_tf32(x) @ tf32.to_tf32(w).T)
     x3, w3 = tcc._interleaved(x, w)
-    xb, xs = tcc.split_tf32(x[:, 1])
-    wb, ws = tcc.split_tf32(w[:, 1])
+    xb, xs = tf32.split_tf32(x[:, 1])
+    wb, ws = tf32.split_tf32(w[:, 1])
     assert x3.shape == (8, 288) and torch.equal(x3[:, 3:6], torch.stack([xs, xb, xb], 1))  # k = 1: xs·wb, xb·ws, xb·wb
     assert torch.equal(w3[:, 3:6], torch.stack([wb, ws, wb], 1))
 
@@ -145,13 +149,13 @@ def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
     assert sections == {"accuracy", "promotion_k", "timing"}
     assert loaded == [tcc.build_jobs()]
     assert {e["promote_k"] for e in entries if e.get("source") == "rung 10"} == set(tcc.PROMOTE_KS)
-    assert len(timed) == 2 and {tcc.SGEMM, tcc.TF32_CUBLAS, *tcc.PATHS} <= set(timed[0])
+    assert len(timed) == 2 and {tcr.SGEMM, tcr.TF32_CUBLAS, *tcr.PATHS} <= set(timed[0])
     rec = fake_record() | {"entries": entries}
     results.validate(rec)
-    for text in (tcc.accuracy_table(rec), tcc.promotion_table(rec), tcc.prediction_table(rec), tcc.target_check(rec),
-                 tcc.render(rec), tcc.promotion_findings(rec)):
+    for text in (tcr.accuracy_table(rec), tcr.promotion_table(rec), tcr.prediction_table(rec), tcr.target_check(rec),
+                 tcr.render(rec), tcr.promotion_findings(rec)):
         assert text and "nan" not in text
-    assert isinstance(tcc.timing_figure(rec), Figure) and isinstance(tcc.accumulation_figure(None, rec), Figure)
+    assert isinstance(tcf.timing_figure(rec), Figure) and isinstance(tcf.accumulation_figure(None, rec), Figure)
     json.dumps(rec, allow_nan=False)  # what results.record writes
 
 
@@ -188,17 +192,17 @@ def test_the_model_of_one_accumulator_drifts_and_promotion_bounds_it():
     K = 2048
     x, w = torch.rand(64, K, generator=g), (torch.rand(64, K, generator=g) * 2 - 1) / math.sqrt(K)
     exact = (x.double() * w.double()).sum(1)
-    one = (tcc.tensor_core_dot(x, w) - exact).abs().max().item()
-    promoted = (tcc.tensor_core_dot(x, w, promote=256) - exact).abs().max().item()
+    one = (tf32.tensor_core_dot(x, w) - exact).abs().max().item()
+    promoted = (tf32.tensor_core_dot(x, w, promote=256) - exact).abs().max().item()
     assert promoted < one
-    assert (tcc.fadd_dot(x, w) - exact).abs().max().item() < 1e-5
+    assert (tf32.fadd_dot(x, w) - exact).abs().max().item() < 1e-5
 
 
 def test_accumulation_model_rows_and_figure():
     rows = tcc.accumulation_model(ks=(64, 128), outputs=16)
     assert {r["K"] for r in rows} == {64, 128} and len({r["how"] for r in rows}) == 3
-    assert isinstance(tcc.accumulation_figure(rows, fake_record()), Figure)
-    assert isinstance(tcc.accumulation_figure(rows), Figure)
+    assert isinstance(tcf.accumulation_figure(rows, fake_record()), Figure)
+    assert isinstance(tcf.accumulation_figure(rows), Figure)
 
 
 # --- the rungs' predictions ---------------------------------------------------------------------
@@ -207,11 +211,11 @@ def test_predictions_are_read_per_shape_and_yardstick():
     text = ("PREDICTION (written before measuring): 65-80% of cuBLAS with TF32 on at 1024 x 8192 x 8192 (one wave), "
             "60-75% at 32768 x 4096 x 1024 (K = 1024). Speed: 60-70% of a third of the TF32 peak, 1.8-2.3x cuBLAS "
             "SGEMM, i.e. 25-30% of cuBLAS TF32. mma.sync: 1.0-1.4x cuBLAS SGEMM.")
-    got = tcc.predictions("any", text)
+    got = tcr.predictions("any", text)
     assert got["pct"] == {(1024, 8192, 8192): (65.0, 80.0), (32768, 4096, 1024): (60.0, 75.0), None: (25.0, 30.0)}
     assert got["x_sgemm"] == (1.8, 2.3)
-    assert tcc.predictions("any", "45-60% of cuBLAS with TF32 on (and ~4x cuBLAS SGEMM).")["x_sgemm"] == (4.0, 4.0)
-    assert tcc.predictions("any", "nothing numeric") == {"pct": {}, "x_sgemm": None}
+    assert tcr.predictions("any", "45-60% of cuBLAS with TF32 on (and ~4x cuBLAS SGEMM).")["x_sgemm"] == (4.0, 4.0)
+    assert tcr.predictions("any", "nothing numeric") == {"pct": {}, "x_sgemm": None}
 
 
 def test_a_clause_that_names_a_path_speaks_for_that_path_only():
@@ -219,41 +223,41 @@ def test_a_clause_that_names_a_path_speaks_for_that_path_only():
             "with a kept weight split; gemm() adds the split of both operands, ~1.8-2.0x cuBLAS SGEMM. The "
             "in-shared-memory split (measured first: 1.49x and 1.63x cuBLAS SGEMM) should be slower. mma.sync "
             "path: 1.0-1.4x cuBLAS SGEMM.")
-    got = {e: tcc.predictions(tcc.RUNG10, text, e) for e in ("gemm", "linear", "gemm_split_in_smem", "gemm_mma_sync")}
+    got = {e: tcr.predictions(tcr.RUNG10, text, e) for e in ("gemm", "linear", "gemm_split_in_smem", "gemm_mma_sync")}
     assert got["gemm"] == {"pct": {}, "x_sgemm": (1.8, 2.0)}
     assert got["linear"] == {"pct": {None: (27.0, 31.0)}, "x_sgemm": (2.2, 2.6)}
     assert got["gemm_split_in_smem"] == {"pct": {}, "x_sgemm": None}  # a measurement quoted is not a prediction
     assert got["gemm_mma_sync"]["x_sgemm"] == (1.0, 1.4)
     # rung 8's only path is mma.sync: the word does not set its clause aside
-    assert tcc.predictions(tcc.RUNGS[0], "45-60% of cuBLAS (and ~4x cuBLAS SGEMM). mma.sync is Ampere's.")["x_sgemm"] == (4.0, 4.0)
+    assert tcr.predictions(tcr.RUNGS[0], "45-60% of cuBLAS (and ~4x cuBLAS SGEMM). mma.sync is Ampere's.")["x_sgemm"] == (4.0, 4.0)
 
 
-@pytest.mark.parametrize("name", tcc.RUNGS)
+@pytest.mark.parametrize("name", tcr.RUNGS)
 def test_every_rungs_main_path_has_a_prediction_to_compare(name):
-    got = tcc.predictions(name)
+    got = tcr.predictions(name)
     assert got["pct"] or got["x_sgemm"], f"{name}'s PREDICTION names no '% of cuBLAS' or 'x cuBLAS SGEMM' range"
 
 
 def test_rung_10s_paragraph_on_its_kernels_is_found():
     from utils.show import header_section
 
-    assert tcc.paths_label() and header_section(tcc.RUNG10, tcc.paths_label())
+    assert tcc.paths_label() and header_section(tcr.RUNG10, tcc.paths_label())
 
 
 def test_default_promotion_interval_is_the_kernels():
     assert tcc.default_promote_k() in tcc.PROMOTE_KS
-    assert re.search(r"#define GEMM10_PROMOTE_K \(gemm_wgmma::PROMOTE_K\)\n", build.kernel_source(tcc.RUNG10))
+    assert re.search(r"#define GEMM10_PROMOTE_K \(gemm_wgmma::PROMOTE_K\)\n", build.kernel_source(tcr.RUNG10))
     assert f"constexpr int PROMOTE_K = {tcc.default_promote_k()};" in (
         build.KERNELS_DIR / "common" / "gemm_wgmma.cuh").read_text()
 
 
 def test_build_jobs_are_the_rungs_and_the_other_intervals():
     jobs = tcc.build_jobs()
-    assert [j for j in jobs if j in tcc.RUNGS] == list(tcc.RUNGS)  # this CPU machine builds every arch
+    assert [j for j in jobs if j in tcr.RUNGS] == list(tcr.RUNGS)  # this CPU machine builds every arch
     builds = [build.as_variant(kernel) for kernel in jobs.values()]  # what build.load_kernels reads them as
-    variants = {v.extra_cuda_cflags for v in builds if v.name == tcc.RUNG10 and v.extra_cuda_cflags}
+    variants = {v.extra_cuda_cflags for v in builds if v.name == tcr.RUNG10 and v.extra_cuda_cflags}
     assert variants == {(f"-DGEMM10_PROMOTE_K={k}",) for k in tcc.PROMOTE_KS if k != tcc.default_promote_k()}
-    assert set(tcc.build_jobs(variants=False)) == {*tcc.RUNGS, tcc.FUSED_KERNEL}  # section 6's kernel compiles too
+    assert set(tcc.build_jobs(variants=False)) == {*tcr.RUNGS, tcr.FUSED_KERNEL}  # section 6's kernel compiles too
 
 
 # --- a synthetic record: tables, figures, the README, exercise 2 --------------------------------
@@ -266,55 +270,55 @@ def fake_record(worst=None) -> dict:
         entries += [{"section": "accuracy", "source": "cuBLAS", "contender": name, "problem": p, "excess": 0.1 * (7 - i) + j,
                      "excess_by_seed": [0.1], "max_abs": 1e-5, "seeds": 5, "scale": "full"} for j, p in enumerate(tcc.PIDS)]
     for k, e in worst.items():
-        entries += [{"section": "accuracy", "source": "rung 10", "contender": tcc._promote_label(k), "problem": p,
+        entries += [{"section": "accuracy", "source": "rung 10", "contender": tcr.promote_label(k), "problem": p,
                      "excess": e * (1 if p == 62 else 0.5), "excess_by_seed": [e], "max_abs": 1e-5, "seeds": 5,
                      "scale": "full", "promote_k": k, "default_promote_k": 256} for p in tcc.PIDS]
     for K in tcc.SWEEP_KS:
-        for name in [*(tcc._promote_label(k) for k in worst), tcc.SGEMM]:
+        for name in [*(tcr.promote_label(k) for k in worst), tcr.SGEMM]:
             entries.append({"section": "promotion_k", "contender": name, "M": 1024, "N": 2048, "K": K,
                             "promote_k": None, "max_abs_err": 1e-9 * K, "strict_ratio": 0.01})
-    for shape in tcc.SHAPES:
-        times = {tcc.SGEMM: 2.7, tcc.TF32_CUBLAS: 0.33, "gemm_08_mma_tf32": 0.9, "gemm_09_wgmma_tf32": 0.34,
+    for shape in tcr.SHAPES:
+        times = {tcr.SGEMM: 2.7, tcr.TF32_CUBLAS: 0.33, "gemm_08_mma_tf32": 0.9, "gemm_09_wgmma_tf32": 0.34,
                  "gemm_10_3xtf32": 1.8, "gemm_10_3xtf32 mma.sync": 2.4,
-                 **{tcc._promote_label(k): 1.6 + 0.0001 * k for k in worst if k != 256}}
+                 **{tcr.promote_label(k): 1.6 + 0.0001 * k for k in worst if k != 256}}
         for name, ms in times.items():
             entries.append({"section": "timing", "contender": name, "shape": list(shape), "median_ms": ms,
                             "p20_ms": ms, "p80_ms": ms, "tflops": 2 * math.prod(shape) / ms / 1e9,
                             "pct_of_cublas_tf32": 100 * 0.33 / ms, "x_cublas_sgemm": 2.7 / ms, "tier": "strict",
                             "tf32": False, "verified": "ok"})
-    return {"schema": 1, "kind": tcc.KIND, "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3",
+    return {"schema": 1, "kind": tcr.KIND, "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3",
                                                       "cc": "9.0", "sm_count": 132, "memory_gb": 85.0, "l2_mb": 50.0},
             "torch": "2.11.0", "cuda": "12.8", "git_commit": "abc1234", "date": "2026-01-01T00:00:00+00:00",
             "notes": "test", "entries": entries}
 
 
 def test_the_kind_is_registered_and_a_record_validates():
-    assert tcc.KIND in results.KINDS
+    assert tcr.KIND in results.KINDS
     results.validate(fake_record())
 
 
 def test_tables_from_a_record():
     rec = fake_record()
-    acc = tcc.accuracy_table(rec)
+    acc = tcr.accuracy_table(rec)
     assert acc.splitlines()[0] == "| GEMM | 94 | 75 | 37 | 62 |" and "| 1xTF32 |" in acc and "rung 10" not in acc
-    promo = tcc.promotion_table(rec).splitlines()
+    promo = tcr.promotion_table(rec).splitlines()
     assert promo[2].startswith("| 256 k |") and promo[-1].startswith("| never |")
     assert "| 256 k | 0.1 | 0.1 | 0.1 | 0.2 | 1.800 | 1.50x |" == promo[2]
-    pred = tcc.prediction_table(rec)
+    pred = tcr.prediction_table(rec)
     assert "| `gemm_09_wgmma_tf32` | 1024 x 8192 x 8192 |" in pred and pred.count("`gemm_10_3xtf32`") == 2
-    text = results.KINDS[tcc.KIND].render(rec)
+    text = readme.RENDERERS[tcr.KIND](rec)
     assert "cuBLAS TF32 GEMMs on pre-split operands" in text and "| gemm_09_wgmma_tf32 | 1024 x 8192 x 8192 |" in text
 
 
 def test_figures():
     rec = fake_record()
-    for fig in (tcc.format_figure(), tcc.split_figure(), tcc.fragment_figure(), tcc.pipeline_figure(),
-                tcc.timing_figure(rec)):
+    for fig in (tcf.format_figure(), tcf.split_figure(), tcf.fragment_figure(), tcf.pipeline_figure(),
+                tcf.timing_figure(rec)):
         assert isinstance(fig, Figure)
 
 
 def test_fragment_layout_covers_every_element_once():
-    layout = tcc.fragment_layout()
+    layout = tcf.fragment_layout()
     for name, (rows, cols, per_lane) in {"A": (16, 8, 4), "B": (8, 8, 2), "D": (16, 8, 4)}.items():
         cells = layout[name]
         assert set(cells) == {(r, c) for r in range(rows) for c in range(cols)}
@@ -324,7 +328,7 @@ def test_fragment_layout_covers_every_element_once():
 
 
 def test_the_pipeline_schedule_keeps_the_ring():
-    sched = tcc.pipeline_schedule(k_tiles=12, stages=4)
+    sched = tcf.pipeline_schedule(k_tiles=12, stages=4)
     for r in sched:
         assert r["arrive"] <= r["start"] < r["end"]
         if r["kt"] >= 4:  # a stage is refilled only after the consumers are done with it
@@ -408,15 +412,15 @@ def test_the_chapter_has_no_more_code_words_than_prose_words():
 # --- section 6: whole models in the GEMM's epilogue ------------------------------------------------
 
 def test_every_group_width_divides_both_tile_widths():
-    assert tcc.tile_widths() == {"strict": 128, "tf32": 256}  # rung 10's PresplitConfig, rung 9's Tf32Config
-    assert tcc.group_widths() == {94: 32, 75: 16, 37: 64, 62: 16}
-    table = tcc.fit_table().splitlines()
+    assert fusion.tile_widths() == {"strict": 128, "tf32": 256}  # rung 10's PresplitConfig, rung 9's Tf32Config
+    assert fusion.group_widths() == {94: 32, 75: 16, 37: 64, 62: 16}
+    table = fusion.fit_table().splitlines()
     assert len(table) == 5 and "straddles" not in "\n".join(table)
     assert table[2].split() == ["75", "8192", "512", "16", "fits,", "8", "groups", "fits,", "16", "groups", "4"]
 
 
 def test_quad_layout_puts_a_rows_group_on_one_quad():
-    layout = tcc.quad_layout(32)
+    layout = fusion.quad_layout(32)
     assert set(layout) == {(r, c) for r in range(16) for c in range(32)}  # every value once
     for lane in range(32):
         mine = [cell for cell, (owner, _) in layout.items() if owner == lane]
@@ -429,7 +433,7 @@ def test_quad_layout_puts_a_rows_group_on_one_quad():
             assert all(owners.count(o) == D // 4 for o in set(owners))
     assert layout[(9, 13)] == (4 * 1 + 2, 4 * 1 + 2 * 1 + 1)  # g = 1, t = 2, j = 1, h = 1, e = 1
     with pytest.raises(ValueError):
-        tcc.quad_layout(12)
+        fusion.quad_layout(12)
 
 
 def test_the_kernel_states_the_layout_quad_layout_draws():
@@ -440,26 +444,26 @@ def test_the_kernel_states_the_layout_quad_layout_draws():
 
 
 def test_epilogue_figure_draws():
-    assert isinstance(tcc.epilogue_figure(), Figure) and isinstance(tcc.epilogue_figure(37, "tf32"), Figure)
+    assert isinstance(fusion.epilogue_figure(), Figure) and isinstance(fusion.epilogue_figure(37, "tf32"), Figure)
 
 
 def test_fusion_bytes_count_the_gemm_output_three_times_against_once():
-    b = tcc.fusion_bytes(94)
+    b = fusion.fusion_bytes(94)
     assert (b["M"], b["C"], b["K"]) == (1024, 8192, 8192)
     assert b["unfused_bytes"] == 3 * 1024 * 8192 * 4 and b["fused_bytes"] == 1024 * 8192 * 4
     assert b["saved_bytes"] == 2 * 1024 * 8192 * 4 and b["gemm_flops"] == 2 * 1024 * 8192 * 8192
-    b75 = tcc.fusion_bytes(75)  # less the row minimum's partials: 64 tiles x 1024 rows, written and read
+    b75 = fusion.fusion_bytes(75)  # less the row minimum's partials: 64 tiles x 1024 rows, written and read
     assert b75["saved_bytes"] == 2 * 1024 * 8192 * 4 - 2 * 64 * 1024 * 4
-    assert tcc.fusion_bytes(75, bn=256)["fused_bytes"] == 1024 * 8192 * 4 + 2 * 32 * 1024 * 4
-    assert tcc.fusion_bytes(37)["saved_bytes"] == 2 * 32768 * 4096 * 4
+    assert fusion.fusion_bytes(75, bn=256)["fused_bytes"] == 1024 * 8192 * 4 + 2 * 32 * 1024 * 4
+    assert fusion.fusion_bytes(37)["saved_bytes"] == 2 * 32768 * 4096 * 4
 
 
 def test_fusion_bytes_table_with_and_without_ceilings():
-    plain = tcc.fusion_bytes_table().splitlines()
+    plain = fusion.fusion_bytes_table().splitlines()
     assert plain[0].count("|") == 6 and len(plain) == 6 and "| 37 | 32768 x 4096, 1024 | 1610.6 | 536.9 | 1073.7 |" in plain
     ceilings = fake_record() | {"kind": "ceilings", "entries": [{"copy_GBps": 2000.0, "fp32_tflops": 50.0,
                                                                  "tf32_tflops": 400.0}]}
-    table = tcc.fusion_bytes_table(ceilings)
+    table = fusion.fusion_bytes_table(ceilings)
     row = next(line for line in table.splitlines() if line.startswith("| 94 |")).split("|")
     assert float(row[6]) == pytest.approx(2 * 1024 * 8192 * 4 / 2e12 * 1e3, abs=1e-3)
     assert float(row[7]) == pytest.approx(2 * 1024 * 8192 * 8192 / 4e14 * 1e3, abs=1e-3)
@@ -474,8 +478,8 @@ def test_linear_and_rest_feed_the_whole_model_and_the_tail_ops(pid):
     p = get_problem(pid)
     model = p.make_model("small").eval()
     x = p.get_inputs("small", generator=torch.Generator().manual_seed(0))[0]
-    linear, rest = tcc.linear_and_rest(pid, model)
-    tail, whole = getattr(ops, tcc.FUSION_OPS[pid][0]), ops.WHOLE_MODELS[tcc.FUSION_OPS[pid][1]]
+    linear, rest = fusion.linear_and_rest(pid, model)
+    tail, whole = getattr(ops, fusion.FUSION_OPS[pid][0]), ops.WHOLE_MODELS[fusion.FUSION_OPS[pid][1]]
     with torch.no_grad():
         want = model(x)
         torch.testing.assert_close(whole(x, linear.weight, linear.bias, *rest), want)  # the CPU reference
@@ -509,19 +513,19 @@ def test_measure_fusion_checks_then_times_every_contender(monkeypatch):
     monkeypatch.setattr(tcc.build, "load_kernels", lambda kernels, *a, **kw: {k: FakeFused for k in kernels})
     timed = []
     monkeypatch.setattr(bench, "compare", fake_compare(timed))
-    entries = tcc.measure_fusion(3, pids=(75, 62), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+    entries = fusion.measure_fusion(3, pids=(75, 62), scale="small", device="cpu", progress=False, compiler=lambda m: m)
     assert len(timed) == 8  # two rounds per problem and tier, the second in reverse order
-    assert timed[0] == ["eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.ATOMIC, tcc.GEMM_ALONE] == timed[1][::-1]
-    assert timed[4] == ["eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.GEMM_ALONE]
+    assert timed[0] == ["eager", tcr.COMPILE, tcr.UNFUSED, tcr.FUSED, tcr.ATOMIC, tcr.GEMM_ALONE] == timed[1][::-1]
+    assert timed[4] == ["eager", tcr.COMPILE, tcr.UNFUSED, tcr.FUSED, tcr.GEMM_ALONE]
     eager = next(e for e in entries if e["contender"] == "eager" and e["problem"] == 75 and e["tier"] == "strict")
     assert eager["median_ms_by_round"] == [1.0, 1.5] and eager["median_ms"] == 1.0  # the better round
     assert {(e["problem"], e["tier"]) for e in entries} == {(75, "strict"), (75, "tf32"), (62, "strict"), (62, "tf32")}
     assert all(e["max_abs_vs_eager"] < 1e-4 and e["shape"] == [64, 1024, 256] for e in entries)
-    rec = fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+    rec = fake_record() | {"kind": tcr.FUSION_KIND, "entries": entries}
     results.validate(rec)
     json.dumps(rec, allow_nan=False)  # what results.record writes
-    for text in (tcc.fusion_table(rec), tcc.fusion_findings(rec), tcc.fusion_prediction_table(rec),
-                 results.KINDS[tcc.FUSION_KIND].render(rec)):
+    for text in (tcr.fusion_table(rec), tcr.fusion_findings(rec), tcr.fusion_prediction_table(rec),
+                 readme.RENDERERS[tcr.FUSION_KIND](rec)):
         assert text and "nan" not in text
 
 
@@ -536,7 +540,7 @@ def test_measure_fusion_raises_on_a_wrong_contender_and_times_nothing(monkeypatc
     wrong["linear_group_norm_leaky_relu_x2"] = lambda *args: right(*args) + 1e-3  # off by 10x the strict tolerance
     monkeypatch.setattr(ops, "WHOLE_MODELS", wrong)
     with pytest.raises(AssertionError, match="problem 62, strict tier: fused differs from eager"):
-        tcc.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+        fusion.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
     assert timed == []
 
 
@@ -546,23 +550,23 @@ def test_measure_fusion_refuses_when_the_kernel_would_not_run(monkeypatch):
 
     monkeypatch.setattr(tcc.build, "load_kernels", lambda kernels, *a, **kw: {k: NotFusable for k in kernels})
     with pytest.raises(RuntimeError, match="does not take these inputs"):
-        tcc.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
+        fusion.measure_fusion(3, pids=(62,), scale="small", device="cpu", progress=False, compiler=lambda m: m)
 
 
 def fusion_record(ms=None) -> dict:
     """A "whole_model_fusion" record with made-up numbers, shaped as measure_fusion writes it.
     ms: {(problem, tier): {contender: median_ms}}."""
-    ms = ms or {(pid, tier): {"eager": 3.0, tcc.COMPILE: 2.7, tcc.UNFUSED: 1.05, tcc.FUSED: 1.0 if pid != 37 else 0.8,
-                              tcc.GEMM_ALONE: 0.97} | ({tcc.ATOMIC: 1.1} if pid == 75 else {})
-                for pid in tcc.PIDS for tier in tcc.TIERS}
+    ms = ms or {(pid, tier): {"eager": 3.0, tcr.COMPILE: 2.7, tcr.UNFUSED: 1.05, tcr.FUSED: 1.0 if pid != 37 else 0.8,
+                              tcr.GEMM_ALONE: 0.97} | ({tcr.ATOMIC: 1.1} if pid == 75 else {})
+                for pid in tcc.PIDS for tier in tcr.TIERS}
     entries = [{"problem": pid, "tier": tier, "contender": c, "median_ms": v, "p20_ms": 0.99 * v, "p80_ms": 1.01 * v,
                 "tf32": tier == "tf32", "speedup": None, "flag": "", "max_abs_vs_eager": 1e-5, "shape": [1024, 8192, 8192]}
                for (pid, tier), row in ms.items() for c, v in row.items()]
-    return fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+    return fake_record() | {"kind": tcr.FUSION_KIND, "entries": entries}
 
 
 def test_the_fusion_kind_is_registered_and_a_record_validates():
-    assert tcc.FUSION_KIND in results.KINDS
+    assert tcr.FUSION_KIND in results.KINDS
     results.validate(fusion_record())
     with pytest.raises(ValueError, match="lacks"):
         rec = fusion_record()
@@ -572,38 +576,38 @@ def test_the_fusion_kind_is_registered_and_a_record_validates():
 
 def test_fusion_table_and_findings():
     rec = fusion_record()
-    table = tcc.fusion_table(rec).splitlines()
+    table = tcr.fusion_table(rec).splitlines()
     assert len(table) == 2 + 8 and table[2].startswith("| 94 | strict |")
     assert "| 37 | TF32 | 3.000 | 2.700 | 1.050 | 0.800 | **3.38x** | **1.31x** | -17.5% |" in table
-    findings = tcc.fusion_findings(rec)
+    findings = tcr.fusion_findings(rec)
     assert "from **1.05x** (problem 94) to **1.31x** (problem 37)" in findings
     assert "Problem 75, strict tier: partials and a second kernel 1.000 ms, the atomic fold 1.100 ms: the partials are faster" in findings
     assert "no problem's two timings overlap" in findings  # p20-p80 of 1% around 1.00 and 1.05
 
 
 def test_fusion_findings_see_an_overlap():
-    ms = {(94, "strict"): {"eager": 3.0, tcc.COMPILE: 2.7, tcc.UNFUSED: 1.005, tcc.FUSED: 1.0}}
-    assert "overlap within the run's p20-p80 spread for problem(s) 94" in tcc.fusion_findings(fusion_record(ms))
+    ms = {(94, "strict"): {"eager": 3.0, tcr.COMPILE: 2.7, tcr.UNFUSED: 1.005, tcr.FUSED: 1.0}}
+    assert "overlap within the run's p20-p80 spread for problem(s) 94" in tcr.fusion_findings(fusion_record(ms))
 
 
 def test_fusion_figure():
-    assert isinstance(tcc.fusion_figure(fusion_record()), Figure)
+    assert isinstance(fusion.fusion_figure(fusion_record()), Figure)
 
 
 def test_the_prediction_is_read_from_the_kernels_header():
-    want = tcc.fusion_predictions()
+    want = tcr.fusion_predictions()
     assert set(want) == {"strict", "tf32"}
     for tier in want.values():  # whatever the numbers, the header names each: epilogue and every problem's saving
         assert tier["epilogue"] is not None and set(tier["saving"]) == set(tcc.PIDS)
     text = ("PREDICTION: strict tier, plus 2-4% (the epilogue): 37 saves ~0.3 ms of ~3.0 (10%), 94/62/75 ~0.01 ms "
             "of ~1.1 (1%). TF32 tier: plus 3-6%: 37 saves ~0.3 ms of ~1.1 (25-30%); at 94/62/75 rung 9 is close, "
             "so they come out within +-5%.")
-    parsed = tcc.fusion_predictions(text)
+    parsed = tcr.fusion_predictions(text)
     assert parsed["strict"] == {"epilogue": (2.0, 4.0), "saving": {37: (10.0, 10.0), 94: (1.0, 1.0), 62: (1.0, 1.0),
                                                                    75: (1.0, 1.0)}}
     assert parsed["tf32"] == {"epilogue": (3.0, 6.0), "saving": {37: (25.0, 30.0), 94: (-5.0, 5.0), 62: (-5.0, 5.0),
                                                                  75: (-5.0, 5.0)}}
-    table = tcc.fusion_prediction_table(fusion_record(), text).splitlines()
+    table = tcr.fusion_prediction_table(fusion_record(), text).splitlines()
     row37 = next(line for line in table if line.startswith("| 37 | TF32 |"))
     assert row37 == "| 37 | TF32 | 3-6% | -17.5% | below | 25-30% | +23.8% | below |"
     row94 = next(line for line in table if line.startswith("| 94 | strict |"))
@@ -615,10 +619,10 @@ def test_the_prediction_is_read_from_the_kernels_header():
 def test_measure_fusion_on_the_gpu_records_a_valid_run():
     """The real kernels at the small scale (the notebook measures the full one, with torch.compile; here the
     model itself stands in for its compiled self, to keep the test short): every contender checked and timed."""
-    if not tcc.fusion_runs_here():
+    if not fusion.fusion_runs_here():
         pytest.skip("the whole-model kernels need an sm_90 GPU")
-    entries = tcc.measure_fusion(3, pids=(75, 37), scale="small", progress=False, compiler=lambda m: m)
-    rec = fake_record() | {"kind": tcc.FUSION_KIND, "entries": entries}
+    entries = fusion.measure_fusion(3, pids=(75, 37), scale="small", progress=False, compiler=lambda m: m)
+    rec = fake_record() | {"kind": tcr.FUSION_KIND, "entries": entries}
     results.validate(rec)
-    assert {e["contender"] for e in entries} >= {"eager", tcc.COMPILE, tcc.UNFUSED, tcc.FUSED, tcc.ATOMIC, tcc.GEMM_ALONE}
-    assert all(e["median_ms"] > 0 for e in entries) and tcc.fusion_table(rec)
+    assert {e["contender"] for e in entries} >= {"eager", tcr.COMPILE, tcr.UNFUSED, tcr.FUSED, tcr.ATOMIC, tcr.GEMM_ALONE}
+    assert all(e["median_ms"] > 0 for e in entries) and tcr.fusion_table(rec)

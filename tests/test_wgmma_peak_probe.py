@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from kernel_tests import kernel_file_tests, poisoned
-from utils.tensor_core_chapter import to_tf32
+from utils.tf32 import to_tf32
 
 KERNEL = "wgmma_peak_probe"
 EXPORTS = {"wgmma_peak_probe"}

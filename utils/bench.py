@@ -25,7 +25,8 @@ from typing import Callable
 
 import torch
 
-from utils import precision
+from utils import precision, results
+from utils.problems import get_problem
 
 # A contender is flagged when its median beats the lowest applicable floor by more than
 # this margin (the ceilings themselves are measured with some noise).
@@ -240,7 +241,6 @@ def problem_cost(problem, scale: str = "full") -> Cost:
     once, every parameter read once, the output written once (75's output is (1, C, N, 1):
     C·N elements). Intermediates cost nothing: this is what a perfectly fused kernel moves.
     """
-    from utils.problems import get_problem
 
     p = get_problem(problem)
     d = p.dims(scale)
@@ -453,7 +453,6 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA GPU here: ceilings are measured on a GPU (recorded ones are in results/<device>/ceilings.json)")
         return 0
-    from utils import results
 
     c = measure_ceilings(reps=args.reps)
     path = results.record("ceilings", [c.entry()], notes=f"utils.bench --ceilings, reps={args.reps}",

@@ -19,6 +19,8 @@ import platform
 import re
 import sys
 
+from utils import toolchain
+
 MODES = ("gpu", "compile-only", "reference-only")  # most capable first
 
 WHAT_RUNS = {
@@ -30,8 +32,6 @@ WHAT_RUNS = {
 
 def _machine_mode() -> str:
     import torch
-
-    from utils import toolchain
 
     if torch.cuda.is_available():
         return "gpu"
@@ -102,7 +102,6 @@ def _gpu_line(gpu: dict | None) -> str:
 
 def report() -> str:
     """One screen: versions, toolkit, GPU, the mode, and what the notebooks do in each mode."""
-    from utils import toolchain
 
     tc = toolchain.detect()
     current = mode()
@@ -125,7 +124,6 @@ def report() -> str:
 
 def brief() -> str:
     """One line: mode, torch, nvcc, GPU."""
-    from utils import toolchain
 
     tc = toolchain.detect()
     return (f"mode {mode()} | torch {_torch_line(tc)} | nvcc {tc.nvcc_version or 'not found'} | "

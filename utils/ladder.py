@@ -35,7 +35,7 @@ from typing import Callable
 
 import torch
 
-from utils import REPO, bench, build, precision
+from utils import REPO, bench, build, env, precision, results
 from utils.check import TIERS
 
 REFERENCE = "cuBLAS"  # cuBLAS SGEMM, TF32 off: the yardstick of the fp32 rungs
@@ -248,8 +248,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-record", action="store_true", help="print only; record nothing under results/")
     ap.add_argument("--tune", action="store_true", help="time rung 7 over slice depth x pipeline stages instead")
     args = ap.parse_args(argv)
-
-    from utils import env, results
 
     if env.mode() != "gpu":
         print("the ladder runs on a GPU; nothing to measure on this machine.")

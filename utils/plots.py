@@ -24,6 +24,9 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from utils import env
+from utils.bench import Ceilings
+
 # One style for every plot (applied while a figure is built; global rcParams are left alone).
 STYLE = {
     "figure.figsize": (8.0, 4.5),
@@ -93,10 +96,8 @@ def provenance(recorded: dict | None = None) -> str:
         return f"recorded on {recorded['device']['name']}, {recorded['date'][:10]} · torch {recorded['torch']}"
     import torch
 
-    from utils.env import device_name
-
     today = datetime.now(timezone.utc).date().isoformat()
-    return f"{device_name() or 'cpu (no GPU)'} · torch {torch.__version__} · {today}"
+    return f"{env.device_name() or 'cpu (no GPU)'} · torch {torch.__version__} · {today}"
 
 
 def _figure(what: str, recorded: dict | None, **kw) -> Figure:
@@ -180,7 +181,7 @@ def _labelled_bars(ax, xs: list[float], ys: list[float], width: float, series: s
     return bars
 
 
-# ratio_bars' values: a ratio's key in utils.chapter.solution_ratios rows -> (what it is over, its colour)
+# ratio_bars' values: a ratio's key in utils.chapters.session.solution_ratios rows -> (what it is over, its colour)
 RATIOS = {"vs_compile": ("over torch.compile", COLOURS["torch.compile"]), "vs_eager": ("over eager", COLOURS["eager"])}
 
 
@@ -188,7 +189,7 @@ def ratio_bars(rows, *, values: tuple[str, ...] = ("vs_compile",), label=None, t
                what: str = "Ours over the faster torch.compile mode, same TF32 setting",
                ylabel: str = "the faster torch.compile mode's time / ours (x)", recorded: dict | None = None,
                save: str | Path | None = None) -> Figure:
-    """Ratios per problem, one bar per series: rows such as utils.chapter.solution_ratios gives
+    """Ratios per problem, one bar per series: rows such as utils.chapters.session.solution_ratios gives
     ({"problem", "contender", "tf32", and the keys of RATIOS}), a series per label(row) (default: the
     contender, marked " · TF32" when TF32 was allowed) and, with several `values`, per value too
     ("<label>: over eager", coloured by what the ratio is over; one value: coloured by contender). A
@@ -339,7 +340,6 @@ def roofline(points: list[dict], ceilings, *, recorded: dict | None = None,
     """Log-log roofline: the memory roof and the FP32 and TF32 compute roofs of `ceilings`
     (a bench.Ceilings or a "ceilings" record), and each point {"label", "flops", "bytes", "ms"}
     at its arithmetic intensity and achieved TFLOP/s. `recorded`: the record the points come from."""
-    from utils.bench import Ceilings
 
     c = Ceilings.from_record(ceilings) if _is_record(ceilings) else ceilings
     fig = _figure("Roofline", recorded)

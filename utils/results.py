@@ -1,10 +1,9 @@
-"""One schema for recorded measurements: results/<device-slug>/<kind>.json, and the README table.
+"""One schema for recorded measurements: results/<device-slug>/<kind>.json (the README table that
+shows them is utils/report/).
 
     path = record("baselines", entries, notes="notebook 01", results_dir=RESULTS_DIR)
     rec = load("baselines")            # this GPU's record; without a GPU, that of the one device
                                        # reading_device() picks for every kind (never mixed)
-    python -m utils.results --update-readme   # regenerate README.md's results table
-    python -m utils.results --check-readme    # exit 1 if the table is out of date (a test runs this)
     python -m utils.results --commit          # the git_commit a record made here carries (for a GPU runner)
 
 A record (schema 1) is one JSON object:
@@ -68,29 +67,29 @@ Entry conventions of the kinds known so far (every listed key is required):
                    frozen": after freeze() (utils/freezing.py). "steady": calls queued back to back
                    (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
                    per-trial protocol), the CPU's launch cost included.
-    training       notebook 09 (utils.chapter.measure_training): a training step (forward and backward,
+    training       notebook 09 (utils.chapters.session.measure_training): a training step (forward and backward,
                    the gradients of the input and every parameter), TF32 off and on, compare() rows of
                    one run {"problem", "contender": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "ours", "tf32", "protocol": "steady",
                     "median_ms", "p20_ms", "p80_ms"} and "gradients" (the check's verdict before
                    timing), "compile_s" for the compiled contenders.
-    autocast       notebook 09 (utils.chapter.measure_autocast): the forward under torch.autocast,
+    autocast       notebook 09 (utils.chapters.session.measure_autocast): the forward under torch.autocast,
                    compare() rows of one run {"problem", "contender" (as training's), "autocast":
                    "bf16" | "fp16", "tf32", "protocol": "steady", "median_ms", "p20_ms", "p80_ms",
                    "max_abs_vs_eager"}, every contender checked against eager under autocast first.
-    scoreboard     python -m utils.scoreboard: every chapter's composition of the four models, one run,
+    scoreboard     python -m utils.chapters.scoreboard: every chapter's composition of the four models, one run,
                    TF32 off, {"problem", "stage": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "02" ... "09", "contender", "median_ms",
                     "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
                    reps differ between entries: a slow contender (rung 1) is timed fewer times.
-    tensor_cores   notebook 08 (utils.tensor_core_chapter.measure), one GPU run, {"section", "contender"}, and
+    tensor_cores   notebook 08 (utils.chapters.tensor_cores.measure), one GPU run, {"section", "contender"}, and
                    by section: "accuracy" {"problem", "excess" (largest allclose excess against eager fp32 at
                    1e-4 over the seeds), "excess_by_seed", "max_abs", "seeds", "source": "cuBLAS" (TF32
                    GEMMs on pre-split operands) | "rung 10" (with "promote_k")}; "promotion_k" {"M", "N",
                    "K", "max_abs_err", "strict_ratio"}; "timing" compare() rows with "shape", "tflops",
                    "pct_of_cublas_tf32", "x_cublas_sgemm", "tier".
     whole_model_fusion
-                   notebook 08, section 6 (utils.tensor_core_chapter.measure_fusion): each model with its
+                   notebook 08, section 6 (utils.chapters.epilogue_fusion.measure_fusion): each model with its
                    tail in the GEMM's epilogue, compare() rows of one run per problem and tier, {"problem",
                    "tier": "strict" | "tf32", "contender": "eager" | "torch.compile" | "unfused" | "fused" |
                    "fused, atomic fold" (75) | "its GEMM alone", "median_ms", "p20_ms", "p80_ms",
@@ -100,7 +99,7 @@ Entry conventions of the kinds known so far (every listed key is required):
                    eager's GEMM).
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
-README, a render function (record -> Markdown). Kinds not in KINDS are still valid
+README, a render function in utils/report/ (utils.report.readme.RENDERERS). Kinds not in KINDS are still valid
 records; the README lists them without rendering them.
 """
 from __future__ import annotations
@@ -112,13 +111,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
-from utils import REPO
+from utils import REPO, env
 
 SCHEMA = 1
 README = REPO / "README.md"
@@ -127,8 +124,6 @@ RECORD_DIR_ENV = "WORKBOOK_RECORD_DIR"  # where writes aimed at results/ go inst
 DEVICE_ENV = "WORKBOOK_RESULTS_DEVICE"  # without a GPU: the device (a slug) whose records the notebooks read
 # What a recorded measurement depends on: a record made with any of these differing from HEAD is "-dirty".
 CODE_PATHS = ("kernels", "notebooks", "solutions", "utils", "pyproject.toml", "Makefile")
-BEGIN = "<!-- results:begin -->"
-END = "<!-- results:end -->"
 DEVICE_KEYS = ("name", "slug", "cc", "sm_count", "memory_gb", "l2_mb")
 TOP_KEYS = ("schema", "kind", "device", "torch", "cuda", "git_commit", "date", "notes", "entries")
 _KIND_RE = re.compile(r"[a-z0-9_]+")
@@ -137,8 +132,6 @@ _KIND_RE = re.compile(r"[a-z0-9_]+")
 # --------------------------------------------------------------------------- metadata
 
 def _device() -> dict:
-    from utils import env
-
     props = env.gpu_properties()
     if props is None:
         return {"name": "cpu", "slug": "cpu", "cc": None, "sm_count": None, "memory_gb": None, "l2_mb": None}
@@ -197,206 +190,7 @@ def metadata() -> dict:
 class Kind:
     title: str
     entry_keys: tuple[str, ...]  # every entry has at least these
-    render: Callable[[dict], str] | None = None  # record -> Markdown for the README
     one_entry: bool = False
-
-
-def _speedup(eager: dict | None, e: dict) -> str:
-    return "–" if eager is None else f"{eager['median_ms'] / e['median_ms']:.2f}x"
-
-
-def _render_ceilings(rec: dict) -> str:
-    e = rec["entries"][0]
-    return "\n".join([
-        "| copy bandwidth | FP32 SGEMM (cuBLAS) | TF32 GEMM (cuBLAS) |",
-        "|---:|---:|---:|",
-        f"| {e['copy_GBps']:.0f} GB/s | {e['fp32_tflops']:.1f} TFLOP/s | {e['tf32_tflops']:.1f} TFLOP/s |",
-    ])
-
-
-def _render_baselines(rec: dict) -> str:
-    from utils.problems import PROBLEMS
-
-    by_problem: dict[int, list[dict]] = {}
-    for e in rec["entries"]:
-        by_problem.setdefault(e["problem"], []).append(e)
-    parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's reference setting). "
-             "% of floor = floor time / median time: 100 % would run at the floor "
-             "(memory, or FP32 / TF32 math as the TF32 setting allows)."]
-    for pid, entries in by_problem.items():
-        eager = next((e for e in entries if e["contender"] == "eager" and not e["tf32"]), None)
-        order = list(dict.fromkeys(e["contender"] for e in entries))  # first-appearance order
-        entries = sorted(entries, key=lambda e: (order.index(e["contender"]), e["tf32"]))
-        name = PROBLEMS[pid].kernelbench_file.removesuffix(".py") if pid in PROBLEMS else f"problem {pid}"
-        parts.append("\n".join([
-            f"**{name}**",
-            "",
-            "| contender | TF32 | median ms | speedup vs eager | % of floor |",
-            "|---|---|---:|---:|---:|",
-            *(f"| {e['contender']} | {'on' if e['tf32'] else 'off'} | {e['median_ms']:.3f} | "
-              f"{_speedup(eager, e)} | {e['pct_of_floor']:.0f} % |"
-              for e in entries),
-        ]))
-    return "\n\n".join(parts)
-
-
-def _render_ladder(rec: dict) -> str:
-    shape = rec["entries"][0].get("shape")
-    lines = [f"M x N x K = {' x '.join(map(str, shape))}, fp32, TF32 off." if shape else "",
-             "", "| rung | median ms | TFLOP/s | % of cuBLAS |", "|---|---:|---:|---:|"]
-    cublas = next((e for e in rec["entries"] if e["contender"] == "cuBLAS"), None)
-    for e in rec["entries"]:
-        pct = f"{100 * cublas['median_ms'] / e['median_ms']:.1f} %" if cublas else "–"
-        lines.append(f"| {e['contender']} | {e['median_ms']:.3f} | {e['tflops']:.2f} | {pct} |")
-    return "\n".join(lines).lstrip("\n")
-
-
-def _render_ladder_tuning(rec: dict) -> str:
-    shape = rec["entries"][0].get("shape")
-    lines = [f"Rung 7 (`{rec['entries'][0].get('kernel', 'gemm_07_pipelined')}`) over slice depth BK and pipeline stages"
-             + (f" at {' x '.join(map(str, shape))}" if shape else "") + ", % of cuBLAS SGEMM in the same run.",
-             "", "| BK | stages | median ms | TFLOP/s | % of cuBLAS |", "|---:|---:|---:|---:|---:|"]
-    for e in rec["entries"]:
-        if e.get("bk") is not None:
-            mark = " (default)" if e.get("default") else ""
-            lines.append(f"| {e['bk']} | {e['stages']}{mark} | {e['median_ms']:.3f} | {e['tflops']:.2f} | "
-                         f"{e['pct_of_cublas']:.1f} % |")
-    return "\n".join(lines)
-
-
-def _render_bias_fusion(rec: dict) -> str:
-    entries = rec["entries"]
-    shape = entries[0]["shape"]
-    # Each contender against the same GEMM without a bias, measured in the same run: the first such row
-    # of each GEMM is its control (a later one, timed again at the end, shows how far the run drifted).
-    base: dict[str, dict] = {}
-    for e in entries:
-        if e["biases"] == 0 and e["gemm"] != "none":
-            base.setdefault(e["gemm"], e)
-    lines = [f"M x N x K = {' x '.join(map(str, shape))}, fp32, TF32 off, one run. Extra: the median over "
-             "the same GEMM's median without a bias (p20-p80 spread of that GEMM in brackets).",
-             "", "| contender | GEMM | biases | passes after the GEMM | median ms | extra over the GEMM alone |",
-             "|---|---|---:|---:|---:|---:|"]
-    for e in entries:
-        ref = base.get(e["gemm"])
-        if ref is None:
-            extra = "(a separate pass's floor)"
-        elif e is ref:
-            extra = f"(spread {100 * (ref['p80_ms'] - ref['p20_ms']) / ref['median_ms']:.2f} %)"
-        else:
-            d = e["median_ms"] - ref["median_ms"]
-            extra = f"{1e3 * d:+.1f} us ({100 * d / ref['median_ms']:+.2f} %)"
-        lines.append(f"| {e['contender']} | {e['gemm']} | {e['biases']} | {e['separate_passes']} | "
-                     f"{e['median_ms']:.3f} | {extra} |")
-    return "\n".join(lines)
-
-
-def _render_memory_bound(rec: dict) -> str:
-    by_problem: dict[int, list[dict]] = {}
-    for e in rec["entries"]:
-        by_problem.setdefault(e["problem"], []).append(e)
-    parts = ["One run. GB/s: the least bytes the work must move (inputs read once, outputs written once) over the "
-             "median time; % of copy: that over the GB/s of a copy of a tensor of the same size, timed in the same run."]
-    for pid, entries in by_problem.items():
-        named = {e["contender"]: e for e in entries}
-        lines = [f"**Problem {pid}**, shape {' x '.join(map(str, entries[0]['shape']))}", "",
-                 "| contender | role | median us | GB/s | % of copy | faster than |", "|---|---|---:|---:|---:|---|"]
-        for e in entries:
-            against = [f"{named[r]['median_ms'] / e['median_ms']:.2f}x {r}" for r in e.get("replaces", ()) if r in named]
-            lines.append(f"| {e['contender']} | {e['role']} | {1e3 * e['median_ms']:.1f} | {e['GBps']:.0f} | "
-                         f"{e['pct_of_copy']:.0f} % | {'; '.join(against) or '–'} |")
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def _best_compiled(at: dict, pid: int, tf32: bool, protocol: str) -> dict | None:
-    """The faster torch.compile row of a problem, TF32 setting and protocol; `at` maps (problem,
-    contender, tf32, protocol) to entries."""
-    compiled = [e for k, e in at.items() if k[0] == pid and k[2] == tf32 and k[3] == protocol
-                and k[1].startswith("torch.compile")]
-    return min(compiled, key=lambda e: e["median_ms"]) if compiled else None
-
-
-def _by_key(entries: list[dict]) -> dict:
-    return {(e["problem"], e["contender"], e["tf32"], e["protocol"]): e for e in entries}
-
-
-def _render_solutions(rec: dict) -> str:
-    """Per problem: each contender's steady and per-call medians, its speedup over eager fp32 (TF32 off),
-    and ours against the faster torch.compile mode with the same TF32 setting."""
-    from utils.problems import PROBLEMS
-
-    entries = rec["entries"]
-    at = _by_key(entries)
-    parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's setting), in the same protocol. "
-             "steady: calls queued back to back; per call: a synchronize after each call (KernelBench's "
-             "per-trial protocol), so the CPU's launch cost counts. vs compile: the faster torch.compile "
-             "mode with the same TF32 setting over this contender, same protocol."]
-    for pid in dict.fromkeys(e["problem"] for e in entries):
-        name = PROBLEMS[pid].kernelbench_file.removesuffix(".py") if pid in PROBLEMS else f"problem {pid}"
-        lines = [f"**{name}**", "", "| contender | TF32 | steady ms | per call ms | vs eager fp32 | "
-                 "vs compile | vs compile, per call |", "|---|---|---:|---:|---:|---:|---:|"]
-        contenders = list(dict.fromkeys(e["contender"] for e in entries if e["problem"] == pid))
-        for tf32 in (False, True):
-            for c in contenders:
-                steady, call = at.get((pid, c, tf32, "steady")), at.get((pid, c, tf32, "per_call"))
-                if steady is None:
-                    continue
-                eager = at.get((pid, "eager", False, "steady"))
-                cells = [f"{steady['median_ms']:.3f}", f"{call['median_ms']:.3f}" if call else "–",
-                         _speedup(eager, steady)]
-                for protocol, mine in (("steady", steady), ("per_call", call)):
-                    best = _best_compiled(at, pid, tf32, protocol) if mine else None
-                    cells.append(_speedup(best, mine) if best else "–")
-                lines.append(f"| {c} | {'on' if tf32 else 'off'} | " + " | ".join(cells) + " |")
-        parts.append("\n".join(lines))
-    return "\n\n".join(parts)
-
-
-def _render_steady_rows(rec: dict, intro: str, tf32_column: bool) -> str:
-    """One table of a steady-state side-by-side record: per problem (and TF32 setting), each contender's
-    median against eager and the faster torch.compile mode under the same settings."""
-    at = _by_key(rec["entries"])
-    tf32_head = ("| TF32 ", "|---") if tf32_column else ("", "")
-    lines = [intro, "", f"| problem {tf32_head[0]}| contender | ms | vs eager | vs compile |",
-             f"|---{tf32_head[1]}|---|---:|---:|---:|"]
-    for (pid, c, tf32, protocol), e in at.items():
-        best = _best_compiled(at, pid, tf32, protocol)
-        tf32_cell = f"| {'on' if tf32 else 'off'} " if tf32_column else ""
-        lines.append(f"| {pid} {tf32_cell}| {c} | {e['median_ms']:.3f} | "
-                     f"{_speedup(at.get((pid, 'eager', tf32, protocol)), e)} | {_speedup(best, e) if best else '–'} |")
-    return "\n".join(lines)
-
-
-def _render_training(rec: dict) -> str:
-    return _render_steady_rows(rec, "A training step: forward and backward, the gradients of the input and every "
-                               "parameter, steady state. vs eager and vs compile: eager's and the faster "
-                               "torch.compile mode's time with the same TF32 setting over this contender's.", True)
-
-
-def _render_autocast(rec: dict) -> str:
-    dtypes = ", ".join(sorted({e["autocast"] for e in rec["entries"]}))
-    return _render_steady_rows(rec, f"The forward under torch.autocast ({dtypes}), steady state. vs eager and vs "
-                               "compile: eager's and the faster torch.compile mode's time under the same autocast "
-                               "over this contender's.", False)
-
-
-def _render_scoreboard(rec: dict) -> str:
-    from utils import scoreboard  # its rendering lives with its measurement
-
-    return scoreboard.markdown(rec)
-
-
-def _render_tensor_cores(rec: dict) -> str:
-    from utils import tensor_core_chapter  # its rendering lives with its measurement
-
-    return tensor_core_chapter.render(rec)
-
-
-def _render_whole_model_fusion(rec: dict) -> str:
-    from utils import tensor_core_chapter  # its rendering lives with its measurement
-
-    return tensor_core_chapter.render_fusion(rec)
 
 
 _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
@@ -404,34 +198,29 @@ _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p8
 
 
 KINDS: dict[str, Kind] = {
-    "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), _render_ceilings, one_entry=True),
+    "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), one_entry=True),
     "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
-                                    "floor_ms", "pct_of_floor"), _render_baselines),
+                                    "floor_ms", "pct_of_floor")),
     "eager_profile": Kind("Where eager spends its time", ("problem", "op", "cuda_ms", "pct")),
-    "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops"), _render_ladder),
-    "ladder_tuning": Kind("GEMM rung 7 tuning", ("contender", "bk", "stages", "median_ms", "tflops", "pct_of_cublas"),
-                          _render_ladder_tuning),
+    "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops")),
+    "ladder_tuning": Kind("GEMM rung 7 tuning", ("contender", "bk", "stages", "median_ms", "tflops", "pct_of_cublas")),
     "bias_fusion": Kind("Bias fusion (notebook 04)", ("contender", "gemm", "biases", "separate_passes", "median_ms",
-                                                      "p20_ms", "p80_ms", "shape"), _render_bias_fusion),
-    "fused_activations": Kind("Fused activations (notebook 05)", _MEMORY_BOUND_KEYS, _render_memory_bound),
-    "groupnorm_fusion": Kind("GroupNorm, alone and fused (notebook 06)", _MEMORY_BOUND_KEYS, _render_memory_bound),
-    "broadcast_min": Kind("GroupNorm + row min + broadcast, problem 75 (notebook 07)", _MEMORY_BOUND_KEYS,
-                          _render_memory_bound),
+                                                      "p20_ms", "p80_ms", "shape")),
+    "fused_activations": Kind("Fused activations (notebook 05)", _MEMORY_BOUND_KEYS),
+    "groupnorm_fusion": Kind("GroupNorm, alone and fused (notebook 06)", _MEMORY_BOUND_KEYS),
+    "broadcast_min": Kind("GroupNorm + row min + broadcast, problem 75 (notebook 07)", _MEMORY_BOUND_KEYS),
     "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 09)",
                       ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
-                       "floor_ms", "pct_of_floor"), _render_solutions),
+                       "floor_ms", "pct_of_floor")),
     "training": Kind("A training step against eager and torch.compile (notebook 09)",
-                     ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms"), _render_training),
+                     ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
     "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 09)",
-                     ("problem", "contender", "autocast", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms"),
-                     _render_autocast),
-    "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.scoreboard)",
-                       ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps"), _render_scoreboard),
-    "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender"),
-                         _render_tensor_cores),
+                     ("problem", "contender", "autocast", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
+    "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.chapters.scoreboard)",
+                       ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps")),
+    "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender")),
     "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 08)",
-                               ("problem", "tier", "contender", "median_ms", "p20_ms", "p80_ms", "max_abs_vs_eager"),
-                               _render_whole_model_fusion),
+                               ("problem", "tier", "contender", "median_ms", "p20_ms", "p80_ms", "max_abs_vs_eager")),
 }
 
 
@@ -498,7 +287,6 @@ def write_root(results_dir: str | Path | None = None) -> Path:
 def plot_path(kind: str, results_dir: str | Path | None = None, *, on_gpu: bool) -> Path | None:
     """Where a plot of this machine's own measurement is saved: beside its JSON, under write_root
     (under test, a temporary folder). None off the GPU: a replot of a recorded run is not saved."""
-    from utils import env
 
     return write_root(results_dir) / env.device_slug() / f"{kind}.png" if on_gpu else None
 
@@ -539,7 +327,6 @@ def reading_device(results_root: str | Path | None = None, *, on_gpu: bool | Non
       the most kinds, the newer of its records breaking a tie: the most complete recording wins, and
       a device that recorded one kind later does not hide the rest. None when nothing is recorded.
     """
-    from utils import env
 
     slug = env.device_slug()
     if on_gpu is None:
@@ -601,81 +388,12 @@ def changes(before: dict, after: dict) -> list[str]:
             + [f"modified {p}" for p in sorted(before.keys() & after.keys()) if before[p] != after[p]])
 
 
-# --------------------------------------------------------------------------- README table
-
-def _stamp(rec: dict) -> str:
-    return (f"{rec['device']['name']}, torch {rec['torch']} (CUDA {rec['cuda']}), "
-            f"{rec['date'][:10]}, commit `{short_commit(rec['git_commit'])}`")
-
-
-def _render_device(records: list[dict]) -> str:
-    dev = records[0]["device"]
-    l2 = f", L2 {dev['l2_mb']:.0f} MB" if dev["l2_mb"] else ""  # older torch does not report it
-    parts = [f"### {dev['name']}",
-             f"compute capability {dev['cc']}, {dev['sm_count']} SMs, {dev['memory_gb']:.0f} GB{l2}"]
-    known = [r for kind in KINDS for r in records if r["kind"] == kind and KINDS[kind].render]
-    for rec in known:
-        parts.append(f"**{KINDS[rec['kind']].title}**, recorded on {_stamp(rec)}")
-        parts.append(KINDS[rec["kind"]].render(rec))
-    if rest := sorted(r["kind"] for r in records if r not in known):
-        parts.append("Also recorded (not shown here): " + ", ".join(f"`{k}`" for k in rest) + ".")
-    return "\n\n".join(parts)
-
-
-def render_readme_table(results_root: str | Path | None = None) -> str:
-    """Markdown for README.md, generated from results/*/*.json: one section per device."""
-    root = root_dir(results_root)
-    by_device: dict[str, list[dict]] = {}
-    for path in sorted(root.glob("*/*.json")):
-        by_device.setdefault(path.parent.name, []).append(read(path))
-    header = ("<!-- generated by `python -m utils.results --update-readme` from results/*/*.json: "
-              "do not edit by hand -->")
-    if not by_device:
-        return header + "\n\nNo GPU run recorded yet: on a GPU, `make run` and `make bench` record them under results/<device>/."
-    return "\n\n".join([header, *(_render_device(by_device[slug]) for slug in sorted(by_device))])
-
-
-def update_readme(readme: str | Path = README, check: bool = False, results_root: str | Path | None = None) -> bool:
-    """Regenerate the span between the results markers. True if it was already up to date;
-    with check=True nothing is written."""
-    readme = Path(readme)
-    text = readme.read_text()
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ValueError(f"{readme} needs one {BEGIN} line followed by one {END} line around the results table")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    new = f"{head}{BEGIN}\n{render_readme_table(results_root)}\n{END}{tail}"
-    if new == text:
-        return True
-    if not check:
-        readme.write_text(new)
-    return False
-
-
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m utils.results",
-                                 description="README results table from results/; the commit a record carries")
-    what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--update-readme", action="store_true", help="rewrite the README's results table")
-    what.add_argument("--check-readme", action="store_true", help="exit 1 if the README's table is out of date")
-    what.add_argument("--show", action="store_true", help="print the table")
-    what.add_argument("--commit", action="store_true",
-                      help="print the git_commit a record made here carries (a GPU runner's WORKBOOK_GIT_COMMIT)")
-    ap.add_argument("--readme", type=Path, default=README)
-    ap.add_argument("--results-dir", type=Path, default=None, help="results root (default results/)")
-    args = ap.parse_args(argv)
-    if args.show:
-        print(render_readme_table(args.results_dir))
-        return 0
-    if args.commit:
-        print(git_commit())
-        return 0
-    current = update_readme(args.readme, check=args.check_readme, results_root=args.results_dir)
-    if args.check_readme and not current:
-        print(f"{args.readme}: the results table is out of date with results/; "
-              "run `python -m utils.results --update-readme` (never edit that span by hand)", file=sys.stderr)
-        return 1
-    print(f"{args.readme}: results table {'already up to date' if current else 'updated'}")
+    ap = argparse.ArgumentParser(prog="python -m utils.results", description="the commit a record carries")
+    ap.add_argument("--commit", action="store_true", required=True,
+                    help="print the git_commit a record made here carries (a GPU runner's WORKBOOK_GIT_COMMIT)")
+    ap.parse_args(argv)
+    print(git_commit())
     return 0
 
 

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from utils import REPO
+from utils import REPO, build, env, results
 
 NOTEBOOKS_DIR = REPO / "notebooks"
 SKIP_MARKER = "SKIPPED:"
@@ -73,10 +73,8 @@ def output_dir(mode: str, results_root: Path) -> Path:
     """Where the executed notebooks go: on a GPU beside the records (results.write_root, so that a
     run inside the test session lands in its temporary folder), else build/run-<mode>/."""
     if mode == "gpu":
-        from utils import results
-        from utils.env import device_slug
 
-        return results.write_root(results_root) / device_slug() / "notebooks"
+        return results.write_root(results_root) / env.device_slug() / "notebooks"
     return REPO / "build" / f"run-{mode}"
 
 
@@ -151,8 +149,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per measurement")
     ap.add_argument("--results-dir", type=Path, default=REPO / "results", help="results root (default results/)")
     args = ap.parse_args(argv)
-
-    from utils import build, env
 
     mode = env.mode()
     notebooks = find_notebooks(args.notebooks)

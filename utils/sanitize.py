@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from utils import REPO
+from utils import REPO, env
 
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 NOT_KERNEL_TESTS = ("tests/test_check.py", "tests/test_bench.py")
@@ -45,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-dir", type=Path, default=REPO / "build" / "sanitize")
     ap.add_argument("-k", dest="select", help="pytest -k expression: sanitize only the matching tests")
     args = ap.parse_args(argv)
-
-    from utils import env
 
     if env.mode() != "gpu":
         print("compute-sanitizer needs a GPU; nothing to do on this machine.")

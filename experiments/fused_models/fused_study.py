@@ -6,7 +6,7 @@ compared with eager's before it is timed. Writes $OUT/o/fused_study.json and pri
     python -m experiments.fused_models.fused_study [--reps 50]
 
 linear_and_rest was defined here when the two runs of README.md ran; it moved, unchanged, to
-utils/tensor_core_chapter.py, whose measure_fusion (notebook 08, section 6) records the same comparison.
+utils/chapters/epilogue_fusion.py, whose measure_fusion (notebook 08, section 6) records the same comparison.
 """
 import argparse
 import json
@@ -14,9 +14,10 @@ import os
 
 import torch
 
-from utils import bench, build, chapter, ops, precision
+from utils import bench, build, ops, precision
+from utils.chapters import session as chapter
 from utils.problems import get_problem
-from utils.tensor_core_chapter import linear_and_rest  # the model's Linear and its ops' other arguments
+from utils.chapters.epilogue_fusion import linear_and_rest  # the model's Linear and its ops' other arguments
 
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 37: "linear_swish_bias_group_norm",
          62: "linear_group_norm_leaky_relu_x2", 75: "linear_group_norm_min_bias"}

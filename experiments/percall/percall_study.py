@@ -1,7 +1,8 @@
 """Per-call overhead study: ours vs eager vs torch.compile, host launch cost, direct launchers; rung 10 linear vs gemm."""
 import json, os, sys, time, statistics
 import torch, torch.nn.functional as F
-from utils import bench, build, chapter, precision
+from utils import bench, build, precision
+from utils.chapters import session as chapter
 from utils.problems import get_problem
 OUT = os.environ["OUT"] + "/o"; os.makedirs(OUT, exist_ok=True)
 chapter.quiet_inductor()

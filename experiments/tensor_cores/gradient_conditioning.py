@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from utils import check, precision  # noqa: E402
-from utils.chapter import solution_pair  # noqa: E402
+from utils.chapters.session import solution_pair  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 

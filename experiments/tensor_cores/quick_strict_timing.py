@@ -1,6 +1,6 @@
 import torch, json, os
 from utils import bench, precision, ops
-from utils.chapter import solution_pair
+from utils.chapters.session import solution_pair
 from utils.problems import get_problem
 rows = []
 with precision.tf32(False), torch.no_grad():

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import torch
 
-from utils import bench, build, chapter, ops, precision
+from utils import bench, build, ops, precision
+from utils.chapters import session as chapter
 from utils.problems import get_problem
 
 

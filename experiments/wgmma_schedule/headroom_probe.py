@@ -46,9 +46,10 @@ import torch
 
 from experiments.wgmma_schedule.cluster_probe import patched_kernels
 from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
-from utils import build, chapter, ladder, precision
+from utils import build, ladder, precision
+from utils.chapters import session as chapter
 from utils.problems import get_problem
-from utils.tensor_core_chapter import linear_and_rest
+from utils.chapters.epilogue_fusion import linear_and_rest
 
 RUNG, MODEL = "gemm_09_wgmma_tf32", "fused_gemm_groupnorm"
 # (M, N, K, tiles of 128 x 256): each full size, and the same GEMM grown until every wave is full

@@ -31,7 +31,7 @@ import torch
 from experiments.wgmma_schedule.schedule_study import flags, output_dir, schedule_name, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
-from utils.tensor_core_chapter import to_tf32
+from utils.tf32 import to_tf32
 
 PROBE, RUNG = "wgmma_peak_probe", "gemm_09_wgmma_tf32"
 K_TILE_FMA = 128 * 256 * 32  # one block's k tile

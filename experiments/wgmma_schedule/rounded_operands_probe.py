@@ -32,8 +32,9 @@ from experiments.wgmma_schedule.headroom_probe import against_compile, print_aga
 from experiments.wgmma_schedule.peak_probe import sampled
 from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
 from tests.test_gemm_tensor_cores import FULL
-from utils import build, chapter, ladder, precision
-from utils.tensor_core_chapter import to_tf32
+from utils import build, ladder, precision
+from utils.chapters import session as chapter
+from utils.tf32 import to_tf32
 
 RUNG, MODEL = "gemm_09_wgmma_tf32", "fused_gemm_groupnorm"
 

@@ -34,10 +34,11 @@ import torch
 from tests.kernel_tests import poisoned
 from tests.test_fused_models import SHAPES as FUSED_SHAPES, TIERS, _args, _double, _model_math
 from tests.test_gemm_tensor_cores import FULL, SHAPES as GEMM_SHAPES, misaligned_copy
-from utils import bench, build, chapter, ladder, precision
+from utils import bench, build, ladder, precision
+from utils.chapters import session as chapter
 from utils import check as check_tiers
 from utils.problems import get_problem
-from utils.tensor_core_chapter import linear_and_rest
+from utils.chapters.epilogue_fusion import linear_and_rest
 
 SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "persistent",
              (2, 1): "persistent, cluster of 2"}

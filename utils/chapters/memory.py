@@ -1,8 +1,8 @@
 """The helpers of the memory-bound chapters (notebooks 05, 06 and 07): each fused kernel timed beside a
 same-size copy in one run, its GB/s as % of that copy, a table, a bar plot, the kernel header's
 PREDICTION against the measurement as one table, the harness cases and timed contenders of each
-chapter, the exercises' checkers, and the chapters' diagrams. Tested in tests/test_memory_chapter.py
-(and the exercise checkers in tests/test_memory_bound_exercises.py).
+chapter. The exercises' checkers are memory_exercises.py's, the chapters' diagrams memory_diagrams.py's.
+Tested in tests/test_memory_chapter.py (and the exercise checkers in tests/test_memory_bound_exercises.py).
 
     S = chapter.session(DEVICE, SCALE, REPS, RESULTS_DIR)  # the parameters cell's values, resolved
     M = MemoryChapter(S)                                  # S's records, loading, measuring, showing
@@ -11,7 +11,7 @@ chapter, the exercises' checkers, and the chapters' diagrams. Tested in tests/te
     entries = M.run("fused_activations", lambda: activation_spec(act, SHAPES), "notebooks/05")
     M.show_measurement("fused_activations", entries, title, PREDICTIONS, PREDICTION)  # PREDICTION: the header's
 
-A run on one device reads that device's records only: M.recorded is the session's (utils.chapter).
+A run on one device reads that device's records only: M.recorded is the session's (utils.chapters.session).
 """
 from __future__ import annotations
 
@@ -26,19 +26,10 @@ import torch.nn.functional as F
 from IPython.display import Markdown, display
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
+from matplotlib.patches import Patch
 
-from utils import bench, build, chapter, check, env, plots, results
+from utils import bench, build, check, env, plots, results
 from utils.run import skip
-
-__all__ = ["ACTIVATION_KERNELS", "FUSED_GROUPNORMS", "GELU_CANDIDATES", "GELU_GOAL", "LAYOUTS", "LAYOUT_GOAL",
-           "EPS", "EXERCISES", "ROLE_COLOURS", "TARGET_PCT", "WELFORD_OFFSET", "MemoryChapter", "Prediction", "activation_cases",
-           "activation_spec", "bandwidth_plot", "broadcast_figure", "broadcast_steps", "copy_against_ceiling", "gelu_diagnosis",
-           "gelu_exercise", "gelu_verdict", "gn_inputs", "groupnorm_cases", "groupnorm_figure", "groupnorm_spec",
-           "launch_gap", "layout_diagnosis", "layout_exercise", "layout_verdict", "measure", "passes_figure",
-           "prediction_rows", "prediction_table", "quoted", "row_min_budget", "rowmin_and_bias", "run_checks",
-           "stamp", "table", "tail_cases", "tail_spec", "verdict", "welford_exercise", "welford_verdict",
-           "x_and_bias"]
 
 TARGET_PCT = 80  # the chapter's target: each fused kernel at >= 80% of the copy bandwidth measured at the same size
 ROLE_COLOURS = {"ours": plots.COLOURS["ours"], "eager": plots.COLOURS["eager"], "torch": "#3182bd",
@@ -226,7 +217,7 @@ def stamp(rec: dict) -> str:
 
 @dataclass(frozen=True)
 class MemoryChapter:
-    """A notebook's session (utils.chapter.Session: mode, device, scale, reps, results_dir) and what the
+    """A notebook's session (utils.chapters.session.Session: mode, device, scale, reps, results_dir) and what the
     memory-bound chapters do with it: load kernels, measure and record, show a run or the record of one.
     It has the session's on_gpu, results_dir and recorded, so it stands in for the session anywhere."""
     session: object
@@ -508,250 +499,3 @@ def broadcast_steps(a, b):
         print(f"   dim {i}: {x:>5} vs {y:>5}: {'equal: kept' if x == y else f'a 1 stretches to {max(x, y)}'}")
     print(f"2. result: {tuple(out)}")
     return tuple(out)
-
-
-# --------------------------------------------------------------------------- the exercises' checkers
-
-GELU_CANDIDATES = {
-    "gelu(x + bias)": lambda x, b: F.gelu(x + b),
-    "x + bias, without the GELU": lambda x, b: x + b,
-    "gelu(x) + bias: the GELU before the bias": lambda x, b: F.gelu(x) + b,
-    "gelu(x + bias) with the tanh approximation (F.gelu's default is the exact erf form)":
-        lambda x, b: F.gelu(x + b, approximate="tanh"),
-    "gelu(x), without the bias": lambda x, b: F.gelu(x),
-}
-GELU_GOAL = "gelu(x + bias)"
-
-
-def gelu_diagnosis(out, x, bias):
-    """Which GELU_CANDIDATES expression `out` equals at the strict tier (float64 references), or None."""
-    out, x, bias = (t.detach().cpu().double() for t in (out, x, bias))
-    tier = check.TIERS["strict"]
-    for name, expression in GELU_CANDIDATES.items():
-        ref = expression(x, bias)
-        if out.shape == ref.shape and torch.allclose(out, ref, atol=tier.atol, rtol=tier.rtol):
-            return name
-    return None
-
-
-def gelu_verdict(report, diagnosis):
-    """PASS when the harness found nothing wrong; else "Not yet:", what failed, and what the kernel computes."""
-    return chapter.diagnosis_verdict(report, diagnosis, goal=GELU_GOAL,
-                                     passed="PASS: bias_gelu is gelu(x + bias), every check passed.",
-                                     none_matched="the output matches none of: " + "; ".join(GELU_CANDIDATES) + ".",
-                                     wrong="your kernel computes {diagnosis}.")
-
-
-def gelu_exercise(module):
-    """Notebook 05's checker: the harness on module.bias_gelu at 37 x 115, and what the kernel computes."""
-    report = check.check_fn(module.bias_gelu, lambda x, b: F.gelu(x + b), x_and_bias(37, 115), name="your bias_gelu",
-                            contiguous_only=True)
-    x, b = (t.cuda() for t in x_and_bias(37, 115)(torch.Generator().manual_seed(0)))
-    return report, gelu_verdict(report, gelu_diagnosis(module.bias_gelu(x, b), x, b))
-
-
-WELFORD_OFFSET = 50.0  # notebook 06's checker data: randn + 50
-
-
-def welford_verdict(report, err_centred, err_offset, err_torch):
-    """PASS when the harness found nothing wrong on data far from zero; else "Not yet:" and why. The errors are
-    max |out - float64| of the kernel on centred data, on offset data, and of F.group_norm on the offset data."""
-    if report.ok:
-        return f"PASS: your statistics survive data around {WELFORD_OFFSET:g} (max error {err_offset:.1e}, F.group_norm {err_torch:.1e})."
-    lines = [f"Not yet: {', '.join(report.failed)} failed."]
-    if err_offset > 10 * max(err_torch, 1e-7) and err_centred <= 1e-4:
-        lines.append(f"  - right on centred data (max error {err_centred:.1e}) but not around {WELFORD_OFFSET:g}: "
-                     f"{err_offset:.1e} against F.group_norm's {err_torch:.1e}. E[x^2] - E[x]^2 cancels: use Welford.")
-    elif err_centred > 1e-4:
-        lines.append(f"  - wrong even on centred data (max error {err_centred:.1e}): check the mean, the variance "
-                     "(biased: / D), eps inside the root and gamma/beta per channel.")
-    else:
-        lines.append(f"  - max error {err_offset:.1e} around {WELFORD_OFFSET:g}, F.group_norm's {err_torch:.1e}: "
-                     "see the report above for what failed.")
-    return "\n".join(lines)
-
-
-def welford_exercise(module, N=37, C=1024, G=16):
-    """Notebook 06's checker: the harness on module.group_norm on data around WELFORD_OFFSET (D = 64), and the
-    errors against float64 on centred and on offset data, next to F.group_norm's."""
-    run = lambda x, g_, b_: module.group_norm(x, G, g_, b_, EPS)
-    inputs = lambda offset: gn_inputs(N, C, offset=offset, scale=1.0)
-    report = check.check_fn(run, lambda x, g_, b_: F.group_norm(x, G, g_, b_, EPS), inputs(WELFORD_OFFSET),
-                            name="your group_norm", contiguous_only=True)
-    errors = []
-    for offset in (0.0, WELFORD_OFFSET):
-        x, g_, b_ = (t.cuda() for t in inputs(offset)(torch.Generator().manual_seed(0)))
-        exact = F.group_norm(x.double(), G, g_.double(), b_.double(), EPS)
-        errors.append((run(x, g_, b_).double() - exact).abs().max().item())
-    err_torch = (F.group_norm(x, G, g_, b_, EPS).double() - exact).abs().max().item()
-    return report, welford_verdict(report, errors[0], errors[1], err_torch)
-
-
-LAYOUTS = {
-    "(1, C, N, 1): out[0, c, n, 0] = rowmin[n] + bias[c]":
-        lambda m, b: m.view(1, 1, -1, 1) + b.view(1, -1, 1, 1),
-    "the (N, C) layout, sample-major, reshaped to (1, C, N, 1)":
-        lambda m, b: (m.view(-1, 1) + b.view(1, -1)).reshape(1, b.numel(), m.numel(), 1),
-}
-LAYOUT_GOAL = "(1, C, N, 1): out[0, c, n, 0] = rowmin[n] + bias[c]"
-
-
-def layout_diagnosis(out, rowmin, bias):
-    """Which LAYOUTS entry `out` equals (exactly: the kernel only adds), or None."""
-    out, rowmin, bias = (t.detach().cpu() for t in (out, rowmin, bias))
-    for name, layout in LAYOUTS.items():
-        ref = layout(rowmin, bias)
-        if out.shape == ref.shape and torch.equal(out, ref):
-            return name
-    return None
-
-
-def layout_verdict(report, diagnosis):
-    """PASS when the harness found nothing wrong; else "Not yet:", what failed, and which layout was written."""
-    return chapter.diagnosis_verdict(report, diagnosis, goal=LAYOUT_GOAL,
-                                     passed="PASS: every (c, n) in its place, every check passed.",
-                                     none_matched="the values match neither layout: " + "; ".join(LAYOUTS) + ".",
-                                     wrong="your kernel writes {diagnosis}: element (c, n) of a contiguous "
-                                           "(1, C, N, 1) tensor is at flat index c * N + n.")
-
-
-def layout_exercise(module):
-    """Notebook 07's checker: the harness on module.min_bias_broadcast at N = 37, C = 115, and the layout written."""
-    report = check.check_fn(module.min_bias_broadcast, torch.add, rowmin_and_bias(37, 115),
-                            name="your min_bias_broadcast", contiguous_only=True)
-    m, b = (t.cuda() for t in rowmin_and_bias(37, 115)(torch.Generator().manual_seed(0)))
-    return report, layout_verdict(report, layout_diagnosis(module.min_bias_broadcast(m, b), m, b))
-
-
-# --------------------------------------------------------------------------- diagrams
-
-_READ, _WRITE, _GRID = "#3182bd", "#e6550d", "#bbbbbb"
-
-
-def _diagram(figsize) -> Figure:
-    with matplotlib.rc_context(plots.STYLE):
-        return Figure(figsize=figsize)
-
-
-def _blank(ax, xlim, ylim, title):
-    ax.set_xlim(*xlim)
-    ax.set_ylim(*ylim)
-    ax.set_aspect("equal")
-    ax.axis("off")
-    ax.set_title(title, fontsize=9)
-
-
-def passes_figure(chains: dict[int, tuple[str, list[int]]]) -> Figure:
-    """Notebook 05: what crosses DRAM for each problem, eager against fused, one bar segment per tensor pass.
-    chains: {problem: (the eager chain in words, tensors each eager kernel reads)}; every kernel writes one."""
-    fig = _diagram((9.0, 0.5 + 0.9 * len(chains)))
-    ax = fig.add_subplot()
-    y, labels = 0, []
-    for p, (chain, reads) in chains.items():
-        for label, kernels in ((f"{p} eager: {chain}", reads), (f"{p} fused: one kernel", [1])):
-            x = 0
-            for k, r in enumerate(kernels):
-                for _ in range(r):
-                    ax.add_patch(Rectangle((x, y - 0.35), 1, 0.7, facecolor=_READ, edgecolor="white"))
-                    x += 1
-                ax.add_patch(Rectangle((x, y - 0.35), 1, 0.7, facecolor=_WRITE, edgecolor="white"))
-                x += 1
-                if k < len(kernels) - 1:
-                    ax.plot([x, x], [y - 0.45, y + 0.45], color="black", lw=1.5)  # a kernel boundary
-            ax.text(x + 0.2, y, f"{x} passes", va="center", fontsize=8)
-            labels.append(label)
-            y += 1
-        y += 0.4
-    ax.set_yticks([i + 0.4 * (i // 2) for i in range(len(labels))], labels, fontsize=8)
-    ax.set_xlim(0, 10)
-    ax.set_ylim(y - 0.5, -0.6)
-    ax.set_xlabel("passes over the tensor through DRAM (one pass = the whole tensor read or written once)")
-    ax.grid(False)
-    ax.legend(handles=[Patch(color=_READ, label="a tensor read"), Patch(color=_WRITE, label="a tensor written"),
-                       Line2D([], [], color="black", lw=1.5, label="the next kernel starts")],
-              loc="lower right", fontsize=8)
-    fig.suptitle("Eager runs one kernel per operator, each a round trip to DRAM; fused, the chain is one")
-    fig.tight_layout()
-    return fig
-
-
-def groupnorm_figure(N=4, G=3, D=4) -> Figure:
-    """Notebook 06: what GroupNorm reduces over on (N, C = G * D), against the seeds' whole-batch groups, and how a
-    team of two lanes holds one group of 16 floats (two float4s each) in the kernels' team path."""
-    fig = _diagram((10.0, 6.4))
-    grid = fig.add_gridspec(2, 2, height_ratios=[1, 1])
-    colours = plots.CYCLE
-    panels = ((fig.add_subplot(grid[0, 0]), True, "GroupNorm: statistics per (sample, group)"),
-              (fig.add_subplot(grid[0, 1]), False, "Seeds 000, 003, 004: per group,\nover the whole batch (wrong)"))
-    for ax, per_sample, title in panels:
-        _blank(ax, (-2.2, G * D + 0.2), (-1.0, N + 0.9), title)
-        for n in range(N):
-            for c in range(G * D):
-                ax.add_patch(Rectangle((c, N - 1 - n), 1, 1, facecolor=colours[c // D], alpha=0.35, edgecolor="white"))
-        for g in range(G):
-            boxes = [(N - 1 - n, 1) for n in range(N)] if per_sample else [(0, N)]
-            for y, h in boxes:
-                ax.add_patch(Rectangle((g * D, y), D, h, fill=False, edgecolor="black", lw=1.6))
-            ax.text(g * D + D / 2, N + 0.25, f"group {g}", ha="center", fontsize=8)
-        for n in range(N):
-            ax.text(-0.3, N - 0.5 - n, f"n = {n}", ha="right", va="center", fontsize=8)
-        ax.text(G * D / 2, -0.7, f"{'N x G' if per_sample else 'G'} black boxes: one mean and variance each",
-                ha="center", fontsize=8)
-    ax = fig.add_subplot(grid[1, :])
-    _blank(ax, (-1, 17), (-1.4, 5.0), "The team path: 2 lanes own one group of D = 16 floats, two float4s each")
-    for f4 in range(4):
-        lane = f4 % 2
-        ax.add_patch(Rectangle((4 * f4, 3), 4, 1, facecolor=colours[lane], alpha=0.6, edgecolor="black"))
-        ax.text(4 * f4 + 2, 3.5, f"float4 {f4}: lane {lane}", ha="center", va="center", fontsize=8)
-    ax.text(8, 4.35, "one group, x[n, gD : gD + 16]: 64 contiguous bytes, loaded once", ha="center", fontsize=8)
-    for lane, (x0, x1) in enumerate(((1, 6), (10, 15))):
-        ax.add_patch(Rectangle((x0, 0), x1 - x0, 1, facecolor=colours[lane], alpha=0.6, edgecolor="black"))
-        ax.text((x0 + x1) / 2, 0.5, f"lane {lane}: its 8 values", ha="center", va="center", fontsize=8)
-        for f4 in (lane, lane + 2):
-            ax.add_patch(FancyArrowPatch((4 * f4 + 2, 2.95), ((x0 + x1) / 2, 1.05), arrowstyle="->", lw=0.8,
-                                         mutation_scale=9))
-    ax.add_patch(FancyArrowPatch((6.1, 0.5), (9.9, 0.5), arrowstyle="<->", lw=1.4, mutation_scale=10))
-    ax.text(8, -0.6, "one register shuffle (__shfl_xor_sync, offset 1) merges the two summaries:\n"
-            "both lanes hold the group's mean and variance, normalise their 8 values, store them", ha="center",
-            va="top", fontsize=8)
-    fig.tight_layout()
-    return fig
-
-
-def broadcast_figure(N=8, C=5) -> Figure:
-    """Notebook 07: rowmin (N, 1) + bias (1, C, 1, 1) -> out (1, C, N, 1), drawn as the (C, N) grid it is in memory
-    (n fastest), with one thread's float4 of n walking down the channels, and the minimum it is computed from."""
-    fig = _diagram((11.0, 3.6))
-    axes = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1, 1.5]})
-    ax = axes[0]
-    _blank(ax, (-3.5, 7.5), (-1.0, 5.2), "Shapes aligned from the right")
-    rows = [("rowmin", ["", "", "N", "1"]), ("bias", ["1", "C", "1", "1"]), ("sum", ["1", "C", "N", "1"])]
-    for i, (name, dims) in enumerate(rows):
-        y = 4 - 1.5 * i
-        ax.text(-0.4, y + 0.4, name, ha="right", va="center", fontsize=9)
-        for j, d in enumerate(dims):
-            if d:
-                stretched = name == "sum" and (j == 1 or j == 2)
-                ax.add_patch(Rectangle((1.6 * j, y), 1.4, 0.8, facecolor=_WRITE if stretched else "white",
-                                       alpha=0.35 if stretched else 1, edgecolor="black"))
-                ax.text(1.6 * j + 0.7, y + 0.4, d, ha="center", va="center", fontsize=9)
-    ax.text(3, -0.7, "each 1 stretches to the other's size: (N, 1) is read as (1, 1, N, 1)", ha="center", fontsize=7)
-    ax = axes[1]
-    _blank(ax, (-2.6, N + 3.2), (-1.9, C + 1.6), "The output in memory: (C, N), n fastest")
-    for c in range(C):
-        for n in range(N):
-            owned = 4 <= n < 8
-            ax.add_patch(Rectangle((n, C - 1 - c), 1, 1, facecolor=_WRITE if owned else "white",
-                                   alpha=0.45 if owned else 1, edgecolor=_GRID))
-        ax.text(-0.2, C - 0.5 - c, f"c={c}: +bias[{c}]", ha="right", va="center", fontsize=7)
-    for n in range(N):
-        ax.add_patch(Rectangle((n, -1.5), 1, 0.8, facecolor=_READ, alpha=0.35 if 4 <= n < 8 else 0.12,
-                               edgecolor=_GRID))
-    ax.text(N / 2, -1.8, "rowmin[0 .. N-1]: one float4 per thread, loaded once", ha="center", fontsize=7)
-    ax.add_patch(FancyArrowPatch((N + 0.4, C - 0.5), (N + 0.4, 0.5), arrowstyle="->", lw=1.2, mutation_scale=10))
-    ax.text(N + 0.6, C / 2, "one thread\nowns 4 n,\nwalks down\nchannels\nc = blockIdx.y,\n+ gridDim.y, ...:\na float4 store\neach", va="center",
-            fontsize=7)
-    ax.add_patch(FancyArrowPatch((0, C + 0.3), (N, C + 0.3), arrowstyle="->", lw=1.0, mutation_scale=8))
-    ax.text(N / 2, C + 0.55, "addresses increase: out[0, c, n, 0] is at c * N + n", ha="center", fontsize=7)
-    fig.tight_layout()
-    return fig

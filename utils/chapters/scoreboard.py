@@ -2,8 +2,8 @@
 the best kernels so far, with torch.compile as the reference line. One GPU run measures every stage
 and records it; each chapter shows the stages up to its own from that record.
 
-    python -m utils.scoreboard                      # on a GPU: check, time and record every stage
-    python -m utils.scoreboard --reps 20 --stages 02 03 --no-record
+    python -m utils.chapters.scoreboard                      # on a GPU: check, time and record every stage
+    python -m utils.chapters.scoreboard --reps 20 --stages 02 03 --no-record
     scoreboard.show("03", S)                        # chapter 03's last section: plot and table, from the record
 
 Stages, all at the strict tier (fp32, TF32 off) and KernelBench's full sizes. "Eager rest" is the
@@ -48,49 +48,33 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable, Mapping
 
+import matplotlib
 import torch
 import torch.nn.functional as F
+from matplotlib.ticker import FuncFormatter
 from torch import Tensor, nn
 
-from utils import precision
+from solutions import solution
+from utils import bench, build, env, plots, precision, results
+from utils.chapters import session as chapter
 from utils.check import TIERS
+from utils.check import _randomise  # the harness's own rule, not a copy of it
 from utils.problems import get_problem
+from utils.report.scoreboard import (COMPILE_MODES, EAGER, KIND, PROBLEM_IDS, STAGES, fmt_x, markdown, ordered,
+                                     speedups, stages_upto)
+from utils.results import short_commit
+from utils.run import skip
 
-KIND = "scoreboard"
-PROBLEM_IDS = (94, 75, 37, 62)
-EAGER = "eager"
-# torch.compile's modes, as notebook 09 times them: "max-autotune" would also capture CUDA graphs,
-# which no other contender gets; "-no-cudagraphs" autotunes the same kernels without them.
-COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 REFERENCES = (EAGER, *COMPILE_MODES)  # the rows every problem has besides the stages
 SLOW_S = 0.05  # seconds per call above which a contender is timed with fewer repetitions
 SLOW_BUDGET_S = 3.0  # about this much timing for a slow contender
 MIN_REPS = 5
 
 
-@dataclass(frozen=True)
-class Stage:
-    id: str  # the chapter that adds it, "02" ... "09"
-    label: str  # legend and table header
-    kernels: tuple[str, ...]  # the kernel files (kernels/<name>.cu) it calls
-    tier: str = "strict"
 
-
-STAGES: dict[str, Stage] = {s.id: s for s in (
-    Stage("02", "02 naive GEMM", ("gemm_01_naive",)),
-    Stage("03", "03 rung 7", ("gemm_07_pipelined",)),
-    Stage("04", "04 + bias epilogue", ("gemm_bias",)),
-    Stage("05", "05 + fused activations", ("gemm_bias", "activations")),
-    Stage("06", "06 + fused GroupNorm", ("gemm_bias", "groupnorm")),
-    Stage("07", "07 + 75's fused tail", ("gemm_bias", "groupnorm", "min_bias_broadcast")),
-    Stage("08", "08 whole model in the 3xTF32 GEMM", ("fused_gemm_groupnorm", "gemm_10_3xtf32", "groupnorm",
-                                                      "min_bias_broadcast")),
-    Stage("09", "09 the drop-ins", ("fused_gemm_groupnorm",)),
-)}
 # One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.
 STAGE_COLOURS = {"02": "#9e9ac8", "03": "#6baed6", "04": "#31a354", "05": "#fdae6b", "06": "#fd8d3c",
                  "07": "#e6550d", "08": "#a63603", "09": "#7f2704"}
@@ -209,7 +193,6 @@ def _whole_model(pid: int, m: nn.Module, fk) -> Callable[[Tensor], Tensor]:
 
 def _drop_in(pid: int, model: nn.Module, scale: str) -> nn.Module:
     """Stage 09: the solution's ModelNew with the reference's parameters (the same tensors, not copies)."""
-    from solutions import solution
 
     with torch.device("meta"):  # no weights drawn: they are the model's own
         new = solution(pid).ModelNew(*get_problem(pid).init_inputs(scale))
@@ -290,7 +273,6 @@ def _timed_call(fn: Callable[[], Tensor], device: torch.device) -> tuple[Tensor,
 def reference_model(pid: int, scale: str, device, seed: int = 0) -> tuple[nn.Module, Tensor]:
     """The reference Model at `scale` under `seed`, its GroupNorm γ/β and biases randomised as the
     harness does, in eval mode on `device`, and one input drawn like get_inputs."""
-    from utils.check import _randomise  # the harness's own rule, not a copy of it
 
     p = get_problem(pid)
     model = p.make_model(scale, seed=seed)
@@ -307,7 +289,6 @@ def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kerne
     kernels do not build for this GPU, is named in failures and gets no entry.
     kernels: {name: module} (default: build.load_kernels of what the stages need, cold builds in
     parallel); timer: utils.bench.time_ms (tests pass their own)."""
-    from utils import bench, build
 
     device = torch.device(device)
     timer = timer or bench.time_ms
@@ -374,90 +355,12 @@ def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kerne
     return entries, failures
 
 
-# --------------------------------------------------------------------------- reading a record
-
-def _at(rec_or_entries) -> dict[tuple[int, str], dict]:
-    entries = rec_or_entries["entries"] if isinstance(rec_or_entries, dict) else rec_or_entries
-    return {(e["problem"], e["stage"]): e for e in entries}
-
-
-def speedups(rec_or_entries) -> dict[int, dict[str, float]]:
-    """{problem: {stage or "compile": speedup over eager fp32}}; "compile" is the faster of the
-    compile modes, and "compile_mode" (a name) says which. Problems without an eager row are left out."""
-    at = _at(rec_or_entries)
-    out: dict[int, dict] = {}
-    for pid in dict.fromkeys(p for p, _ in at):
-        eager = at.get((pid, EAGER))
-        if eager is None:
-            continue
-        row = {s: eager["median_ms"] / at[(pid, s)]["median_ms"] for s in STAGES if (pid, s) in at}
-        compiled = [at[(pid, c)] for c in COMPILE_MODES if (pid, c) in at]
-        if compiled:
-            best = min(compiled, key=lambda e: e["median_ms"])
-            row |= {"compile": eager["median_ms"] / best["median_ms"], "compile_mode": best["stage"]}
-        out[pid] = row
-    return out
-
-
-def _shown(upto: str | None) -> list[str]:
-    if upto is not None and upto not in STAGES:
-        raise ValueError(f"no stage {upto!r}; the stages are {', '.join(STAGES)}")
-    return [s for s in STAGES if upto is None or s <= upto]
-
-
-def _ordered(pids) -> list[int]:
-    return [p for p in PROBLEM_IDS if p in pids] + [p for p in pids if p not in PROBLEM_IDS]
-
-
-def _x(v: float) -> str:
-    return f"{v:.3f}x" if v < 0.1 else f"{v:.2f}x"
-
-
-def markdown(rec: dict, upto: str | None = None) -> str:
-    """Problem x stage: the speedup over eager fp32 of every stage up to `upto` (all: None), the
-    faster torch.compile mode last; the `upto` column in bold."""
-    table = speedups(rec)
-    at = _at(rec)
-    shown = _shown(upto)
-    present = [s for s in shown if any(s in row for row in table.values())]
-    head = ["problem", "eager fp32 ms", *(f"**{STAGES[s].label}**" if s == upto else STAGES[s].label for s in present),
-            "torch.compile (faster mode)"]
-    lines = [f"Speedup over eager fp32 (TF32 off) in one run; {_stamp(rec)}.", "",
-             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    for pid in _ordered(list(table)):
-        row = table[pid]
-        cells = [str(pid), f"{at[(pid, EAGER)]['median_ms']:.3f}",
-                 *((f"**{_x(row[s])}**" if s == upto else _x(row[s])) if s in row else "–" for s in present),
-                 _x(row["compile"]) if "compile" in row else "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    missing = [s for s in shown if s not in present]
-    if missing:
-        lines += ["", f"Not in this record: stage {', '.join(missing)}."]
-    slow = sorted({(e["stage"], e["reps"]) for e in rec["entries"] if e.get("reps", 0) < max(
-        (x.get("reps", 0) for x in rec["entries"]), default=0)})
-    if slow:
-        lines += ["", "Timed with fewer repetitions (slow): " + ", ".join(f"{s} ({n})" for s, n in slow) + "."]
-    return "\n".join(lines)
-
-
-def _stamp(rec: dict) -> str:
-    from utils.results import short_commit
-
-    return f"recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{short_commit(rec['git_commit'])}`"
-
-
 def plot(rec: dict, stage: str, *, save=None):
     """Per problem, a bar per stage up to `stage` (earlier ones faded, `stage` solid and outlined),
     speedup over eager fp32 on a log axis; the faster torch.compile mode as a dashed line per problem."""
-    import matplotlib
-    from matplotlib.ticker import FuncFormatter
-
-    from utils import plots
-    from utils.results import short_commit
-
     table = speedups(rec)
-    shown = [s for s in _shown(stage) if any(s in row for row in table.values())]
-    pids = _ordered(list(table))
+    shown = [s for s in stages_upto(stage) if any(s in row for row in table.values())]
+    pids = ordered(list(table))
     what = f"Scoreboard after chapter {stage}: speedup over eager fp32 (TF32 off), log scale"
     fig = plots._figure(what, rec)
     fig.suptitle(f"{what}\n{plots.provenance(rec)} · commit {short_commit(rec['git_commit'])}")
@@ -472,7 +375,7 @@ def plot(rec: dict, stage: str, *, save=None):
             mine = s == stage
             bars = ax.bar(xs, ys, width, color=STAGE_COLOURS[s], alpha=1.0 if mine else 0.35, label=STAGES[s].label,
                           edgecolor="black" if mine else "white", linewidth=1.2 if mine else 0.5)
-            ax.bar_label(bars, labels=[_x(v) for v in ys], fontsize=7, padding=2, rotation=90,
+            ax.bar_label(bars, labels=[fmt_x(v) for v in ys], fontsize=7, padding=2, rotation=90,
                          color="black" if mine else "#777777", fontweight="bold" if mine else "normal")
         label = "torch.compile, the faster mode"
         for i, p in enumerate(pids):
@@ -494,16 +397,14 @@ def plot(rec: dict, stage: str, *, save=None):
 def show(stage: str, session) -> None:
     """A chapter's scoreboard, from the record of kind "scoreboard": this GPU's on a GPU, without one
     the reading device's (utils.results.reading_device; never a mix of devices). The plot of every
-    stage up to `stage`, then the table. `session`: a utils.chapter.Session, or any object with
+    stage up to `stage`, then the table. `session`: a utils.chapters.session.Session, or any object with
     .on_gpu and .results_dir. Without a record: one line saying so and how to record one."""
-    from utils import results
-    from utils.run import skip
 
-    _shown(stage)  # an unknown stage is the caller's mistake: say so even without a record
+    stages_upto(stage)  # an unknown stage is the caller's mistake: say so even without a record
     rec = results.recorded(KIND, session.results_dir, on_gpu=session.on_gpu)
     if rec is None:
         where = "for this GPU" if session.on_gpu else "in the results"
-        skip("the scoreboard", f"no {KIND} record {where}; on a GPU, `python -m utils.scoreboard` measures and "
+        skip("the scoreboard", f"no {KIND} record {where}; on a GPU, `python -m utils.chapters.scoreboard` measures and "
                                "records every stage in one run")
         return
     fig, text = plot(rec, stage), markdown(rec, stage)
@@ -522,7 +423,7 @@ def show(stage: str, session) -> None:
 # --------------------------------------------------------------------------- command line
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m utils.scoreboard", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m utils.chapters.scoreboard", description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=50, help="timed repetitions per contender (slow ones get fewer)")
     ap.add_argument("--stages", nargs="+", choices=list(STAGES), default=list(STAGES), metavar="STAGE",
                     help=f"a selection of {', '.join(STAGES)} (default: all)")
@@ -533,16 +434,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", default=None, help="results root to record under (default results/)")
     args = ap.parse_args(argv)
 
-    from utils import chapter, env, results
-
     if env.mode() != "gpu":
         print("the scoreboard is measured on a GPU; nothing to measure on this machine "
-              "(chapters show the recorded one: utils.scoreboard.show).")
+              "(chapters show the recorded one: utils.chapters.scoreboard.show).")
         return 0
     chapter.quiet_inductor()
     entries, failures = measure(args.stages, args.problems, reps=args.reps,
                                 compile_modes={m: COMPILE_MODES[m] for m in args.compile_modes})
-    notes = (f"python -m utils.scoreboard --reps {args.reps}: stages {' '.join(args.stages)}; strict tier, TF32 off, "
+    notes = (f"python -m utils.chapters.scoreboard --reps {args.reps}: stages {' '.join(args.stages)}; strict tier, TF32 off, "
              f"full sizes, calls queued back to back; a contender slower than {1e3 * SLOW_S:.0f} ms a call is timed "
              f"with fewer reps (at least {MIN_REPS}, about {SLOW_BUDGET_S:.0f} s: see each entry's reps)")
     if failures:

@@ -20,9 +20,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from utils import bench, precision
-from utils.check import TIERS
+from solutions import solution
+from utils import bench, env, ops, precision, results
+from utils.check import TIERS, autocast_tier, judge_gradients
 from utils.problems import get_problem
+from utils.report import readme
 from utils.run import skip
 
 # The contenders of notebook 09, in timing order. torch.compile's "max-autotune" mode would also
@@ -50,7 +52,6 @@ class Session:
 
     def plot_path(self, kind: str) -> Path | None:
         """results.plot_path for this session."""
-        from utils import results
 
         return results.plot_path(kind, self.results_dir, on_gpu=self.on_gpu)
 
@@ -58,7 +59,6 @@ class Session:
         """The record of `kind` this notebook shows: on a GPU this GPU's; without one, that of the one
         device results.reading_device picks for every kind, so that no figure mixes two devices.
         None when that device has none."""
-        from utils import results
 
         return results.recorded(kind, self.results_dir, on_gpu=self.on_gpu)
 
@@ -81,7 +81,6 @@ class Session:
     @property
     def reading_device(self) -> str | None:
         """The slug of the device whose records this notebook reads (results.reading_device)."""
-        from utils import results
 
         return results.reading_device(self.results_dir, on_gpu=self.on_gpu)
 
@@ -91,7 +90,6 @@ class Session:
 
 def session(device: str = "auto", scale: str = "auto", reps: int = 50, results_dir: str | Path = "../results") -> Session:
     """The parameters cell's values, "auto" resolved: cuda and the full scale on a GPU, else cpu and small."""
-    from utils import env
 
     mode = env.mode()
     gpu = mode == "gpu"
@@ -114,7 +112,6 @@ def quiet_inductor() -> None:
 def solution_pair(pid: int, scale: str = "small", device: str | torch.device = "cpu", seed: int = 0
                   ) -> tuple[nn.Module, nn.Module]:
     """(the reference Model, solutions' ModelNew) built under one seed, so with the same weights, in eval mode."""
-    from solutions import solution
 
     p = get_problem(pid)
     ref = p.make_model(scale, seed=seed)
@@ -202,7 +199,6 @@ def _float64_step(model: nn.Module, x: Tensor, grad: Tensor, moved: float = 0.0)
 def _gradients_verdict(got: tuple[Tensor, ...], want: tuple[Tensor, ...], model: nn.Module, x: Tensor, grad: Tensor,
                        tf32: bool) -> tuple[str, str]:
     """check.judge_gradients on a training step's gradients against `model`'s (float64 computed only if needed)."""
-    from utils.check import judge_gradients
 
     def named(grads):
         return {str(i): g for i, g in enumerate(grads)}
@@ -256,7 +252,6 @@ def measure_autocast(pids, *, scale: str = "full", reps: int = 20, seed: int = 0
     """The forward under torch.autocast(dtype) of eager, torch.compile (both modes) and ours, each
     checked against eager's output (same dtype, within the autocast tier of utils.check) first,
     then timed in turn, in steady state (kind "autocast" of utils.results)."""
-    from utils.check import autocast_tier
 
     rows = []
     tier = autocast_tier(AUTOCAST_DTYPES[dtype])
@@ -310,10 +305,8 @@ def solution_ratios(entries: list[dict], contender: str = "ours") -> list[dict]:
 
 def record_markdown(rec: dict) -> str:
     """A record as a notebook shows it: where and when it was measured, then its kind's table."""
-    from utils import results
-
     return (f"Recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`\n\n"
-            + results.KINDS[rec["kind"]].render(rec))
+            + readme.render(rec))
 
 
 def verdict(ratio: float, target: float, moonshot: float | None = None) -> str:
@@ -423,8 +416,6 @@ def fake_verdict(my_fake: Callable, *, shapes=((37, 115, 5), (1, 64, 4), (0, 64,
     PASS when its output has the real op's shape, dtype and device on every shape (an empty batch too);
     else "Not yet:" and what differs."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from utils import ops
 
     for N, C, G in shapes:
         x, gamma, beta = _gn_args(N, C, G, seed=C)

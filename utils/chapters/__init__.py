@@ -1,0 +1,23 @@
+"""Notebook chapter support: what the notebooks share, one module per chapter (and its parts). Chapters may
+import the library (utils/*.py), utils/report/ and solutions/; nothing in those imports a chapter
+(tests/test_layering.py).
+
+session             every notebook: the parameters resolved, contenders, side-by-side runs, notebook 09's
+                    measurements and exercise checkers
+baselines           notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
+gemm_ladder         notebooks 02-03: the rungs' headers and PREDICTIONs, building and measuring them
+gemm_addressing     notebooks 02-03: a warp's loads, the tiles, shared-memory banks, in numbers
+gemm_diagrams       notebooks 02-03: the drawings
+gemm_exercises      notebooks 02-03: the exercise checkers and the cells that run them
+bias                notebook 04: the Amdahl bound, the bias measurement, exercise checkers
+bias_diagram        notebook 04: the drawing of where a bias goes
+memory              notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
+memory_exercises    notebooks 05-07: the exercise checkers (GELU, Welford, the broadcast layout)
+memory_diagrams     notebooks 05-07: the drawings
+tensor_cores        notebook 08: TF32 and the split as tables and verdicts, the models with the GEMM swapped,
+                    the accumulation, the chapter's GPU run (kind tensor_cores), exercise checkers
+tensor_core_figures notebook 08's figures
+epilogue_fusion     notebook 08, section 6: whole models in the GEMM's epilogue (kind whole_model_fusion)
+scoreboard          the four models after each chapter: `python -m utils.chapters.scoreboard` records it on a
+                    GPU, every chapter shows it
+"""

@@ -1,0 +1,361 @@
+"""Notebook 08's records read back, as Markdown: kind "tensor_cores" (the pre-split accuracy, rung 10's
+promotion intervals, the rungs' timing against their headers' PREDICTIONs and the chapter's targets) and kind
+"whole_model_fusion" (section 6: the whole models in the GEMM's epilogue against the unfused path). The README
+shows `render` and `render_fusion`; the notebook shows the same tables. The numbers come from the record and
+from the kernels' headers (utils.show.header_section): nothing here holds a measured number.
+"""
+from __future__ import annotations
+
+import re
+
+from utils.show import header_section
+
+KIND = "tensor_cores"  # utils.results kind of the chapter's one GPU run
+RUNGS = ("gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32")
+RUNG10 = "gemm_10_3xtf32"
+SHAPES = ((1024, 8192, 8192), (32768, 4096, 1024))  # M x N x K of problems 94, 75 and 62; of problem 37
+SGEMM = "cuBLAS SGEMM"
+TF32_CUBLAS = "cuBLAS TF32"
+
+
+def accuracy_rows(rows_or_record, source: str) -> list[dict]:
+    if isinstance(rows_or_record, dict):
+        return [r for r in rows_or_record["entries"] if r.get("section") == "accuracy" and r.get("source") == source]
+    return [r for r in rows_or_record if r.get("section", "accuracy") == "accuracy"]
+
+
+def _accuracy_markdown(rows: list[dict]) -> str:
+    pids = list(dict.fromkeys(r["problem"] for r in rows))
+    at = {(r["contender"], r["problem"]): r for r in rows}
+    lines = ["| GEMM | " + " | ".join(map(str, pids)) + " |", "|---|" + "---:|" * len(pids)]
+    for name in dict.fromkeys(r["contender"] for r in rows):
+        cells = []
+        for pid in pids:
+            e = at.get((name, pid))
+            cells.append("–" if e is None else (f"**{e['excess']:.2f}**" if e["excess"] > 1 else f"{e['excess']:.3g}"))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def accuracy_table(rows_or_record, source: str = "cuBLAS") -> str:
+    """Markdown: the largest allclose excess (atol = rtol = 1e-4, over the seeds; 1 or below passes, above in
+    bold) per GEMM and problem. From accuracy() rows, or from a record's rows of one source ("cuBLAS": the
+    pre-split table, "rung 10": the promotion intervals)."""
+    return _accuracy_markdown(accuracy_rows(rows_or_record, source))
+
+
+def promote_label(k: int) -> str:
+    return f"{RUNG10} PROMOTE_K={k}" + (" (never)" if k == 0 else "")
+
+
+def promotion_table(record: dict) -> str:
+    """Markdown, from a record: per promotion interval, the four models' worst excess (strict tier, over the
+    seeds), the time at the first shape and its ratio to cuBLAS SGEMM."""
+    rows = [e for e in record["entries"] if e.get("section") == "accuracy" and e.get("source") == "rung 10"]
+    timed = {e["contender"]: e for e in record["entries"] if e.get("section") == "timing"
+             and e.get("shape") == list(SHAPES[0])}
+    pids = list(dict.fromkeys(r["problem"] for r in rows))
+    lines = ["| promotion every | " + " | ".join(map(str, pids)) + f" | ms at {' x '.join(map(str, SHAPES[0]))} | "
+             "x cuBLAS SGEMM |", "|---|" + "---:|" * (len(pids) + 2)]
+    for k in sorted({r["promote_k"] for r in rows}, key=lambda k: k or 10 ** 9):
+        cells = []
+        for pid in pids:
+            e = next(r for r in rows if r["promote_k"] == k and r["problem"] == pid)
+            cells.append(f"**{e['excess']:.2f}**" if e["excess"] > 1 else f"{e['excess']:.3g}")
+        t = timed.get(promote_label(k)) or (timed.get(RUNG10) if k == record_default(record) else None)
+        cells += [f"{t['median_ms']:.3f}", f"{t['x_cublas_sgemm']:.2f}x"] if t else ["–", "–"]
+        lines.append(f"| {'never' if k == 0 else f'{k} k'} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def record_default(record: dict) -> int | None:
+    """The default promotion interval the record's rung 10 was built with."""
+    return next((e.get("default_promote_k") for e in record["entries"] if e.get("default_promote_k") is not None), None)
+
+
+# --------------------------------------------------------------------------- the rungs
+
+_RANGE = r"(\d+(?:\.\d+)?)\s*-\s*(\d+(?:\.\d+)?)"
+_SHAPE = r"at (\d+) x (\d+) x (\d+)"
+
+
+# A rung's kernel paths, as the timing names them: contender -> (rung, export). The words that tie a clause
+# of a PREDICTION to one export (a clause naming none speaks for the rung's main path, `gemm`).
+PATHS = {name: (name, "gemm") for name in RUNGS} | {
+    f"{RUNG10} linear, weight split kept": (RUNG10, "linear"),
+    f"{RUNG10} split in shared memory": (RUNG10, "gemm_split_in_smem"),
+    f"{RUNG10} mma.sync": (RUNG10, "gemm_mma_sync")}
+_EXPORT_WORDS = {"linear": ("linear()",), "gemm_mma_sync": ("mma.sync",),
+                 "gemm_split_in_smem": ("shared-memory split", "in-shared-memory", "split in shared memory")}
+
+
+def _clauses(text: str) -> list[str]:
+    """A PREDICTION cut into clauses at ';' and at sentence ends, each a unit that one path's numbers share."""
+    return [c for c in re.split(r";|(?<!i\.e)(?<!e\.g)\.\s+", text) if c.strip()]
+
+
+def _parse_clause(clause: str) -> tuple[dict, tuple[float, float] | None]:
+    """({shape or None: (lo, hi)} of % of cuBLAS TF32, (lo, hi) x cuBLAS SGEMM or None) named in one clause."""
+    pct: dict = {}
+    matches = list(re.finditer(_RANGE + r"%", clause))
+    yardstick = False
+    for m, nxt in zip(matches, [*matches[1:], None]):
+        after = clause[m.end(): nxt.start() if nxt else len(clause)].lstrip()
+        shape = re.match(r"[^,(]*?" + _SHAPE, after)
+        if after.startswith(("of cuBLAS", "of its rate")) or (yardstick and after.startswith("at")):
+            yardstick = True
+            pct.setdefault(tuple(int(v) for v in shape.groups()) if shape else None, (float(m[1]), float(m[2])))
+        else:
+            yardstick = False
+    # a range, or one value marked approximate ("~4x"): a plain "1.49x" is a measurement quoted, not a prediction
+    x = re.search(_RANGE + r"x cuBLAS SGEMM", clause) or re.search(r"~(\d+(?:\.\d+)?)x cuBLAS SGEMM", clause)
+    return pct, None if x is None else (float(x[1]), float(x[2] if x.lastindex == 2 else x[1]))
+
+
+def predictions(name: str, text: str | None = None, export: str = "gemm") -> dict:
+    """The numbers a rung's PREDICTION names for one of its paths (`export`): {"pct": {shape or None: (lo, hi)}}
+    (% of cuBLAS TF32, for one shape where the clause says "at M x N x K", else for any) and "x_sgemm": (lo, hi)
+    or None (x cuBLAS SGEMM). A clause that names a path (linear(), mma.sync, ...) speaks for that path only;
+    the others speak for `gemm`. Read from the header, so the comparison is computed, never typed."""
+    text = " ".join((text if text is not None else header_section(name, "PREDICTION") or "").split())
+    paths = {e for r, e in PATHS.values() if r == name} or {export}  # the words matter where the rung has the paths
+    pct: dict = {}
+    x_sgemm = None
+    for clause in _clauses(text):
+        named = [e for e, words in _EXPORT_WORDS.items() if e in paths and any(w in clause for w in words)]
+        if (named and export not in named) or (not named and export != "gemm"):
+            continue
+        p, x = _parse_clause(clause)
+        for key, band in p.items():
+            pct.setdefault(key, band)
+        x_sgemm = x_sgemm or x
+    return {"pct": pct, "x_sgemm": x_sgemm}
+
+
+def predicted(contender: str, shape) -> tuple:
+    """(% of cuBLAS TF32 band, x SGEMM band) that a timed contender's header predicts at `shape`."""
+    if contender not in PATHS:
+        return None, None
+    want = predictions(*PATHS[contender][:1], export=PATHS[contender][1])
+    return want["pct"].get(tuple(shape), want["pct"].get(None)), want["x_sgemm"]
+
+
+def _band(values: tuple[float, float] | None, unit: str) -> str:
+    if values is None:
+        return "–"
+    lo, hi = values
+    return f"{lo:g}{unit}" if lo == hi else f"{lo:g}-{hi:g}{unit}"
+
+
+def _where(value: float, band) -> str:
+    if band is None:
+        return ""
+    lo, hi = band
+    if lo == hi:  # "~4x": within 10%
+        lo, hi = 0.9 * lo, 1.1 * hi
+    return "inside" if lo <= value <= hi else ("above" if value > hi else "below")
+
+
+def prediction_table(record: dict) -> str:
+    """Markdown: each rung's path at each shape, its header's prediction and the record's measurement, in % of
+    cuBLAS TF32 and x cuBLAS SGEMM (both from the same run), and where the measurement falls."""
+    timed = [e for e in record["entries"] if e.get("section") == "timing" and e["contender"] in PATHS]
+    lines = ["| rung, path | M x N x K | predicted % of cuBLAS TF32 | measured | predicted x cuBLAS SGEMM | measured | "
+             "verdict |", "|---|---|---:|---:|---:|---:|---|"]
+    for e in sorted(timed, key=lambda e: list(PATHS).index(e["contender"])):
+        band, x_band = predicted(e["contender"], e["shape"])
+        verdicts = [f"{what} {where}" for what, where in (("%:", _where(e["pct_of_cublas_tf32"], band)),
+                                                         ("x:", _where(e["x_cublas_sgemm"], x_band))) if where]
+        lines.append(f"| `{e['contender']}` | {' x '.join(map(str, e['shape']))} | {_band(band, '%')} | "
+                     f"{e['pct_of_cublas_tf32']:.1f}% | {_band(x_band, 'x')} | {e['x_cublas_sgemm']:.2f}x | "
+                     f"{'; '.join(verdicts) or 'no range in the header to compare'} |")
+    return "\n".join(lines)
+
+
+# the chapter's targets, at both shapes: contender -> (key, at least, unit)
+TARGETS = {"gemm_09_wgmma_tf32": ("pct_of_cublas_tf32", 90.0, "% of cuBLAS TF32"),
+           "gemm_10_3xtf32": ("x_cublas_sgemm", 2.2, "x cuBLAS SGEMM"),
+           f"{RUNG10} linear, weight split kept": ("x_cublas_sgemm", 2.2, "x cuBLAS SGEMM")}
+
+
+def target_check(record: dict) -> str:
+    """Computed bullets: each target of TARGETS at each shape, the record's value, met or missed."""
+    lines = []
+    for name, (key, target, unit) in TARGETS.items():
+        for e in (e for e in record["entries"] if e.get("section") == "timing" and e["contender"] == name):
+            value = e[key]
+            shown = f"{value:.1f}%" if unit.startswith("%") else f"{value:.2f}x"
+            goal = f"{target:g}%" if unit.startswith("%") else f"{target:g}x"
+            lines.append(f"- `{name}` at {' x '.join(map(str, e['shape']))}: **{shown}** {unit.lstrip('%x ')}; "
+                         f"target at least {goal}: **{'met' if value >= target else 'missed'}**.")
+    return "\n".join(lines) or "- (no timing in this record)"
+
+
+def promotion_findings(record: dict) -> str:
+    """Computed sentences on rung 10's promotion: the default interval's and no promotion's worst excess, and
+    what promotion costs in time at the first shape."""
+    rows = [e for e in record["entries"] if e.get("section") == "accuracy" and e.get("source") == "rung 10"]
+    if not rows:
+        return "(no rung 10 rows in this record)"
+    default = record_default(record)
+    worst = {k: max(r["excess"] for r in rows if r["promote_k"] == k) for k in {r["promote_k"] for r in rows}}
+    timed = {e["contender"]: e["median_ms"] for e in record["entries"] if e.get("section") == "timing"
+             and e.get("shape") == list(SHAPES[0])}
+    text = [f"With one accumulator over all of K (never promoting) the worst model is at **{worst.get(0, float('nan')):.2f}** "
+            f"of the tolerance; promoting every {default} k (the default), at **{worst.get(default, float('nan')):.2f}**."]
+    never, promoted = timed.get(promote_label(0)), timed.get(RUNG10)
+    if never and promoted:
+        text.append(f"At {' x '.join(map(str, SHAPES[0]))} the promotion costs **{100 * (promoted / never - 1):.1f}%** "
+                    f"of the time ({promoted:.3f} ms against {never:.3f} ms never promoting).")
+    return " ".join(text)
+
+
+
+def provenance(record: dict | None) -> str:
+    """Whose numbers a record holds, to open a sentence; or that there is none."""
+    if record is None:
+        return "No tensor-core run is recorded yet: on an H100, `python -m utils.run --notebooks 08` records one."
+    return f"Recorded on {record['device']['name']} ({record['date'][:10]}, commit `{record['git_commit']}`)"
+
+
+def render(record: dict) -> str:
+    """The README's rendering of a "tensor_cores" record: the pre-split accuracy table and the rungs'
+    timing against cuBLAS."""
+    parts = ["Largest allclose excess against eager fp32 (atol = rtol = 1e-4, over the seeds; 1 or below passes), "
+             "cuBLAS TF32 GEMMs on pre-split operands:", accuracy_table(record, "cuBLAS")]
+    if any(e.get("source") == "rung 10" for e in record["entries"]):
+        parts += ["Rung 10 by promotion interval:", promotion_table(record)]
+    timed = [e for e in record["entries"] if e.get("section") == "timing"]
+    if timed:
+        lines = ["| contender | M x N x K | median ms | TFLOP/s | % of cuBLAS TF32 | x cuBLAS SGEMM |",
+                 "|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {e['contender']} | {' x '.join(map(str, e['shape']))} | {e['median_ms']:.3f} | {e['tflops']:.1f} | "
+                  f"{e['pct_of_cublas_tf32']:.1f} % | {e['x_cublas_sgemm']:.2f}x |" for e in timed]
+        parts += ["\n".join(lines)]
+    return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- section 6: whole models in the epilogue
+
+FUSED_KERNEL = "fused_gemm_groupnorm"
+FUSION_KIND = "whole_model_fusion"  # utils.results kind of measure_fusion's run
+COMPILE, UNFUSED, FUSED, ATOMIC, GEMM_ALONE = "torch.compile", "unfused", "fused", "fused, atomic fold", "its GEMM alone"
+TIERS = ("strict", "tf32")
+
+
+def fusion_at(record: dict) -> dict:
+    return {(e["problem"], e["tier"], e["contender"]): e for e in record["entries"]}
+
+
+def fusion_groups(record: dict) -> list[tuple[int, str]]:
+    return list(dict.fromkeys((e["problem"], e["tier"]) for e in record["entries"]))
+
+
+def tier_name(tier: str) -> str:
+    return "TF32" if tier == "tf32" else tier
+
+
+def fusion_table(record: dict) -> str:
+    """Markdown, from a "whole_model_fusion" record: per problem and tier, the median ms of torch.compile, the
+    unfused path and the fused kernel, fused's speedup over each, and the fused kernel against its own GEMM
+    alone (what the epilogue adds)."""
+    at = fusion_at(record)
+    lines = ["| problem | tier | eager ms | torch.compile ms | unfused ms | fused ms | fused x torch.compile | "
+             "fused x unfused | fused vs its GEMM alone (a plain store) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for pid, tier in fusion_groups(record):
+        ms = {c: at[(pid, tier, c)]["median_ms"] for c in ("eager", COMPILE, UNFUSED, FUSED, GEMM_ALONE)
+              if (pid, tier, c) in at}
+        epi = f"{100 * (ms[FUSED] / ms[GEMM_ALONE] - 1):+.1f}%" if GEMM_ALONE in ms else "–"
+        lines.append(f"| {pid} | {tier_name(tier)} | {ms['eager']:.3f} | {ms[COMPILE]:.3f} | {ms[UNFUSED]:.3f} | "
+                     f"{ms[FUSED]:.3f} | **{ms[COMPILE] / ms[FUSED]:.2f}x** | **{ms[UNFUSED] / ms[FUSED]:.2f}x** | {epi} |")
+    return "\n".join(lines)
+
+
+def fusion_findings(record: dict) -> str:
+    """Computed bullets on a "whole_model_fusion" record: per tier, fused against unfused at its best and worst
+    and whether the two overlap within the run's spread (p20-p80); 75's two folds of the row minimum."""
+    at = fusion_at(record)
+    lines = []
+    for tier in TIERS:
+        pids = [pid for pid, t in fusion_groups(record) if t == tier]
+        if not pids:
+            continue
+        ratio = {pid: at[(pid, tier, UNFUSED)]["median_ms"] / at[(pid, tier, FUSED)]["median_ms"] for pid in pids}
+        overlap = [pid for pid in pids if at[(pid, tier, FUSED)]["p20_ms"] <= at[(pid, tier, UNFUSED)]["p80_ms"]
+                   and at[(pid, tier, UNFUSED)]["p20_ms"] <= at[(pid, tier, FUSED)]["p80_ms"]]
+        best, worst = max(ratio, key=ratio.get), min(ratio, key=ratio.get)
+        lines.append(f"- {tier_name(tier)} tier: fused against unfused from **{ratio[worst]:.2f}x** (problem {worst}) "
+                     f"to **{ratio[best]:.2f}x** (problem {best}); "
+                     + (f"the two overlap within the run's p20-p80 spread for problem(s) {', '.join(map(str, overlap))}."
+                        if overlap else "no problem's two timings overlap within the run's p20-p80 spread."))
+        if (75, tier, ATOMIC) in at:
+            part, atom = at[(75, tier, FUSED)]["median_ms"], at[(75, tier, ATOMIC)]["median_ms"]
+            lines.append(f"- Problem 75, {tier_name(tier)} tier: partials and a second kernel {part:.3f} ms, the atomic "
+                         f"fold {atom:.3f} ms: the {'partials are' if part <= atom else 'atomic fold is'} faster by "
+                         f"{100 * abs(atom - part) / max(part, atom):.1f}%.")
+    return "\n".join(lines)
+
+
+_NUM = r"(\d+(?:\.\d+)?)"
+
+
+def fusion_predictions(text: str | None = None) -> dict[str, dict]:
+    """The numbers fused_gemm_groupnorm.cu's PREDICTION names, per tier ("strict", then "tf32" after the words
+    "TF32 tier"): {"epilogue": (lo, hi) % the fused kernel adds to its GEMM, or None, "saving": {problem: (lo, hi)
+    % it saves against the unfused path}} ("~10%" gives (10, 10); "within +-5%" gives (-5, 5)). Read from the
+    header, so the comparison is computed, never typed."""
+    text = " ".join((text if text is not None else header_section(FUSED_KERNEL, "PREDICTION") or "").split())
+    strict, _, tf32 = text.partition("TF32 tier")
+    out = {}
+    for tier, part in (("strict", strict), ("tf32", tf32)):
+        epilogue = re.search(rf"plus {_NUM}-{_NUM}%", part)
+        saving: dict[int, tuple[float, float]] = {}
+        for m in re.finditer(rf"(\d+(?:/\d+)*)(?: saves)? ~[\d.]+ ms of ~[\d.]+ \({_NUM}(?:-{_NUM})?%\)", part):
+            for pid in m[1].split("/"):
+                saving.setdefault(int(pid), (float(m[2]), float(m[3] or m[2])))
+        for m in re.finditer(rf"at (\d+(?:/\d+)*) [^;]*?within \+-{_NUM}%", part):
+            for pid in m[1].split("/"):
+                saving.setdefault(int(pid), (-float(m[2]), float(m[2])))
+        out[tier] = {"epilogue": (float(epilogue[1]), float(epilogue[2])) if epilogue else None, "saving": saving}
+    return out
+
+
+def _fusion_band(band) -> str:
+    if band is None:
+        return "–"
+    lo, hi = band
+    return f"±{hi:g}%" if lo == -hi else _band(band, "%")
+
+
+def _versus(value: float, band) -> str:
+    """The measured value against a predicted band: inside, above or below a range; off by how many points from
+    a single value (a "~" figure has no range to be inside)."""
+    if band is None:
+        return "no prediction"
+    lo, hi = band
+    if lo == hi:
+        return f"{value - lo:+.1f} points from it"
+    return "inside" if lo <= value <= hi else ("above" if value > hi else "below")
+
+
+def fusion_prediction_table(record: dict, text: str | None = None) -> str:
+    """Markdown: per problem and tier, the header's predicted epilogue cost (fused against its GEMM alone) and
+    saving (against the unfused path, % of the unfused time), each beside the record's measurement."""
+    want, at = fusion_predictions(text), fusion_at(record)
+    lines = ["| problem | tier | predicted epilogue | measured | verdict | predicted saving | measured | verdict |",
+             "|---|---|---:|---:|---|---:|---:|---|"]
+    for pid, tier in fusion_groups(record):
+        fused, unfused = at[(pid, tier, FUSED)]["median_ms"], at[(pid, tier, UNFUSED)]["median_ms"]
+        alone = at.get((pid, tier, GEMM_ALONE))
+        epi = None if alone is None else 100 * (fused / alone["median_ms"] - 1)
+        saving = 100 * (unfused - fused) / unfused
+        e_band, s_band = want[tier]["epilogue"], want[tier]["saving"].get(pid)
+        lines.append(f"| {pid} | {tier_name(tier)} | {_fusion_band(e_band)} | {'–' if epi is None else f'{epi:+.1f}%'} | "
+                     f"{'–' if epi is None else _versus(epi, e_band)} | {_fusion_band(s_band)} | {saving:+.1f}% | "
+                     f"{_versus(saving, s_band)} |")
+    return "\n".join(lines)
+
+
+def render_fusion(record: dict) -> str:
+    """The README's rendering of a "whole_model_fusion" record: the table and its computed findings."""
+    return fusion_table(record) + "\n\n" + fusion_findings(record)
