@@ -58,7 +58,7 @@
 // epilogue through shared memory and TMA stores, ping-pong warp groups and stream-K were measured
 // too and made this kernel slower (clusters of 2: 2-10%, the staged epilogue 5-8% at K = 8192,
 // stream-K 2.8x at K = 8192; experiments/wgmma_schedule/README.md). The tensor cores alone, rung
-// 9's k tile and nothing else (wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
+// 9's k tile and nothing else (probes/wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
 // 0.63 us per k tile at 1680 MHz. Rung 9 and cuBLAS, which also move their operands, hold only
 // 1365-1455 MHz at the same power; in a burst rung 9's main loop takes 0.67 us. Power, not the
 // instruction stream, sets the ceiling.
