@@ -64,7 +64,7 @@
 // instruction stream, sets the ceiling.
 
 #include "common/gemm_mma.cuh"
-#include "common/gemm_wgmma.cuh"
+#include "common/gemm_wgmma_host.cuh"
 
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 9, TF32 wgmma + TMA, warp-specialised (tf32 tier; K % 4 != 0 or misaligned: rung 8's kernel)

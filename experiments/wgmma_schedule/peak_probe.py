@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import flags, output_dir, schedule_name, timed
+from experiments.wgmma_schedule.schedule_study import output_dir, schedule_kernels, schedule_name, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 from utils.tensor_core_chapter import to_tf32
@@ -95,7 +95,7 @@ def main():
     out_dir = output_dir()
     t0 = time.time()
     mods = build.load_kernels({PROBE: build.Variant(PROBE, kernels_dir=PROBES), RUNG: build.Variant(RUNG),
-                               **{s: build.Variant(RUNG, flags(s)) for s in schedules}})
+                               **{s: build.Variant(RUNG, kernels_dir=schedule_kernels(s)) for s in schedules}})
     probe, rung9 = mods[PROBE], mods[RUNG]
     # rung 9 as built by default, then each extra schedule: {name: its gemm}
     gemms = {"rung 9": rung9.gemm, **{f"rung 9, {schedule_name(s)}": mods[s].gemm for s in schedules}}
