@@ -60,7 +60,7 @@
 #include "common/device_cache.cuh"
 #include "common/gemm_epilogue_groupnorm.cuh"
 #include "common/gemm_launch.cuh"
-#include "common/gemm_wgmma.cuh"
+#include "common/gemm_wgmma_host.cuh"
 #include "common/groupnorm.cuh"
 #include "common/tf32_operands.cuh"
 

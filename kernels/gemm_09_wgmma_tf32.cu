@@ -58,13 +58,13 @@
 // epilogue through shared memory and TMA stores, ping-pong warp groups and stream-K were measured
 // too and made this kernel slower (clusters of 2: 2-10%, the staged epilogue 5-8% at K = 8192,
 // stream-K 2.8x at K = 8192; experiments/wgmma_schedule/README.md). The tensor cores alone, rung
-// 9's k tile and nothing else (wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
+// 9's k tile and nothing else (probes/wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
 // 0.63 us per k tile at 1680 MHz. Rung 9 and cuBLAS, which also move their operands, hold only
 // 1365-1455 MHz at the same power; in a burst rung 9's main loop takes 0.67 us. Power, not the
 // instruction stream, sets the ceiling.
 
 #include "common/gemm_mma.cuh"
-#include "common/gemm_wgmma.cuh"
+#include "common/gemm_wgmma_host.cuh"
 
 
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 9, TF32 wgmma + TMA, warp-specialised (tf32 tier; K % 4 != 0 or misaligned: rung 8's kernel)

@@ -92,7 +92,7 @@
 
 #include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
-#include "common/gemm_wgmma.cuh"
+#include "common/gemm_wgmma_host.cuh"
 #include "common/tf32_operands.cuh"
 
 #ifndef GEMM10_PROMOTE_K

@@ -48,7 +48,7 @@
 //
 // MEASURED: notebook 07 records the run of record in results/<device>/broadcast_min.json and holds
 // the PREDICTION against it. Two things to read it by. The row minimum only reads, and at 33.5 MB
-// no kernel that only reads reaches 80% of a same-size copy's bandwidth (read_probe.cu says why):
+// no kernel that only reads reaches 80% of a same-size copy's bandwidth (probes/read_probe.cu says why):
 // its yardstick is the pure read, which the PREDICTION names. And the tail reads all of x before it
 // writes the first output value (the broadcast needs every minimum), where a copy overlaps its
 // reads with its writes.

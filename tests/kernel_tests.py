@@ -9,21 +9,22 @@ import torch
 from utils import REPO, build, check
 
 
-def kernel_file_tests(kernel: str, exports: set[str]):
+def kernel_file_tests(kernel: str, exports: set[str], kernels_dir=None):
     """The `kernels` fixture (the built module) and the two tests every kernel file gets: it
     exports exactly `exports`, and (on CI too: nvcc, no GPU) it compiles. Use as
-        kernels, test_exports, test_compiles = kernel_file_tests("groupnorm", EXPORTS)"""
+        kernels, test_exports, test_compiles = kernel_file_tests("groupnorm", EXPORTS)
+    `kernels_dir`: the kernel's folder when it is not kernels/ itself (kernels/probes/)."""
 
     @pytest.fixture(scope="module")
     def kernels():
-        return build.load_kernel(kernel)
+        return build.load_kernel(kernel, kernels_dir=kernels_dir)
 
     def test_exports():
-        assert {e.name for e in build.exported_functions(build.kernel_source(kernel))} == exports
+        assert {e.name for e in build.exported_functions(build.kernel_source(kernel, kernels_dir))} == exports
 
     @pytest.mark.compile
     def test_compiles():
-        module = build.load_kernel(kernel)
+        module = build.load_kernel(kernel, kernels_dir=kernels_dir)
         assert all(callable(getattr(module, name)) for name in exports)
 
     return kernels, test_exports, test_compiles

@@ -1,15 +1,16 @@
-"""kernels/read_probe.cu: the pure-read yardstick of notebook 07. Each block's minimum of 1024
+"""kernels/probes/read_probe.cu: the pure-read yardstick of notebook 07. Each block's minimum of 1024
 floats, every block written, NaN propagated like torch.min, bad input refused."""
 import pytest
 import torch
 
 from kernel_tests import kernel_file_tests, poisoned
+from utils import build
 
 KERNEL = "read_probe"
 EXPORTS = {"read_probe"}
 BLOCK = 1024  # floats per block: 256 threads x one float4
 
-kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS, build.KERNELS_DIR / "probes")
 
 
 def block_minima(x):

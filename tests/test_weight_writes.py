@@ -18,7 +18,7 @@ from torch import nn
 
 from solutions import solution
 from utils import ops, precision
-from utils.chapter import solution_pair
+from utils.chapters.session import solution_pair
 from utils.problems import all_problems, get_problem
 
 PIDS = [p.id for p in all_problems()]

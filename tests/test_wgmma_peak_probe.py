@@ -1,15 +1,16 @@
-"""kernels/wgmma_peak_probe.cu: the tensor cores' yardstick (rung 9's k tile, nothing else). Every
+"""kernels/probes/wgmma_peak_probe.cu: the tensor cores' yardstick (rung 9's k tile, nothing else). Every
 block's tile is iters * (x @ w.T) in TF32, every element written; bad input refused."""
 import pytest
 import torch
 
 from kernel_tests import kernel_file_tests, poisoned
+from utils import build
 from utils.tf32 import to_tf32
 
 KERNEL = "wgmma_peak_probe"
 EXPORTS = {"wgmma_peak_probe"}
 
-kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS)
+kernels, test_exports, test_compiles = kernel_file_tests(KERNEL, EXPORTS, build.KERNELS_DIR / "probes")
 
 
 @pytest.mark.gpu

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from experiments.training.training_probe import _op_args, _op_name
-from utils import build, chapter, ops
+from utils import build, ops
+from utils.chapters import session as chapter
 from utils.problems import get_problem
 
 

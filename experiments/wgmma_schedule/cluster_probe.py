@@ -30,18 +30,16 @@ Writes $OUT/o/cluster_probe.json and prints a table.
 import argparse
 import json
 import os
-import shutil
 import time
 
 from pathlib import Path
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import output_dir, timed
+from experiments.wgmma_schedule.schedule_study import HEADERS, output_dir, patched_kernels, schedule_patches, timed
 from tests.test_gemm_tensor_cores import FULL, SHAPES as GEMM_SHAPES, misaligned_copy
 from utils import build, ladder, precision
 
-HEADERS = ("common/gemm_wgmma.cuh", "common/hopper.cuh")
 RUNG = "gemm_09_wgmma_tf32"
 
 # The launcher's cluster attribute: its size, and whether a launch without a cluster sets it.
@@ -72,7 +70,7 @@ NO_MULTICAST = [("static constexpr int W_ROWS = BN / CLUSTER;", "static constexp
 ARRIVE_CLUSTER_SCOPE = [("mbarrier.arrive.shared::cluster.b64 _, [remote];",
                          "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];")]
 
-# name: (-DGEMM_WGMMA_CLUSTER, patches of the headers)
+# name: (blocks per cluster, patches of the headers)
 PROBES = {
     "one tile per block": (1, []),
     "launch attribute 1": (1, attribute_patch(1)),
@@ -84,22 +82,6 @@ PROBES = {
 }
 
 
-def patched_kernels(name: str, patches: list[tuple[str, str]], root: Path) -> Path:
-    """A copy of kernels/ with `patches` applied to the GEMM's headers; each must match once in them."""
-    dst = root / name.replace(" ", "_").replace(",", "") / "kernels"
-    shutil.rmtree(dst.parent, ignore_errors=True)
-    shutil.copytree(build.KERNELS_DIR, dst)
-    texts = {h: (dst / h).read_text() for h in HEADERS}
-    for old, new in patches:
-        where = [h for h in HEADERS if old in texts[h]]
-        if len(where) != 1 or texts[where[0]].count(old) != 1:
-            raise SystemExit(f"probe {name!r}: {old!r} does not occur exactly once in {', '.join(HEADERS)}")
-        texts[where[0]] = texts[where[0]].replace(old, new)
-    for h, text in texts.items():
-        (dst / h).write_text(text)
-    return dst
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
@@ -107,7 +89,7 @@ def main():
     a = ap.parse_args()
     out_dir = output_dir()
     t0 = time.time()
-    wanted = {n: build.Variant(RUNG, (f"-DGEMM_WGMMA_CLUSTER={c}",), kernels_dir=patched_kernels(n, p, a.work))
+    wanted = {n: build.Variant(RUNG, kernels_dir=patched_kernels(n, schedule_patches((c, 1)) + p, a.work))
               for n, (c, p) in PROBES.items()}
     mods = build.load_kernels(wanted)
     print(f"built {len(mods)} probes in {time.time() - t0:.0f} s", flush=True)

@@ -44,8 +44,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.wgmma_schedule.cluster_probe import patched_kernels
-from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
+from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, patched_kernels, timed
 from utils import build, ladder, precision
 from utils.chapters import session as chapter
 from utils.problems import get_problem

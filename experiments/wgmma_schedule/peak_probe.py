@@ -2,7 +2,7 @@
 hold while they work, and cuBLAS's kernels beside them.
 
 Rung 9's main loop runs a 128 x 256 x 32 k tile in 0.67-0.69 us at both shapes (timeline_probe.py).
-Is that the tensor cores' rate, or is there room inside the loop? kernels/wgmma_peak_probe.cu runs
+Is that the tensor cores' rate, or is there room inside the loop? kernels/probes/wgmma_peak_probe.cu runs
 the same k tile (4 wgmma m64n256k8 per warp group, one group in flight behind another) on a stage
 that never changes: no TMA, no barriers, no epilogue. In one run:
   1. the probe checked against float64 (TF32-truncated operands) on every block;
@@ -28,12 +28,13 @@ import time
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import flags, output_dir, schedule_name, timed
+from experiments.wgmma_schedule.schedule_study import output_dir, schedule_kernels, schedule_name, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 from utils.tf32 import to_tf32
 
 PROBE, RUNG = "wgmma_peak_probe", "gemm_09_wgmma_tf32"
+PROBES = build.KERNELS_DIR / "probes"  # the yardsticks' folder
 K_TILE_FMA = 128 * 256 * 32  # one block's k tile
 SMI_FIELDS = "clocks.sm,clocks.max.sm,power.draw,power.limit,temperature.gpu"
 
@@ -93,8 +94,8 @@ def main():
     schedules = [tuple(int(v) for v in s.split(",")) for s in a.schedules]
     out_dir = output_dir()
     t0 = time.time()
-    mods = build.load_kernels({PROBE: build.Variant(PROBE), RUNG: build.Variant(RUNG),
-                               **{s: build.Variant(RUNG, flags(s)) for s in schedules}})
+    mods = build.load_kernels({PROBE: build.Variant(PROBE, kernels_dir=PROBES), RUNG: build.Variant(RUNG),
+                               **{s: build.Variant(RUNG, kernels_dir=schedule_kernels(s)) for s in schedules}})
     probe, rung9 = mods[PROBE], mods[RUNG]
     # rung 9 as built by default, then each extra schedule: {name: its gemm}
     gemms = {"rung 9": rung9.gemm, **{f"rung 9, {schedule_name(s)}": mods[s].gemm for s in schedules}}

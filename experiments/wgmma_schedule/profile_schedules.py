@@ -8,7 +8,7 @@ import argparse
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import flags, schedule_name
+from experiments.wgmma_schedule.schedule_study import schedule_kernels, schedule_name
 from utils import build, ladder
 
 
@@ -18,7 +18,7 @@ def main():
     ap.add_argument("--schedules", nargs="*", default=["1,0", "2,0"])
     a = ap.parse_args()
     schedules = [tuple(int(v) for v in s.split(",")) for s in a.schedules]
-    mods = build.load_kernels({s: build.Variant("gemm_09_wgmma_tf32", flags(s)) for s in schedules})
+    mods = build.load_kernels({s: build.Variant("gemm_09_wgmma_tf32", kernels_dir=schedule_kernels(s)) for s in schedules})
     x, w = ladder.operands(*a.shape, seed=0)
     for s in schedules:
         mods[s].gemm(x, w)

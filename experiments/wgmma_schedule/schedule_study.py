@@ -1,6 +1,7 @@
 """The wgmma GEMM's schedule (common/gemm_wgmma.cuh): one tile per block, as rungs 9 and 10 first
 ran, against 2-block clusters that multicast w's tile, a persistent block per SM, and both. Each
-schedule is a build of the same kernel files with -DGEMM_WGMMA_CLUSTER / -DGEMM_WGMMA_PERSISTENT.
+schedule is a build of the same kernel files from a patched copy of kernels/ whose Config picks
+the schedule by type (schedule_kernels: its default Schedule, CLUSTER and Store).
 
 In one run, on the current GPU:
   1. every schedule checked: rung 9's and rung 10's exports against float64 on the GEMM tests'
@@ -25,6 +26,7 @@ kernels | tar -x -C DIR/..`), built as they are, as the contender "baseline".
 import argparse
 import json
 import os
+import shutil
 import time
 
 from pathlib import Path
@@ -42,21 +44,64 @@ from utils.chapters.epilogue_fusion import linear_and_rest
 
 SCHEDULES = {(1, 0): "one tile per block", (2, 0): "cluster of 2", (1, 1): "persistent",
              (2, 1): "persistent, cluster of 2"}
-# A third number picks how the epilogue's tile reaches `out` (-DGEMM_WGMMA_STAGED_STORE, see
-# common/gemm_wgmma.cuh): "1,0,0" is one tile per block with direct stores from registers. A fourth,
-# 1, runs rung 9 and the whole models' TF32 path ping-pong (-DGEMM_WGMMA_PINGPONG: persistent, a
-# 128 x 128 tile per consumer warp group); rung 10 and the strict path keep the first two numbers.
+# A third number picks how the epilogue's tile reaches `out` (Config's Store: StoreStaged<n> of
+# kernels/probes/gemm_wgmma_staged_writer.cuh, or 0, StoreDirect): "1,0,0" is one tile per block
+# with direct stores from registers. A fourth, 1, runs rung 9 and the whole models' TF32 path
+# ping-pong (SchedulePingpong: persistent, a 128 x 128 tile per consumer warp group); rung 10 and the
+# strict path keep the first two numbers.
 STORES = {0: "direct stores", 1: "TMA store at the end", 2: "TMA store per slab", 3: "copied from shared memory"}
 KERNELS = ["gemm_09_wgmma_tf32", "gemm_10_3xtf32", "fused_gemm_groupnorm"]
 FUSED = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
          37: "linear_swish_bias_group_norm", 62: "linear_group_norm_leaky_relu_x2"}
 
 
-def flags(schedule):
-    cluster, persistent, *rest = schedule
-    names = ("-DGEMM_WGMMA_STAGED_STORE", "-DGEMM_WGMMA_PINGPONG")
-    return (f"-DGEMM_WGMMA_CLUSTER={cluster}", f"-DGEMM_WGMMA_PERSISTENT={persistent}",
-            *(f"{n}={v}" for n, v in zip(names, rest)))
+# The wgmma GEMM's headers, which the probes patch in a copy of kernels/ (each patch matching once).
+HEADERS = ("common/gemm_wgmma.cuh", "common/gemm_wgmma_writers.cuh", "common/gemm_wgmma_host.cuh",
+           "common/hopper.cuh")
+WORK = Path("/tmp/wgmma_schedules")  # where the schedules' copies of kernels/ go
+# The Config defaults every wgmma build takes, and rung 9's TF32 configuration (common/gemm_wgmma.cuh).
+DEFAULTS = "class SCHEDULE_ = SchedulePersistent, int CLUSTER_ = 1, class STORE_ = StoreDirect>"
+TF32_CONFIG = "using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;"
+PINGPONG_CONFIG = ("using Tf32Config = Config</*BN*/ 128, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0, "
+                   "/*PRESPLIT*/ false, SchedulePingpong>;")
+STAGED_INCLUDE = ('#include "common/gemm_wgmma_writers.cuh"\n',
+                  '#include "common/gemm_wgmma_writers.cuh"\n#include "probes/gemm_wgmma_staged_writer.cuh"\n')
+
+
+def patched_kernels(name: str, patches: list[tuple[str, str]], root: Path) -> Path:
+    """A copy of kernels/ with `patches` applied to the GEMM's headers; each must match once in them."""
+    dst = root / name.replace(" ", "_").replace(",", "") / "kernels"
+    shutil.rmtree(dst.parent, ignore_errors=True)
+    shutil.copytree(build.KERNELS_DIR, dst)
+    texts = {h: (dst / h).read_text() for h in HEADERS}
+    for old, new in patches:
+        where = [h for h in HEADERS if old in texts[h]]
+        if len(where) != 1 or texts[where[0]].count(old) != 1:
+            raise SystemExit(f"probe {name!r}: {old!r} does not occur exactly once in {', '.join(HEADERS)}")
+        texts[where[0]] = texts[where[0]].replace(old, new)
+    for h, text in texts.items():
+        (dst / h).write_text(text)
+    return dst
+
+
+def schedule_patches(schedule) -> list[tuple[str, str]]:
+    """The patches that make every wgmma Config of a copy of kernels/ take `schedule` (cluster,
+    persistent[, store[, ping-pong]]) by default: none for the workbook's own (1, 1)."""
+    cluster, persistent, store, pingpong = (*schedule, 0, 0)[:4]
+    kind = "SchedulePersistent" if persistent else "ScheduleCooperative"
+    writer = f"StoreStaged<{store}>" if store else "StoreDirect"
+    defaults = f"class SCHEDULE_ = {kind}, int CLUSTER_ = {cluster}, class STORE_ = {writer}>"
+    patches = [(DEFAULTS, defaults)] if defaults != DEFAULTS else []
+    if store:
+        patches.append(STAGED_INCLUDE)
+    if pingpong:
+        patches.append((TF32_CONFIG, PINGPONG_CONFIG))
+    return patches
+
+
+def schedule_kernels(schedule, root: Path = WORK) -> Path:
+    """A copy of kernels/ whose wgmma GEMM runs `schedule` (see schedule_patches)."""
+    return patched_kernels(f"schedule {key(schedule)}", schedule_patches(schedule), root)
 
 
 def key(schedule) -> str:
@@ -154,7 +199,7 @@ def main():
     out_dir = output_dir()
     chapter.quiet_inductor()
     t0 = time.time()
-    wanted = {(k, s): build.Variant(k, flags(s)) for k in KERNELS for s in schedules}
+    wanted = {(k, s): build.Variant(k, kernels_dir=schedule_kernels(s)) for k in KERNELS for s in schedules}
     if a.baseline:
         SCHEDULES["baseline"] = "baseline"
         schedules.append("baseline")

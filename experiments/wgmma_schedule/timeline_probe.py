@@ -11,7 +11,7 @@ of every block: its entry, the consumers' first full stage, the end of the main 
 wgmma done) and the end of the epilogue (all consumer threads past a barrier), with the SM it
 ran on. The stamps cost a barrier and a few stores per block; the probe build is timed beside the
 unpatched build to show what that changes. Both are built with one tile per block
-(-DGEMM_WGMMA_PERSISTENT=0), the schedule its runs had, since a persistent block would overwrite
+(ScheduleCooperative), the schedule its runs had, since a persistent block would overwrite
 its row of stamps at every tile.
 
     python -m experiments.wgmma_schedule.timeline_probe [--calls 5]
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from experiments.wgmma_schedule.cluster_probe import patched_kernels
-from experiments.wgmma_schedule.schedule_study import output_dir, timed
+from experiments.wgmma_schedule.schedule_study import (output_dir, patched_kernels, schedule_kernels,
+                                                       schedule_patches, timed)
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 
@@ -41,9 +41,10 @@ CAPACITY = 8192  # blocks
 # The stamps are per block, one row each: the schedule the probe was written for and ran with, one
 # tile per block. Persistent blocks (the default since 37bb4a1) would overwrite a block's row at
 # every tile.
-ONE_TILE_PER_BLOCK = ("-DGEMM_WGMMA_PERSISTENT=0",)
+ONE_TILE_PER_BLOCK = (1, 0)  # a schedule of schedule_study: no cluster, not persistent
 
-TIMER = """#include "common/tensor_core.cuh"
+TIMER = """#include "common/hopper.cuh"
+#include "common/tensor_core.cuh"
 
 // timeline_probe: per block [SM, entry, first stage, main loop done, epilogue done], ns
 __device__ unsigned long long g_timeline[%d * %d];
@@ -54,7 +55,7 @@ __device__ __forceinline__ unsigned long long probe_timer() {
 }""" % (STAMPS, CAPACITY)
 
 PATCHES = [
-    ('#include "common/tensor_core.cuh"', TIMER),
+    ('#include "common/hopper.cuh"\n#include "common/tensor_core.cuh"', TIMER),
     ("  const int wg = threadIdx.x / 128;\n",
      "  const int wg = threadIdx.x / 128;\n"
      "  const unsigned long long t_entry = probe_timer();\n"
@@ -91,7 +92,7 @@ torch::Tensor timeline(int64_t n) {
 
 
 def probe_kernels(root: Path) -> Path:
-    kernels = patched_kernels("timeline", PATCHES, root)
+    kernels = patched_kernels("timeline", schedule_patches(ONE_TILE_PER_BLOCK) + PATCHES, root)
     with open(kernels / f"{RUNG}.cu", "a") as f:
         f.write(EXPORT)
     return kernels
@@ -130,8 +131,8 @@ def main():
     a = ap.parse_args()
     out_dir = output_dir()
     t0 = time.time()
-    mods = build.load_kernels({"default": build.Variant(RUNG, ONE_TILE_PER_BLOCK),
-                               "timeline": build.Variant(RUNG, ONE_TILE_PER_BLOCK, kernels_dir=probe_kernels(a.work))})
+    mods = build.load_kernels({"default": build.Variant(RUNG, kernels_dir=schedule_kernels(ONE_TILE_PER_BLOCK, a.work)),
+                               "timeline": build.Variant(RUNG, kernels_dir=probe_kernels(a.work))})
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "shapes": {}}
     for M, N, K in FULL:

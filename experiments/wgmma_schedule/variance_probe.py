@@ -18,7 +18,7 @@ import subprocess
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import flags, output_dir
+from experiments.wgmma_schedule.schedule_study import output_dir, schedule_kernels
 from utils import bench, build, ladder, precision
 
 M, N, K = 32768, 4096, 1024
@@ -36,8 +36,8 @@ def main():
     ap.add_argument("--trials", type=int, default=6)
     ap.add_argument("--reps", type=int, default=30)
     a = ap.parse_args()
-    mods = build.load_kernels({"one tile per block": build.Variant(RUNG, flags((1, 0))),
-                               "persistent": build.Variant(RUNG, flags((1, 1)))})
+    mods = build.load_kernels({"one tile per block": build.Variant(RUNG, kernels_dir=schedule_kernels((1, 0))),
+                               "persistent": build.Variant(RUNG, kernels_dir=schedule_kernels((1, 1)))})
     rows = []
     gen = torch.Generator().manual_seed(0)
     for trial in range(a.trials):

@@ -96,8 +96,8 @@ __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__
     for (int rh = 0; rh < ROWS; rh += ROW_STEP) {
       const int row = row0 + rh + r;
       const bool valid = row < rows && k < K;
-      gemm_pipelined::cp_async_f32(tile + (rh + r) * C::LD + c, valid ? src + static_cast<int64_t>(row) * K + k : src,
-                                   valid);
+      async_copy::cp_async_f32(tile + (rh + r) * C::LD + c, valid ? src + static_cast<int64_t>(row) * K + k : src,
+                               valid);
     }
   }
 }
@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
       load_tile<C, C::BM, VEC>(xs(stage), x, M, K, m0, slice * C::BK, tid);
       load_tile<C, C::BN, VEC>(ws(stage), w, N, K, n0, slice * C::BK, tid);
     }
-    gemm_pipelined::cp_async_commit();  // one group per slice, so "all but STAGES - 2 done" means "this slice is in"
+    async_copy::cp_async_commit();  // one group per slice, so "all but STAGES - 2 done" means "this slice is in"
   };
 
   // The rows each lane points ldmatrix at. For an A fragment (16 x 8 at k8 step kk) the four 8 x 4
@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
   float total[PROMOTE > 0 ? C::MT : 1][PROMOTE > 0 ? C::NT : 1][4] = {};
 
   for (int slice = 0; slice < slices; ++slice) {
-    gemm_pipelined::cp_async_wait<C::STAGES - 2>();  // this thread's copies of `slice` have landed...
+    async_copy::cp_async_wait<C::STAGES - 2>();  // this thread's copies of `slice` have landed...
     __syncthreads();  // ...and everyone's; and everyone is done with slice - 1, whose stage is refilled next
     issue(slice + C::STAGES - 1);
 
@@ -252,7 +252,7 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
       }
     }
   }
-  gemm_pipelined::cp_async_wait<0>();  // no copy may still be writing to shared memory when the block exits
+  async_copy::cp_async_wait<0>();  // no copy may still be writing to shared memory when the block exits
 
   // Lane (g, t) holds, for m16 tile i and n8 tile j, rows g and g + 8 at columns 2t and 2t + 1.
   const int g = lane / 4;

@@ -2,7 +2,7 @@
 // it; notebooks/03_tiled_gemm.ipynb), written once with a pluggable epilogue so that the bias
 // fusion of kernels/gemm_bias.cu (notebooks/04_bias_fusion.ipynb) runs the very same main loop.
 //
-//   cp_async_f32 / cp_async_commit / cp_async_wait   the asynchronous-copy instructions;
+//   cp_async_f32 / cp_async_commit / cp_async_wait   the asynchronous-copy instructions (common/cp_async.cuh);
 //   copy_tile_kmajor_async   a slice of x or w into a k-major shared tile, without registers;
 //   gemm_pipelined_kernel    the kernel: a STAGES-deep pipeline of slices, warp-tiled;
 //   gemm_pipelined           the launcher every caller uses, for any epilogue;
@@ -17,6 +17,7 @@
 
 #include <cuda_runtime.h>
 
+#include "common/cp_async.cuh"
 #include "common/device_cache.cuh"
 #include "common/gemm_launch.cuh"
 #include "common/gemm_tile.cuh"  // GEMM_SMEM_PAD: the same padded k-major layout as rungs 4-6
@@ -67,27 +68,12 @@ struct Stage {
 };
 constexpr size_t SMEM_BYTES = sizeof(Stage) * STAGES;  // 2 x 33 KiB with the defaults: 2 blocks fit an SM
 
-// cp.async (sm_80+): a copy from global to shared memory that the SM carries out in the
-// background. The thread issues it and goes on; no register holds the value on the way, and the
-// thread waits only when it needs the data (cp_async_wait). With `src_bytes` = 0 it reads nothing
-// and writes a zero: the edge tiles' zero fill, without a branch around the copy.
-// The 4-byte form (.ca: through L1) is the one that can transpose: each element goes to its own
-// shared address. The 16-byte form copies 4 consecutive floats to 4 consecutive shared words,
-// which would keep the tile k-contiguous, the layout the compute loop does not want.
-__device__ __forceinline__ void cp_async_f32(float* smem, const float* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 4 : 0));
-}
-
-// Closes the group of copies issued since the last commit: cp_async_wait counts groups.
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-
-// Waits until at most PENDING of this thread's groups are still in flight. Only the thread's own
-// copies: a __syncthreads() after it makes every thread's copies visible to the block.
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING));
-}
+// cp.async (sm_80+, common/cp_async.cuh): a copy from global to shared memory that the SM carries
+// out in the background, without a register on the way; the thread waits only when it needs the
+// data (cp_async_wait). Rung 7 copies 4 bytes at a time, the form that can transpose a tile.
+using async_copy::cp_async_commit;
+using async_copy::cp_async_f32;
+using async_copy::cp_async_wait;
 
 // Starts copying rows [row0, row0 + ROWS) x columns [k0, k0 + BK) of a row-major (rows, K) matrix
 // into tile[k - k0][row - row0]: load_tile_kmajor's mapping (common/gemm_tile.cuh), so a warp reads

@@ -2,26 +2,24 @@
 // producer warp group and two consumer warp groups), written once: gemm_09_wgmma_tf32.cu explains
 // it and runs it in TF32, gemm_10_3xtf32.cu runs it with the 3xTF32 split and promoted
 // accumulation. sm_90a only (wgmma, setmaxnreg): a kernel file including this says `// @arch: 9.0a`.
+// This file is the configuration and the kernel; common/gemm_wgmma_writers.cuh holds where an
+// epilogue's values go, common/gemm_wgmma_host.cuh the host side (what a launcher includes).
 //
-//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, CLUSTER, PERSISTENT, PINGPONG>   tile width,
-//                                        pipeline depth, TF32 or 3xTF32, promotion, where the 3xTF32
-//                                        split happens, and the schedule (clusters, persistent
-//                                        blocks, a tile per consumer warp group);
-//   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi;
-//   StoreEpilogue                        the plain epilogue: out = acc (+ bias);
-//   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
-//   run, run_presplit                    encode the tensor maps and launch (run_epilogue and
-//                                        run_presplit_epilogue with another epilogue).
+//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, Schedule, CLUSTER, Store>   tile width, pipeline
+//                                        depth, TF32 or 3xTF32, promotion, where the 3xTF32 split
+//                                        happens, the schedule (a type: SchedulePersistent, the
+//                                        default, ScheduleCooperative, SchedulePingpong), the
+//                                        blocks per cluster, and the writer of `out` (StoreDirect);
+//   Tf32Config, PresplitConfig           the configurations the rungs and the whole models run;
+//   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi.
 //
 // out = x @ w.T, x (M, K) and w (N, K) row-major: both K-major, the only layout TF32 wgmma takes.
 
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
-#include "common/device_cache.cuh"
-#include "common/gemm_launch.cuh"
+#include "common/gemm_wgmma_writers.cuh"
 #include "common/hopper.cuh"
 #include "common/tensor_core.cuh"
 
@@ -35,41 +33,53 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-// The schedule. Two that CUTLASS's Hopper GEMMs use are here: CLUSTER = 2 blocks stacked in M share
-// the loads of their common w tile (TMA multicast), and PERSISTENT blocks loop over tiles, so that
-// the producer loads the next tile's first stages while the consumers finish the last one. -D flags
-// select them. PERSISTENT is the default: with every contender timed in turn (utils.bench
-// .time_interleaved) it was 5% faster than one tile per block at 32768 x 4096 x 1024 and level at
-// 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours whoever runs
-// first after a pause). Clusters of 2 are for measuring: 2-10% slower (1.5x before hopper.cuh's
-// mbar_arrive_cluster lost its release at cluster scope). experiments/wgmma_schedule/README.md.
-#ifndef GEMM_WGMMA_CLUSTER
-#define GEMM_WGMMA_CLUSTER 1
-#endif
-#ifndef GEMM_WGMMA_PERSISTENT
-#define GEMM_WGMMA_PERSISTENT 1
-#endif
-// PINGPONG (a third schedule, for measuring, -DGEMM_WGMMA_PINGPONG=1 makes rung 9's Tf32Config use
-// it): persistent blocks whose two consumer warp groups each compute a whole 128 x 128 tile, taking
-// turns on the tensor cores, so that one warp group's epilogue runs beside the other's main loop.
-// cuBLAS runs a 128 x 128 tile per warp group at 32768 x 4096 x 1024. Here it was 19-24% slower
-// than one 128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy): a 128 x 128 tile
-// asks a third more L2 bytes per multiply-add (experiments/wgmma_schedule/README.md, "Ping-pong").
-#ifndef GEMM_WGMMA_PINGPONG
-#define GEMM_WGMMA_PINGPONG 0
-#endif
+// The schedule, chosen by type as CUTLASS's Hopper GEMMs choose theirs (KernelTmaWarpSpecialized
+// Cooperative / Persistent / Pingpong): Config's Schedule. SchedulePersistent is the default and
+// the only one the rungs and the whole models run: with every contender timed in turn
+// (utils.bench.time_interleaved) it was 5% faster than one tile per block at 32768 x 4096 x 1024
+// and level at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours
+// whoever runs first after a pause). The others, and clusters of 2 (Config's CLUSTER: 2 blocks
+// stacked in M share the loads of their common w tile, TMA multicast), are for measuring:
+// experiments/wgmma_schedule/ builds them by patching a copy of kernels/ (schedule_study.py).
+// Clusters of 2 were 2-10% slower (1.5x before hopper.cuh's mbar_arrive_cluster lost its release
+// at cluster scope); experiments/wgmma_schedule/README.md.
+//
+// ScheduleCooperative  one tile per block, both consumer warp groups on it, as the rungs first ran.
+// SchedulePersistent   one block per SM looping over tiles, so that the producer loads the next
+//                      tile's first stages while the consumers finish the last one.
+// SchedulePingpong     persistent blocks whose two consumer warp groups each compute a whole
+//                      128 x 128 tile, taking turns on the tensor cores, so that one warp group's
+//                      epilogue runs beside the other's main loop. cuBLAS runs a 128 x 128 tile per
+//                      warp group at 32768 x 4096 x 1024. Here it was 19-24% slower than one
+//                      128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy): a
+//                      128 x 128 tile asks a third more L2 bytes per multiply-add
+//                      (experiments/wgmma_schedule/README.md, "Ping-pong").
+struct ScheduleCooperative {
+  static constexpr bool PERSISTENT = false;
+  static constexpr bool PINGPONG = false;
+};
+struct SchedulePersistent {
+  static constexpr bool PERSISTENT = true;
+  static constexpr bool PINGPONG = false;
+};
+struct SchedulePingpong {
+  static constexpr bool PERSISTENT = true;
+  static constexpr bool PINGPONG = true;
+};
 
-template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false, int CLUSTER_ = GEMM_WGMMA_CLUSTER,
-          bool PERSISTENT_ = GEMM_WGMMA_PERSISTENT, bool PINGPONG_ = false>
+template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false,
+          class SCHEDULE_ = SchedulePersistent, int CLUSTER_ = 1, class STORE_ = StoreDirect>
 struct Config {
+  using Schedule = SCHEDULE_;
+  using Store = STORE_;                   // how an epilogue's tile reaches `out` (gemm_wgmma_writers.cuh)
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
   static constexpr int CLUSTER = CLUSTER_;     // blocks per cluster, stacked in M, sharing w's tile: 1 or 2
-  static constexpr bool PERSISTENT = PERSISTENT_;  // one block per SM, looping over tiles
-  static constexpr bool PINGPONG = PINGPONG_;  // PERSISTENT, each consumer warp group a whole tile (see the kernel)
+  static constexpr bool PERSISTENT = Schedule::PERSISTENT;  // one block per SM, looping over tiles
+  static constexpr bool PINGPONG = Schedule::PINGPONG;  // PERSISTENT, each consumer warp group a whole tile (see the kernel)
   static constexpr int EMPTY_ARRIVALS = (PINGPONG ? 1 : CONSUMERS) * CLUSTER;  // releases of a stage per round
   static constexpr int W_ROWS = BN / CLUSTER;  // rows of w's tile each block of a cluster loads (TMA's box)
   static constexpr int A_BYTES = BM * BK * 4;
@@ -93,14 +103,8 @@ struct Config {
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
-// rung 9, TF32: block 128 x 256, 4 stages of 48 KB (ping-pong: 128 x 128 per warp group, 6 stages
-// of 32 KB; the default is spelled first, as notebook 08 reads the tile width from it);
-#if !GEMM_WGMMA_PINGPONG
+// rung 9, TF32: block 128 x 256, 4 stages of 48 KB;
 using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/ 0>;
-#else
-using Tf32Config = Config</*BN*/ 128, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0, /*PRESPLIT*/ false, /*CLUSTER*/ 1,
-                          /*PERSISTENT*/ true, /*PINGPONG*/ true>;
-#endif
 // rung 10, 3xTF32 on pre-split operands: block 128 x 128 (the promoted sums double the
 // accumulators), 3 stages of four boxes (x big, w big, x small, w small: 64 KB each), promotion
 // every PROMOTE k tiles.
@@ -117,221 +121,24 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
   }
 }
 
-// Where a consumer thread's registers sit in the output (see the end of the kernel).
-struct EpilogueTile {
-  int row;     // the lane's first row (the second is row + 8)
-  int col;     // the lane's first column (then col + 1, and + 8j for n8 block j)
-  int n0;      // the tile's first column
-  int tile_n;  // the tile's column index
-  int M, N;
-};
-
-// ---- where an epilogue's values go -------------------------------------------------------------
-//
-// An epilogue hands its finished values over in the accumulators' layout: pair (h, j) of a lane is
-// row t.row + 8h, columns t.col + 8j and + 1 (EpilogueTile). One of two writers takes them:
-//
-// DirectWriter  stores each pair from registers, 8 bytes per lane: one warp's store touches 8
-//               rows, 32 bytes of each. Measured at 3.7 us per 128 x 256 tile, a seventh of a
-//               block's time at K = 1024 (experiments/wgmma_schedule/timeline_probe.py). The
-//               default, and the fastest of the four ways measured (below).
-// StagedWriter  puts the pairs into shared memory instead, in the layout a TMA load would have
-//               written (BN / 32 slabs of 64 rows x 128 bytes per warp group, 128-byte swizzle: a
-//               warp's 8-byte stores land on all 32 banks, two wavefronts for 256 bytes, the
-//               least there is), and then one thread per warp group hands the slabs to TMA, which
-//               writes whole rows of 128 bytes. The shared memory is the ring: once a tile's last
-//               wgmma is done nothing reads or fills it, unless the block is persistent (its
-//               producer is already loading the next tile), so persistent builds write directly.
-//               Where TMA cannot describe `out` (N % 4 != 0, or misaligned) the warp group copies
-//               the slabs out itself, a row at a time, with plain stores.
-struct DirectWriter {
-  float* out;
-  int row, col, M, N;  // EpilogueTile's
-
-  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
-    const int m = row + 8 * h;
-    const int n = col + 8 * j;
-    if (m >= M) {
-      return;
-    }
-    float* dst = out + static_cast<int64_t>(m) * N;
-    if (N % 2 == 0) {
-      if (n < N) {  // N even and n even: n + 1 < N too
-        *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
-      }
-    } else {
-      if (n < N) dst[n] = v0;
-      if (n + 1 < N) dst[n + 1] = v1;
-    }
-  }
-};
-
-// Whether, and how, the StagedWriter is used, for measuring (-DGEMM_WGMMA_STAGED_STORE): 0 = no
-// staging (the DirectWriter everywhere: the default), 1 = one TMA store per slab once all are
-// written, 2 = each slab's TMA store as soon as it is written, 3 = the warp group copies the slabs
-// out with plain stores. Predicted: the epilogue from 3.7 to ~1.2 us, ~9% faster at K = 1024.
-// Measured on the H100 (experiments/wgmma_schedule/README.md, "The epilogue through shared
-// memory"), rung 9 at 1024 x 8192 x 8192 and 32768 x 4096 x 1024, % of cuBLAS TF32, one run:
-// 0: 97.9 / 84.2, 1: 92.8 / 78.5, 2: 90.3 / 86.1, 3: 83.9 / 71.1; the epilogue took 4.6-4.9 us
-// with 1 instead of 3.7. A block's 128 KB leave the SM no faster through TMA: what bounds the
-// epilogue is the SM's write bandwidth to L2, not the store instructions.
-#ifndef GEMM_WGMMA_STAGED_STORE
-#define GEMM_WGMMA_STAGED_STORE 0
-#endif
-
-// Whether an epilogue's tile goes through the StagedWriter: the epilogue writes a tile of `out`, the
-// flag asks for staging, and the ring is free after the main loop (not so for persistent blocks,
-// whose producer is already loading the next tile).
+// Whether an epilogue's tile goes through a writer that stages it in shared memory (C::Store::STAGED,
+// a probe's: probes/gemm_wgmma_staged_writer.cuh): the epilogue writes a tile of `out`, the store
+// asks for staging, and the ring is free after the main loop (not so for persistent blocks, whose
+// producer is already loading the next tile).
 template <class C, class Epi>
 constexpr bool staged_store() {
-  return Epi::kWritesTile && !C::PERSISTENT && GEMM_WGMMA_STAGED_STORE != 0;
+  return Epi::kWritesTile && !C::PERSISTENT && C::Store::STAGED;
 }
 
-template <int BN>
-struct StagedWriter {
-  static constexpr int SLAB_BYTES = 64 * 128;  // 64 rows x 32 floats
-  static constexpr int BYTES = BN / 32 * SLAB_BYTES;  // a warp group's 64 x BN floats
-  static constexpr bool PER_SLAB = GEMM_WGMMA_STAGED_STORE == 2;
-  unsigned char* region;  // this warp group's slabs, 1024-byte aligned (the swizzle's period)
-  int lane_offset;        // the lane's first pair in slab 0: row r = 16 warp + lane / 4, chunk t / 2
-  const CUtensorMap* map;  // out in boxes of 64 x 32, used when by_tma
-  bool by_tma;
-  float* out;
-  int m0, n0, M, N;       // the warp group's rows m0 .. m0 + 63, the tile's columns n0 .. n0 + BN - 1
-  int barrier_id;         // a named barrier for this warp group's 128 threads
-
-  // Lane (g, t) of warp v: rows r = 16v + g (+ 8), columns 2t (+ 8j) of the warp group's part.
-  __device__ __forceinline__ StagedWriter(unsigned char* region_, int warp, int lane, const CUtensorMap* map_,
-                                          bool by_tma_, float* out_, int m0_, int n0_, int M_, int N_, int barrier_id_)
-      : region(region_), map(map_), by_tma(by_tma_ && GEMM_WGMMA_STAGED_STORE != 3), out(out_), m0(m0_), n0(n0_),
-        M(M_), N(N_), barrier_id(barrier_id_) {
-    const int r = 16 * warp + lane / 4;
-    const int t = lane % 4;
-    lane_offset = r * 128 + ((t / 2) ^ (r % 8)) * 16 + (t % 2) * 8;
+// A staged tile (both consumer warp groups' parts) fits in the ring it overwrites.
+template <class C, class Epi>
+constexpr bool staged_fits() {
+  if constexpr (staged_store<C, Epi>()) {
+    return 2 * C::Store::template Writer<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES;
+  } else {
+    return true;
   }
-
-  // Column 8j + 2t of row r: slab j / 4, 16-byte chunk 2 (j % 4) + t / 2 of the slab's 8, stored at
-  // chunk position (chunk ^ (r % 8)). Rows r and r + 8 share r % 8, and the XOR with 2 (j % 4), an
-  // even number, leaves chunk t / 2's low bit alone: both are lane_offset ^ (2 (j % 4) << 4).
-  // Epilogues put their pairs in order of j, (j, 0) before (j, 1), so with PER_SLAB the pair
-  // (j, 1) of j % 4 == 3 completes slab j / 4.
-  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
-    const int offset = (lane_offset ^ ((2 * (j % 4)) << 4)) + h * 8 * 128 + (j / 4) * SLAB_BYTES;
-    *reinterpret_cast<float2*>(region + offset) = make_float2(v0, v1);
-    if (PER_SLAB && by_tma && h == 1 && j % 4 == 3) {
-      hopper::fence_proxy_async();
-      hopper::named_barrier(barrier_id, 128);
-      if (threadIdx.x % 128 == 0) {
-        store_slab(j / 4);
-        hopper::tma_store_commit();
-      }
-    }
-  }
-
-  __device__ __forceinline__ void store_slab(int s) const {
-    if (n0 + 32 * s < N) {
-      hopper::tma_store_2d(map, region + s * SLAB_BYTES, n0 + 32 * s, m0);
-    }
-  }
-
-  // After every put of the warp group (all 128 threads call it): the rest of the slabs to out.
-  __device__ __forceinline__ void flush() const {
-    const int thread = static_cast<int>(threadIdx.x % 128);
-    if (by_tma) {
-      // PER_SLAB: an epilogue that stops at the last group before N leaves the slab holding column
-      // N - 1 incomplete (never flushed by put) when N - n0 is not a multiple of 32.
-      const bool partial = PER_SLAB && N - n0 < BN && (N - n0) % 32 != 0;
-      if (!PER_SLAB || partial) {
-        hopper::fence_proxy_async();  // TMA (the async proxy) reads what these ordinary stores wrote
-        hopper::named_barrier(barrier_id, 128);
-      }
-      if (thread == 0) {
-        if (partial) {
-          store_slab((N - n0) / 32);
-          hopper::tma_store_commit();
-        }
-        if (!PER_SLAB) {
-#pragma unroll
-          for (int s = 0; s < BN / 32; ++s) {
-            store_slab(s);
-          }
-          hopper::tma_store_commit();
-        }
-        hopper::tma_store_wait_read<0>();  // the block's shared memory must outlive TMA's reads
-      }
-    } else {
-      hopper::named_barrier(barrier_id, 128);
-      for (int i = thread; i < 64 * BN; i += 128) {  // a warp stores 32 consecutive floats of a row
-        const int r = i / BN;
-        const int col = i % BN;
-        const int m = m0 + r;
-        const int n = n0 + col;
-        if (m < M && n < N) {
-          const int chunk = (col % 32) / 4;
-          const float* src = reinterpret_cast<const float*>(region + (col / 32) * SLAB_BYTES + r * 128 +
-                                                            ((chunk ^ (r % 8)) * 16) + (col % 4) * 4);
-          out[static_cast<int64_t>(m) * N + n] = *src;
-        }
-      }
-    }
-  }
-};
-
-// out = acc (+ bias (N,), when not null): the GEMM's own epilogue.
-struct StoreEpilogue {
-  static constexpr bool kWritesTile = true;  // its values are the tile of `out`: the kernel picks the writer
-  float* out;
-  const float* bias;
-
-  // The lane's bias pairs, loaded ahead: loaded beside each store, every store would wait for
-  // its load. (At BN = 256, rung 9, which is never given a bias, the 64 registers this takes
-  // would be too many beside its 128 accumulators: it adds the bias beside each store instead.)
-  template <class C>
-  struct Ahead {
-    static constexpr bool PRELOAD = C::BN <= 128;
-    float2 bias[PRELOAD ? C::BN / 8 : 1];
-  };
-
-  template <class C>
-  __device__ __forceinline__ Ahead<C> ahead(const EpilogueTile& t) const {
-    Ahead<C> a{};
-    if constexpr (Ahead<C>::PRELOAD) {
-#pragma unroll
-      for (int j = 0; j < C::BN / 8; ++j) {
-        a.bias[j] = tc::bias_pair(bias, t.col + 8 * j, t.N);
-      }
-    }
-    return a;
-  }
-
-  template <class C>
-  static constexpr int smem_floats() {
-    return 0;  // nothing staged in shared memory, so no param<C>() either
-  }
-
-  template <class C, class Writer>
-  __device__ __forceinline__ void finish(const float (&v)[C::ACC], const Ahead<C>& a, const EpilogueTile& t,
-                                         const float*, const Writer& writer) const {
-#pragma unroll
-    for (int j = 0; j < C::BN / 8; ++j) {
-      const int n = t.col + 8 * j;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float v0 = v[4 * j + 2 * h];
-        float v1 = v[4 * j + 2 * h + 1];
-        if constexpr (Ahead<C>::PRELOAD) {
-          if (bias != nullptr) {
-            v0 += a.bias[j].x;
-            v1 += a.bias[j].y;
-          }
-        } else {
-          tc::add_bias(bias, n, t.N, v0, v1);
-        }
-        writer.put(h, j, v0, v1);
-      }
-    }
-  }
-};
+}
 
 // An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
 // (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
@@ -433,7 +240,7 @@ __global__ void __launch_bounds__(THREADS, 1)
                       int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
   // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows. tmap_out: epi.out
-  // in boxes of 64 rows x 32 columns, for the StagedWriter, when out_by_tma.
+  // in boxes of 64 rows x 32 columns, for a staging writer (C::Store), when out_by_tma.
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
@@ -602,10 +409,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
     const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
     constexpr int PARAMS = Epi::template smem_floats<C>();
-    // With -DGEMM_WGMMA_STAGED_STORE, the epilogue's values go through the free ring and TMA.
+    // With a staging Store (a probe's), the epilogue's values go through the free ring and TMA.
     constexpr bool STAGED = staged_store<C, Epi>();
-    static_assert(!STAGED || 2 * StagedWriter<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES,
-                  "the staged tile fits in the ring");
+    static_assert(staged_fits<C, Epi>(), "the staged tile fits in the ring");
     // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
     // of the cluster, from its threads 0 .. CLUSTER - 1.
     auto release = [&](int s) {
@@ -710,7 +516,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       release((it - 1) % C::STAGES);  // the tile's last stage: the producer may go on to the next tile
       if constexpr (PARAMS > 0 || STAGED) {
         // Every consumer's wgmmas are done: the last tile's parameters are no longer read, nor is
-        // the ring, which the StagedWriter then overwrites.
+        // the ring, which a staging writer then overwrites.
         hopper::named_barrier(2, 128 * CONSUMERS);
       }
       if constexpr (PARAMS > 0) {
@@ -725,8 +531,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       };
       if constexpr (STAGED) {
-        const StagedWriter<C::BN> writer(smem + c * StagedWriter<C::BN>::BYTES, warp, lane, &tmap_out, out_by_tma,
-                                         epi.out, m0 + 64 * c, n0, M, N, 3 + c);
+        using Staged = typename C::Store::template Writer<C::BN>;
+        const Staged writer(smem + c * Staged::BYTES, warp, lane, &tmap_out, out_by_tma, epi.out, m0 + 64 * c, n0, M, N,
+                            3 + c);
         finish(writer);
         writer.flush();
       } else {
@@ -737,151 +544,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   if constexpr (C::CLUSTER > 1) {
     hopper::cluster_sync();  // no block exits while its peer may still arrive on its barriers
   }
-}
-
-// TMA's conditions on a row-major float matrix: a 16-byte-aligned start and a row stride that is
-// a multiple of 16 bytes (K % 4 == 0). Launchers take another path when they do not hold.
-inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
-  return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
-}
-
-// The StagedWriter's TMA descriptor of epi.out (M, N): boxes of 64 rows x 32 columns, one slab,
-// when TMA can describe it; otherwise by_tma is false and the warp groups copy their slabs out.
-struct OutMap {
-  CUtensorMap map{};
-  bool by_tma = false;
-};
-template <class C, class Epi>
-OutMap out_map(const Epi& epi, int64_t M, int64_t N) {
-  OutMap o;
-  if constexpr (staged_store<C, Epi>()) {
-    o.by_tma = N % 4 == 0 && aligned16(epi.out);
-    if (o.by_tma) {
-      o.map = hopper::make_tensor_map_2d(epi.out, M, N, 64, 32);
-    }
-  }
-  return o;
-}
-
-template <class C, class Epi>
-void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
-            int64_t M, int64_t N, int64_t K, const Epi& epi) {
-  const OutMap out = out_map<C>(epi, M, N);
-  auto kernel = gemm_wgmma_kernel<C, Epi>;
-  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float) * (C::PINGPONG ? 2 : 1);
-  static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
-  allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
-  const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
-  TORCH_CHECK(units * C::CLUSTER <= INT32_MAX, "the output has ", num(units * C::CLUSTER), " tiles of ", num(BM),
-              " x ", num(C::BN), ", more than a grid holds (", num(INT32_MAX), ")");
-  int64_t clusters = units;
-  if constexpr (C::PERSISTENT) {
-    clusters = std::min<int64_t>(units, max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
-  }
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));
-  config.blockDim = dim3(THREADS);
-  config.dynamicSmemBytes = smem;
-  config.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
-  config.attrs = &cluster;
-  config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi,
-                                    static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)));
-  LAUNCH_CHECK();
-}
-
-// Tiles of the output in N, for epilogues that keep one value per row and tile (a row minimum).
-template <class C>
-inline int64_t tiles_n(int64_t N) {
-  return (N + C::BN - 1) / C::BN;
-}
-
-// Computes x @ w.T and hands each tile to `epi`. x and w checked, tma_ok(x, w), M, N, K > 0.
-template <class C, class Epi>
-void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi) {
-  static_assert(!C::PRESPLIT, "pre-split operands go through run_presplit");
-  const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t M = x.size(0);
-  const int64_t N = w.size(0);
-  const int64_t K = x.size(1);
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::W_ROWS, BK);
-  launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
-}
-
-// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null).
-template <class C>
-void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
-  run_epilogue<C>(x, w, StoreEpilogue{out.data_ptr<float>(), bias});
-}
-
-// ---- pre-split operands (PRESPLIT) ------------------------------------------------------------
-
-// parts[0] = big, parts[1] = small of every value of v (n floats, n % 4 == 0, 16-byte aligned, as
-// are both parts: split_parts allocates them). One float4 per thread and step, grid-stride.
-__global__ void split_tf32_kernel(const float4* __restrict__ v, float4* __restrict__ big, float4* __restrict__ small,
-                                  int64_t n4) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    tc::split_tf32x4(v[i], big[i], small[i]);
-  }
-}
-
-// The 3xTF32 split of a contiguous (rows, cols) float matrix, cols % 4 == 0 and 16-byte aligned
-// (tma_ok): a (2, rows, cols) tensor, [0] the big parts, [1] the small parts. Each part starts
-// rows * cols * 4 bytes after the other, a multiple of 16, so both stay TMA-describable.
-inline torch::Tensor split_parts(const torch::Tensor& v) {
-  TORCH_CHECK(v.is_contiguous() && v.size(-1) % 4 == 0 && aligned16(v.data_ptr()),
-              "split_parts needs a contiguous, 16-byte-aligned matrix with a multiple of 4 columns");
-  const c10::cuda::CUDAGuard guard(v.device());
-  torch::Tensor parts = torch::empty({2, v.size(0), v.size(1)}, v.options());
-  const int64_t n4 = v.numel() / 4;
-  if (n4 == 0) {
-    return parts;
-  }
-  const int threads = 256;
-  const int64_t blocks = std::min<int64_t>((n4 + threads - 1) / threads,
-                                           static_cast<int64_t>(device_attribute<cudaDevAttrMultiProcessorCount>(v.get_device())) * 8);
-  split_tf32_kernel<<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
-      reinterpret_cast<const float4*>(v.data_ptr<float>()), reinterpret_cast<float4*>(parts[0].data_ptr<float>()),
-      reinterpret_cast<float4*>(parts[1].data_ptr<float>()), n4);
-  LAUNCH_CHECK();
-  return parts;
-}
-
-// x @ w.T on operands given part by part, each (rows, K) row-major (K-major), K % 4 == 0, 16-byte
-// aligned: the big parts x_big (M, K) and w_big (N, K), which may be the raw values themselves (the
-// tensor cores truncate them: common/tf32_operands.cuh), and the small parts beside them; each tile
-// handed to `epi`: the PRESPLIT kernel. M, N, K > 0.
-template <class C, class Epi>
-void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w_big,
-                        const torch::Tensor& w_small, const Epi& epi) {
-  static_assert(C::PRESPLIT, "run_parts is the pre-split path");
-  const c10::cuda::CUDAGuard guard(x_big.device());
-  const int64_t M = x_big.size(0);
-  const int64_t N = w_big.size(0);
-  const int64_t K = x_big.size(1);
-  TORCH_CHECK(w_big.size(1) == K && x_small.sizes() == x_big.sizes() && w_small.sizes() == w_big.sizes() && K % 4 == 0,
-              "the operands' parts must agree in shape, with K % 4 == 0");
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x_big.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::W_ROWS, BK);
-  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(x_small.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::W_ROWS, BK);
-  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
-}
-
-// x @ w.T from split_parts of x (M, K) and of w (N, K) (big parts rounded to the nearest TF32).
-template <class C, class Epi>
-void run_presplit_epilogue(const torch::Tensor& x_parts, const torch::Tensor& w_parts, const Epi& epi) {
-  run_parts_epilogue<C>(x_parts[0], x_parts[1], w_parts[0], w_parts[1], epi);
-}
-
-// The same, filling `out` (M, N) with x @ w.T (+ bias).
-template <class C>
-void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, torch::Tensor& out,
-                  const float* bias = nullptr) {
-  run_presplit_epilogue<C>(x_parts, w_parts, StoreEpilogue{out.data_ptr<float>(), bias});
 }
 
 }  // namespace gemm_wgmma

@@ -5,7 +5,7 @@
 //   to_tf32 / split_tf32   fp32 -> TF32, and the 3xTF32 split v = big + small (split_tf32x4: four);
 //   mma_tf32               one warp-wide mma.sync m16n8k8 (TF32 in, FP32 accumulate);
 //   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
-//   cp_async_16            a 16-byte cp.async (the 4-byte one, commit and wait are rung 7's);
+//   cp_async_16            a 16-byte cp.async (common/cp_async.cuh, with the 4-byte one, commit and wait);
 //   grouped_tile           which output tile a block computes (a raster that keeps operands in L2);
 //   add_bias / bias_pair   nn.Linear's bias, added to a lane's two finished outputs (or loaded ahead).
 //
@@ -19,7 +19,7 @@
 
 #include <cuda_runtime.h>
 
-#include "common/gemm_pipelined.cuh"  // gemm_pipelined::cp_async_f32 / cp_async_commit / cp_async_wait
+#include "common/cp_async.cuh"  // async_copy::cp_async_16 / cp_async_f32 / cp_async_commit / cp_async_wait
 
 namespace tc {
 
@@ -98,15 +98,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const float* smem_
 
 // ---- cp.async, 16 bytes ----------------------------------------------------------------------
 //
-// Four consecutive floats from global to shared memory in one asynchronous copy (.cg: cached in
-// L2 only, as data used once per block should be). Both addresses must be 16-byte aligned: the
-// launcher takes this path only when K % 4 == 0 and x and w start on 16-byte boundaries, so
-// every row (K * 4 bytes long) and every 4-float chunk of it is aligned. With `valid` false it
-// reads nothing and writes 16 zero bytes (the edge tiles' zero fill).
-__device__ __forceinline__ void cp_async_16(float* smem, const float* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
+// Four consecutive floats from global to shared memory in one asynchronous copy: common/cp_async.cuh.
+using async_copy::cp_async_16;
 
 // ---- which tile a block computes --------------------------------------------------------------
 //

@@ -1,0 +1,166 @@
+// kernels/common/gemm_wgmma_host.cuh: the host side of the wgmma GEMM (common/gemm_wgmma.cuh):
+// what a launcher includes (rungs 9 and 10, the whole-model kernels).
+//
+//   tma_ok                               can TMA describe x and w (K % 4 == 0, 16-byte aligned)?
+//   run, run_epilogue                    encode the tensor maps and launch, with StoreEpilogue or
+//                                        another epilogue;
+//   split_parts, run_presplit,           the pre-split path of 3xTF32: the operands split into big
+//   run_parts_epilogue                   and small parts before the kernel (PRESPLIT configs).
+
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "common/device_cache.cuh"
+#include "common/gemm_launch.cuh"
+#include "common/gemm_wgmma.cuh"
+
+namespace gemm_wgmma {
+
+// TMA's conditions on a row-major float matrix: a 16-byte-aligned start and a row stride that is
+// a multiple of 16 bytes (K % 4 == 0). Launchers take another path when they do not hold.
+inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
+  return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
+}
+
+// A staging writer's TMA descriptor of epi.out (M, N): boxes of 64 rows x 32 columns, one slab,
+// when TMA can describe it; otherwise by_tma is false and the warp groups copy their slabs out.
+struct OutMap {
+  CUtensorMap map{};
+  bool by_tma = false;
+};
+template <class C, class Epi>
+OutMap out_map(const Epi& epi, int64_t M, int64_t N) {
+  OutMap o;
+  if constexpr (staged_store<C, Epi>()) {
+    o.by_tma = N % 4 == 0 && aligned16(epi.out);
+    if (o.by_tma) {
+      o.map = hopper::make_tensor_map_2d(epi.out, M, N, 64, 32);
+    }
+  }
+  return o;
+}
+
+template <class C, class Epi>
+void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
+            int64_t M, int64_t N, int64_t K, const Epi& epi) {
+  const OutMap out = out_map<C>(epi, M, N);
+  auto kernel = gemm_wgmma_kernel<C, Epi>;
+  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float) * (C::PINGPONG ? 2 : 1);
+  static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
+  allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
+  const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
+  TORCH_CHECK(units * C::CLUSTER <= INT32_MAX, "the output has ", num(units * C::CLUSTER), " tiles of ", num(BM),
+              " x ", num(C::BN), ", more than a grid holds (", num(INT32_MAX), ")");
+  int64_t clusters = units;
+  if constexpr (C::PERSISTENT) {
+    clusters = std::min<int64_t>(units, max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
+  }
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));
+  config.blockDim = dim3(THREADS);
+  config.dynamicSmemBytes = smem;
+  config.stream = at::cuda::getCurrentCUDAStream();
+  cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
+  config.attrs = &cluster;
+  config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi,
+                                    static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)));
+  LAUNCH_CHECK();
+}
+
+// Tiles of the output in N, for epilogues that keep one value per row and tile (a row minimum).
+template <class C>
+inline int64_t tiles_n(int64_t N) {
+  return (N + C::BN - 1) / C::BN;
+}
+
+// Computes x @ w.T and hands each tile to `epi`. x and w checked, tma_ok(x, w), M, N, K > 0.
+template <class C, class Epi>
+void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi) {
+  static_assert(!C::PRESPLIT, "pre-split operands go through run_presplit");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const int64_t M = x.size(0);
+  const int64_t N = w.size(0);
+  const int64_t K = x.size(1);
+  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
+}
+
+// Fills `out` (M, N), allocated by gemm_new_output, with x @ w.T (+ bias (N,), when not null).
+template <class C>
+void run(const torch::Tensor& x, const torch::Tensor& w, torch::Tensor& out, const float* bias = nullptr) {
+  run_epilogue<C>(x, w, StoreEpilogue{out.data_ptr<float>(), bias});
+}
+
+// ---- pre-split operands (PRESPLIT) ------------------------------------------------------------
+
+// parts[0] = big, parts[1] = small of every value of v (n floats, n % 4 == 0, 16-byte aligned, as
+// are both parts: split_parts allocates them). One float4 per thread and step, grid-stride.
+__global__ void split_tf32_kernel(const float4* __restrict__ v, float4* __restrict__ big, float4* __restrict__ small,
+                                  int64_t n4) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    tc::split_tf32x4(v[i], big[i], small[i]);
+  }
+}
+
+// The 3xTF32 split of a contiguous (rows, cols) float matrix, cols % 4 == 0 and 16-byte aligned
+// (tma_ok): a (2, rows, cols) tensor, [0] the big parts, [1] the small parts. Each part starts
+// rows * cols * 4 bytes after the other, a multiple of 16, so both stay TMA-describable.
+inline torch::Tensor split_parts(const torch::Tensor& v) {
+  TORCH_CHECK(v.is_contiguous() && v.size(-1) % 4 == 0 && aligned16(v.data_ptr()),
+              "split_parts needs a contiguous, 16-byte-aligned matrix with a multiple of 4 columns");
+  const c10::cuda::CUDAGuard guard(v.device());
+  torch::Tensor parts = torch::empty({2, v.size(0), v.size(1)}, v.options());
+  const int64_t n4 = v.numel() / 4;
+  if (n4 == 0) {
+    return parts;
+  }
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((n4 + threads - 1) / threads,
+                                           static_cast<int64_t>(device_attribute<cudaDevAttrMultiProcessorCount>(v.get_device())) * 8);
+  split_tf32_kernel<<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const float4*>(v.data_ptr<float>()), reinterpret_cast<float4*>(parts[0].data_ptr<float>()),
+      reinterpret_cast<float4*>(parts[1].data_ptr<float>()), n4);
+  LAUNCH_CHECK();
+  return parts;
+}
+
+// x @ w.T on operands given part by part, each (rows, K) row-major (K-major), K % 4 == 0, 16-byte
+// aligned: the big parts x_big (M, K) and w_big (N, K), which may be the raw values themselves (the
+// tensor cores truncate them: common/tf32_operands.cuh), and the small parts beside them; each tile
+// handed to `epi`: the PRESPLIT kernel. M, N, K > 0.
+template <class C, class Epi>
+void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w_big,
+                        const torch::Tensor& w_small, const Epi& epi) {
+  static_assert(C::PRESPLIT, "run_parts is the pre-split path");
+  const c10::cuda::CUDAGuard guard(x_big.device());
+  const int64_t M = x_big.size(0);
+  const int64_t N = w_big.size(0);
+  const int64_t K = x_big.size(1);
+  TORCH_CHECK(w_big.size(1) == K && x_small.sizes() == x_big.sizes() && w_small.sizes() == w_big.sizes() && K % 4 == 0,
+              "the operands' parts must agree in shape, with K % 4 == 0");
+  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x_big.data_ptr<float>(), M, K, BM, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(x_small.data_ptr<float>(), M, K, BM, BK);
+  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
+}
+
+// x @ w.T from split_parts of x (M, K) and of w (N, K) (big parts rounded to the nearest TF32).
+template <class C, class Epi>
+void run_presplit_epilogue(const torch::Tensor& x_parts, const torch::Tensor& w_parts, const Epi& epi) {
+  run_parts_epilogue<C>(x_parts[0], x_parts[1], w_parts[0], w_parts[1], epi);
+}
+
+// The same, filling `out` (M, N) with x @ w.T (+ bias).
+template <class C>
+void run_presplit(const torch::Tensor& x_parts, const torch::Tensor& w_parts, torch::Tensor& out,
+                  const float* bias = nullptr) {
+  run_presplit_epilogue<C>(x_parts, w_parts, StoreEpilogue{out.data_ptr<float>(), bias});
+}
+
+}  // namespace gemm_wgmma

@@ -1,0 +1,121 @@
+// kernels/common/gemm_wgmma_writers.cuh: where the wgmma GEMM's epilogue puts its values
+// (common/gemm_wgmma.cuh's kernel; the rungs 9 and 10 and the whole-model kernels).
+//
+//   EpilogueTile    where a consumer thread's registers sit in the output;
+//   DirectWriter    stores a lane's pairs from registers: the writer every build uses;
+//   StoreDirect     Config's Store that picks it (a probe's Store may stage the tile in shared
+//                   memory instead: probes/gemm_wgmma_staged_writer.cuh);
+//   StoreEpilogue   the plain epilogue: out = acc (+ bias).
+
+#pragma once
+
+#include <cstdint>
+
+#include "common/tensor_core.cuh"
+
+namespace gemm_wgmma {
+
+// Where a consumer thread's registers sit in the output (see the end of the kernel).
+struct EpilogueTile {
+  int row;     // the lane's first row (the second is row + 8)
+  int col;     // the lane's first column (then col + 1, and + 8j for n8 block j)
+  int n0;      // the tile's first column
+  int tile_n;  // the tile's column index
+  int M, N;
+};
+
+// ---- where an epilogue's values go -------------------------------------------------------------
+//
+// An epilogue hands its finished values over in the accumulators' layout: pair (h, j) of a lane is
+// row t.row + 8h, columns t.col + 8j and + 1 (EpilogueTile), to a writer:
+//
+// DirectWriter  stores each pair from registers, 8 bytes per lane: one warp's store touches 8
+//               rows, 32 bytes of each. Measured at 3.7 us per 128 x 256 tile, a seventh of a
+//               block's time at K = 1024 (experiments/wgmma_schedule/timeline_probe.py). The
+//               fastest of the four ways measured: the three others stage the tile in shared
+//               memory (probes/gemm_wgmma_staged_writer.cuh, which says what they measured).
+struct DirectWriter {
+  float* out;
+  int row, col, M, N;  // EpilogueTile's
+
+  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
+    const int m = row + 8 * h;
+    const int n = col + 8 * j;
+    if (m >= M) {
+      return;
+    }
+    float* dst = out + static_cast<int64_t>(m) * N;
+    if (N % 2 == 0) {
+      if (n < N) {  // N even and n even: n + 1 < N too
+        *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
+      }
+    } else {
+      if (n < N) dst[n] = v0;
+      if (n + 1 < N) dst[n + 1] = v1;
+    }
+  }
+};
+
+// Config's Store: the DirectWriter, from registers. A Store that stages the tile in shared memory
+// names STAGED = true and its Writer<BN> (probes/gemm_wgmma_staged_writer.cuh, measured slower).
+struct StoreDirect {
+  static constexpr bool STAGED = false;
+};
+
+// out = acc (+ bias (N,), when not null): the GEMM's own epilogue.
+struct StoreEpilogue {
+  static constexpr bool kWritesTile = true;  // its values are the tile of `out`: the kernel picks the writer
+  float* out;
+  const float* bias;
+
+  // The lane's bias pairs, loaded ahead: loaded beside each store, every store would wait for
+  // its load. (At BN = 256, rung 9, which is never given a bias, the 64 registers this takes
+  // would be too many beside its 128 accumulators: it adds the bias beside each store instead.)
+  template <class C>
+  struct Ahead {
+    static constexpr bool PRELOAD = C::BN <= 128;
+    float2 bias[PRELOAD ? C::BN / 8 : 1];
+  };
+
+  template <class C>
+  __device__ __forceinline__ Ahead<C> ahead(const EpilogueTile& t) const {
+    Ahead<C> a{};
+    if constexpr (Ahead<C>::PRELOAD) {
+#pragma unroll
+      for (int j = 0; j < C::BN / 8; ++j) {
+        a.bias[j] = tc::bias_pair(bias, t.col + 8 * j, t.N);
+      }
+    }
+    return a;
+  }
+
+  template <class C>
+  static constexpr int smem_floats() {
+    return 0;  // nothing staged in shared memory, so no param<C>() either
+  }
+
+  template <class C, class Writer>
+  __device__ __forceinline__ void finish(const float (&v)[C::ACC], const Ahead<C>& a, const EpilogueTile& t,
+                                         const float*, const Writer& writer) const {
+#pragma unroll
+    for (int j = 0; j < C::BN / 8; ++j) {
+      const int n = t.col + 8 * j;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        float v0 = v[4 * j + 2 * h];
+        float v1 = v[4 * j + 2 * h + 1];
+        if constexpr (Ahead<C>::PRELOAD) {
+          if (bias != nullptr) {
+            v0 += a.bias[j].x;
+            v1 += a.bias[j].y;
+          }
+        } else {
+          tc::add_bias(bias, n, t.N, v0, v1);
+        }
+        writer.put(h, j, v0, v1);
+      }
+    }
+  }
+};
+
+}  // namespace gemm_wgmma
