@@ -63,9 +63,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from utils.problems import get_problem
+
 
 def solution(pid: int | str) -> ModuleType:
     """The solution module of a problem, by KernelBench id (94, 75, 37, 62)."""
-    from utils.problems import get_problem
-
     return importlib.import_module(f"solutions.{get_problem(pid).slug}")

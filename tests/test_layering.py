@@ -23,15 +23,6 @@ ROOMS_ALLOWED = {  # room -> the rooms it may import
     "solutions": {"library", "solutions"},
     "chapters": {"library", "report", "solutions", "chapters"},
 }
-# Function-level imports in modules this test does not own yet, each to be moved to the top of its module
-# (none of them breaks a cycle: the modules they name do not import the importer back). An entry that no
-# longer matches an import fails the test, so this list only shrinks.
-KNOWN_FUNCTION_IMPORTS = {
-    ("utils.export", "utils.ops"),
-    ("utils.export", "utils.problems"),
-    ("utils.export", "utils.bench"),
-    ("solutions", "utils.problems"),
-}
 
 
 def _module_name(path: Path) -> str:
@@ -156,22 +147,17 @@ def test_no_module_cycle():
 def test_no_import_hides_in_a_function():
     _, imports = _graph()
     modules = _modules()
-    hidden, seen_known = [], set()
+    hidden = []
     for m, found in sorted(imports.items()):
         lines = modules[m].read_text().splitlines()
         for t, line, in_function, text in found:
             if not in_function:
-                continue
-            if (m, t) in KNOWN_FUNCTION_IMPORTS:
-                seen_known.add((m, t))
                 continue
             above = lines[line - 2].strip() if line >= 2 else ""
             if "#" not in text and not above.startswith("#"):
                 hidden.append(f"{m}:{line}: {text.strip()}")
     assert not hidden, ("imports inside functions without a comment saying why (move them to the top of the "
                         "module):\n  " + "\n  ".join(hidden))
-    assert seen_known == KNOWN_FUNCTION_IMPORTS, (
-        f"no longer found, take them off KNOWN_FUNCTION_IMPORTS: {sorted(KNOWN_FUNCTION_IMPORTS - seen_known)}")
 
 
 def test_the_test_sees_an_upward_arrow_and_a_cycle(tmp_path):

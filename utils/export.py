@@ -69,8 +69,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from utils import REPO, build, toolchain
-from utils.problems import all_problems
+import inspect
+
+import torch
+
+from utils import REPO, bench, build, ops, toolchain
+from utils.problems import all_problems, get_problem
 
 EXPORT_DIR = REPO / "build" / "export"
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<file>[^"]+)"[^\n]*$', re.MULTILINE)
@@ -149,8 +153,6 @@ def _ops_binding(tree: ast.Module) -> str | None:
 
 def read_solution(path: Path | str) -> Solution:
     """Parse a solution file and check it has what an export needs."""
-    import utils.ops  # noqa: F401  registers the ops, so build.op_kernel knows their kernel files
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no solution file {path}; the solutions are {sorted(p.name for p in (REPO / 'solutions').glob('p*.py'))}")
@@ -259,16 +261,10 @@ def _op_call(sol: Solution, name: str, launcher: build.Export) -> OpCall:
     say: what the solution calls is the registered op itself or a utils.ops.WholeModel of it (not another
     Python function around it, whose extra work the export would not do), and it takes the launcher's
     arguments and returns what the launcher returns."""
-    import inspect
-
-    import torch
-
-    import utils.ops
-
     signature = launcher_signature(launcher)
     op = getattr(getattr(torch.ops, build.OP_NAMESPACE), name)
-    called = getattr(utils.ops, name, None)
-    whole_model = isinstance(called, utils.ops.WholeModel)
+    called = getattr(ops, name, None)
+    whole_model = isinstance(called, ops.WholeModel)
     if not (called is op or (whole_model and called.op is op)):
         raise ExportError(
             f"{sol.path.name}: ops.{name} is {type(called).__name__} {getattr(called, '__qualname__', '')}".rstrip()
@@ -873,8 +869,6 @@ KERNELBENCH_TOLERANCE = 1e-4  # atol = rtol, KernelBench's fp32 setting
 
 
 def _seed(seed: int) -> None:
-    import torch
-
     torch.manual_seed(seed)
     torch.cuda.manual_seed(seed)
 
@@ -882,8 +876,6 @@ def _seed(seed: int) -> None:
 def _reference_of(path: Path, problem) -> ModuleType:
     """The reference module an export is evaluated against: the problem's (by id, or by the export's
     file name, which is its solution's), as KernelBench takes Model from its own file."""
-    from utils.problems import get_problem
-
     if problem is not None:
         return get_problem(problem).module
     by_slug = {p.slug: p for p in all_problems()}
@@ -902,10 +894,6 @@ def kernelbench_eval(path: Path | str, problem=None, *, trials: int = 5, timing_
     calls of each are timed one by one: the L2 cleared, an event before and after the call, a
     synchronize. Returns {"correct", "trials": [max abs diff...], "ms_ref", "ms_new", "speedup"}
     (medians)."""
-    import torch
-
-    from utils import bench
-
     reference = _reference_of(Path(path), problem)
     exported = load_exported(path)
     device = torch.device("cuda")

@@ -3,9 +3,12 @@
 A call's host time is what the CPU spends before the GPU has the kernel: with a synchronize after
 each call (the per-call protocol) the GPU waits that long for every call. For each problem at
 KernelBench's size, under torch.no_grad(), calls queued back to back (the GPU busy with earlier
-ones, so the time measured is the CPU's alone), the median of 2,000 calls of:
+ones, so the time measured is the CPU's alone), the layers in turn over ten rounds (100 calls each: the queue stays far from
+full, where a launch would wait), the median of
+1,000 calls of each:
 - the launcher itself (kernels/fused_gemm_groupnorm.cu, through its pybind binding);
-- the registered op, torch.ops.workbook.<name>.default (the dispatcher, the autograd and CUDA kernels);
+- the registered op, torch.ops.workbook.<name>.default (the dispatcher, the autograd and CUDA kernels),
+  and the same under torch.inference_mode() (which skips the autograd kernel: what that kernel costs);
 - the op as the module calls it (utils.ops.WholeModel: whether to keep the GEMM's output);
 - the module, by default and frozen (the forward, freeze()'s checks).
 Then cProfile of the module's calls, the 25 costliest functions, into OUT/host_profile.txt.
@@ -30,20 +33,24 @@ from utils.chapters import session as chapter
 from utils.problems import get_problem
 
 
-def host_us(fn, calls: int = 2000) -> float:
-    """Median CPU time of one call, in µs, the calls queued back to back (no synchronize between)."""
-    for _ in range(50):
-        fn()
+def host_us(layers: dict, calls: int = 100, rounds: int = 10) -> dict:
+    """Median CPU time of one call of each layer, in µs: the calls queued back to back (no synchronize
+    between, the GPU busy with earlier ones, so the time is the CPU's alone), the layers taken in
+    turn, `calls` each, for `rounds` rounds (a drift of the machine reaches every layer alike); the
+    median over all of a layer's calls."""
+    times = {name: [] for name in layers}
+    for fn in layers.values():
+        for _ in range(20):
+            fn()
+    for _ in range(rounds):
+        for name, fn in layers.items():
+            torch.cuda.synchronize()  # each layer starts from an empty queue
+            for _ in range(calls):
+                start = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - start)
     torch.cuda.synchronize()
-    times = []
-    for i in range(calls):
-        if i % 100 == 0:
-            torch.cuda.synchronize()  # keep the queue short: a full queue makes a launch wait
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    torch.cuda.synchronize()
-    return sorted(times)[len(times) // 2] * 1e6
+    return {name: sorted(t)[len(t) // 2] * 1e6 for name, t in times.items()}
 
 
 def rows_for(pid: int, out: Path) -> list[dict]:
@@ -55,15 +62,20 @@ def rows_for(pid: int, out: Path) -> list[dict]:
     launcher = build.launcher(ops.FUSED, name)
     op = getattr(torch.ops.workbook, name).default
     whole = ops.WHOLE_MODELS[name]
+    def inference(fn):
+        def call():
+            with torch.inference_mode():
+                return fn()
+        return call
+
     layers = {"launcher": lambda: launcher(x, *args, None, False),
+              "op, no autograd kernel (inference_mode)": inference(lambda: op(x, *args, None, False)),
               "op (dispatcher)": lambda: op(x, *args, None, False),
               "ops.<whole model>": lambda: whole(x, *args),
               "module": lambda: new(x),
               "module, frozen": lambda: frozen(x)}
-    rows = []
     with torch.no_grad():
-        for layer, fn in layers.items():
-            rows.append({"problem": pid, "layer": layer, "host_us": host_us(fn)})
+        rows = [{"problem": pid, "layer": layer, "host_us": us} for layer, us in host_us(layers).items()]
         for label, model in (("default", new), ("frozen", frozen)):
             prof = cProfile.Profile()
             prof.enable()
@@ -87,7 +99,7 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [r for pid in args.problems for r in rows_for(pid, args.out)]
     for r in rows:
-        print(f"{r['problem']:>3} {r['layer']:<20} {r['host_us']:8.1f} µs")
+        print(f"{r['problem']:>3} {r['layer']:<40} {r['host_us']:8.1f} µs")
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit, "rows": rows}
     (args.out / "host_time.json").write_text(json.dumps(record, indent=1))
     return 0
