@@ -3,9 +3,8 @@
 A call's host time is what the CPU spends before the GPU has the kernel: with a synchronize after
 each call (the per-call protocol) the GPU waits that long for every call. For each problem at
 KernelBench's size, under torch.no_grad(), calls queued back to back (the GPU busy with earlier
-ones, so the time measured is the CPU's alone), the layers in turn over ten rounds (100 calls each: the queue stays far from
-full, where a launch would wait), the median of
-1,000 calls of each:
+ones, so the time measured is the CPU's alone), the layers in turn over ten rounds of 100 calls
+(the queue stays far from full, where a launch would wait), the median of 1,000 calls of each:
 - the launcher itself (kernels/fused_gemm_groupnorm.cu, through its pybind binding);
 - the registered op, torch.ops.workbook.<name>.default (the dispatcher, the autograd and CUDA kernels),
   and the same under torch.inference_mode() (which skips the autograd kernel: what that kernel costs);
