@@ -175,10 +175,11 @@ def test_to_cpu_and_back(pid, cuda):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("pid", PIDS)
-def test_a_cpu_input_to_a_gpu_model_gets_pytorchs_error(pid, cuda):
+def test_a_cpu_input_to_a_gpu_model_gets_an_error_naming_the_device(pid, cuda):
     _, new = solution_pair(pid, device=cuda)
-    with torch.no_grad(), pytest.raises(RuntimeError, match="same device|Expected all tensors"):
-        new(_x(pid, 4))
+    for grad in (False, True):  # past the autograd kernel and through it
+        with torch.set_grad_enabled(grad), pytest.raises(RuntimeError, match="must be a CUDA tensor, got one on cpu"):
+            new(_x(pid, 4))
 
 
 @pytest.mark.gpu

@@ -402,7 +402,14 @@ class WholeModel:
         """The model's output; the GEMM's output is kept when autograd will need it."""
         save = torch.is_grad_enabled() and any(
             isinstance(t, Tensor) and t.requires_grad for t in (x, weight, linear_bias, *rest))
-        return self.op(x, weight, linear_bias, *rest, weight_residual, save)[0]
+        if save or torch.compiler.is_compiling():
+            return self.op(x, weight, linear_bias, *rest, weight_residual, save)[0]
+        # Nothing to differentiate: past the op's autograd kernel (Python, from register_autograd),
+        # whose path without gradients does only this, to the kernel below it (the launcher, in C++):
+        # most of a call's host time above the launcher's is that Python kernel
+        # (experiments/training/host_time.py measures each layer).
+        with torch._C._AutoDispatchBelowAutograd():
+            return self.op(x, weight, linear_bias, *rest, weight_residual, save)[0]
 
     def _split(self, args):
         """(x, weight, linear_bias, the tail's arguments, w_residual, save_gemm_output)."""
