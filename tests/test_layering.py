@@ -173,3 +173,12 @@ def test_the_test_sees_an_upward_arrow_and_a_cycle(tmp_path):
     found = _imports("utils.m", module, {"utils.env", "utils.results", "utils.ops"})
     assert [(t, line, inside) for t, line, inside, _ in found] == [
         ("utils.env", 1, False), ("utils.results", 4, True), ("utils.ops", 5, True)]
+
+
+def test_a_module_over_600_lines_says_why_in_its_first_lines():
+    long = {}
+    for path in sorted((REPO / "utils").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        if len(lines) > 600 and not any("Over 600 lines" in line for line in lines[:8]):
+            long[str(path.relative_to(REPO))] = len(lines)
+    assert not long, f"modules over ~600 lines that do not say why in their first lines (or split them): {long}"

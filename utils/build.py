@@ -1,5 +1,9 @@
 """load_kernel("vector_add"): kernels/vector_add.cu -> a Python module, compiled once and cached.
 
+(Over 600 lines: everything between a .cu file and a callable launcher, in one place: parsing the
+exports, planning and locking a build, nvcc's errors made readable, and the launchers registered as
+torch.library operators, whose schemas and C++ registration come from the same parsed prototypes.)
+
 The .cu file is the single source of truth. Host launchers that Python may call are marked
 in it by a comment line directly above their definition:
 

@@ -1,5 +1,8 @@
 """A solution as one self-contained KernelBench file: `python -m utils.export solutions/<file>.py`.
 
+(Over 600 lines: one job, with KernelBench's static checker re-implemented beside it so that every
+export is checked by the rules it will be judged by, and the evaluation KernelBench runs.)
+
     python -m utils.export solutions/p094_gemm_biasadd_hardtanh_mish_groupnorm.py      # -> build/export/<same name>
     python -m utils.export solutions/p075_gemm_groupnorm_min_biasadd.py -o /tmp/75_new.py
 
