@@ -31,8 +31,8 @@ $(STAMP): pyproject.toml
 	@echo "== setting up $(VENV) (first time: about a minute, torch is large)"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"
-	$(VENV)/bin/python -m pip install --quiet -e .
-	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(VENV)/bin/python -m pip install --quiet -e ".[lab,test]"
+	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$(CURDIR)" >/dev/null
 	@touch $@
 
 run: $(SETUP)
@@ -40,7 +40,7 @@ run: $(SETUP)
 
 test: $(SETUP)
 	$(PY) -m utils.env --brief
-	$(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider
 
 test-gpu: $(SETUP)
 	$(PY) -m pytest tests -m gpu -p no:cacheprovider
@@ -55,7 +55,7 @@ ladder: $(SETUP)
 	$(PY) -m utils.ladder
 
 lab: $(SETUP)
-	$(VENV)/bin/jupyter lab notebooks
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(VENV)/bin/jupyter lab notebooks
 
 clean:
 	rm -rf build .pytest_cache

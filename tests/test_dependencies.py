@@ -1,4 +1,4 @@
-"""pyproject.toml and environment.yml list the same dependencies."""
+"""pyproject.toml and environment.yml list the same dependencies; installing claims no generic name."""
 import sys
 
 import pytest
@@ -16,9 +16,29 @@ def conda_pip_list() -> list[str]:
         if not line.startswith("      - "):
             break
         reqs.append(line.removeprefix("      - ").strip())
-    return [r for r in reqs if not r.startswith("-e ")]
+    return reqs
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
 def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-    assert sorted(project) == sorted(conda_pip_list()), "edit pyproject.toml and environment.yml together"
+    project = _pyproject()["project"]["dependencies"]
+    conda = conda_pip_list()
+    assert "-e .[lab,test]" in conda, "environment.yml installs the project's dependencies with both extras"
+    assert sorted(project) == sorted(r for r in conda if not r.startswith("-e ")), \
+        "edit pyproject.toml and environment.yml together"
+
+
+def test_installing_puts_no_package_into_site_packages():
+    # `utils` and `solutions` are generic names: installed, they would collide with other projects'
+    assert _pyproject()["tool"]["setuptools"]["packages"] == []
+    assert _pyproject()["tool"]["pytest"]["ini_options"]["pythonpath"] == ["."]
+
+
+def test_the_kernels_alone_need_no_jupyter():
+    project = _pyproject()["project"]
+    assert not {"jupyterlab", "papermill", "nbval", "pytest"} & set(project["dependencies"])
+    assert {"jupyterlab", "papermill"} <= set(project["optional-dependencies"]["lab"])
+    assert {"pytest", "nbval"} <= set(project["optional-dependencies"]["test"])
