@@ -6,7 +6,7 @@
 
     solution(94)                                              # the same module, by problem id
 
-Each module follows the drop-in contract (docs/ARCHITECTURE.md), the same way:
+Each module follows the drop-in contract (docs/ARCHITECTURE.md, "The drop-in contract"), the same way:
 
 - `ModelNew` inherits KernelBench's `Model`: the constructor, parameter names, shapes and creation
   order are the reference's, so the same seed gives the same weights and

@@ -1,5 +1,5 @@
-"""Imports run one way (docs/ARCHITECTURE.md, "utils"): every import of utils/ and solutions/ read with ast,
-those inside functions included.
+"""Imports run one way (docs/ARCHITECTURE.md, "Import direction"): every import of utils/ and solutions/
+read with ast, those inside functions included.
 
 Rooms: the library (utils/*.py, utils/kernelbench/), utils/report/, utils/chapters/ and solutions/.
 - The library imports nothing from report, chapters or solutions.

@@ -1,4 +1,5 @@
-"""solutions/: the four drop-in ModelNew modules hold the drop-in contract (ARCHITECTURE.md).
+"""solutions/: the four drop-in ModelNew modules hold the drop-in contract
+(docs/ARCHITECTURE.md, "The drop-in contract").
 
 On the CPU (CI): construction and state_dict parity with the reference, the harness on the CPU
 path (the reference math), the edge cases (batch 0, 1 and odd, strided and transposed inputs,

@@ -8,7 +8,7 @@
 
     python -m utils.bench --ceilings               # measure this GPU's ceilings, record them
 
-The method (ARCHITECTURE.md, "Performance method"): count first, measure the ceilings on
+The method (docs/ARCHITECTURE.md, "Performance method"): count first, measure the ceilings on
 the same GPU, time with events after a warm-up and with a cold L2, report the median,
 compare every contender in one run, never time on zeros. A contender faster than the
 floors allow is flagged, not celebrated: it is almost always skipping work.
