@@ -6,6 +6,7 @@
 #   make test-gpu   only the tests that need a GPU
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the GPU tests
 #   make bench      measure the device's ceilings and record them under results/<device>/
+#   make ladder     verify every GEMM rung against cuBLAS, time them side by side, record the ladder
 #   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)
 #
 # Variables:

@@ -176,16 +176,7 @@ torch::Tensor gemm_mma_sync(torch::Tensor x, torch::Tensor w) {
 torch::Tensor tf32_residual(torch::Tensor w) {
   CHECK_FLOAT_CUDA_INPUT(w);
   TORCH_CHECK(w.dim() == 2, "w must be 2-D (N, K), got ", shape_string(w));
-  const torch::Tensor wc = w.contiguous();
-  if (!is_sm90(wc.get_device())) {
-    // This file's kernels are built for sm_90 alone: elsewhere the same bits from PyTorch's integer
-    // ops (utils/ops.py's CPU implementation, step for step): the TF32 that the tensor cores read is
-    // the top 19 bits; the rest, rounded to the nearest TF32 (ties away from zero); 0 where w is not finite.
-    const torch::Tensor big = wc.view(torch::kInt).bitwise_and(-8192).view(torch::kFloat);
-    const torch::Tensor small = wc.sub(big).view(torch::kInt).add(4096).bitwise_and(-8192).view(torch::kFloat);
-    return small.masked_fill(wc.isfinite().logical_not(), 0.0);
-  }
-  return tf32_operands::tf32_residual(wc);
+  return tf32_operands::tf32_residual(w.contiguous());
 }
 
 // @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs. w_residual: tf32_residual(w) kept by the caller, or None: made on this call

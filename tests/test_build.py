@@ -592,3 +592,29 @@ def test_only_launchers_an_op_can_call_are_registrable():
     assert [n for n in "abcdef" if f'library->impl("{n}"' in source] == ["a", "b"]
     assert build.registration_source(not_ready) == ""  # nothing to register: no <torch/library.h> either
     assert build.REGISTER_CUDA in source and "#include <torch/library.h>" in source
+
+
+def test_the_cuda_stand_in_registers_the_launcher_where_the_kernel_builds_and_runs_elsewhere_otherwise(monkeypatch):
+    registered, ran = [], []
+
+    class Module:
+        def k(self, x, flag):
+            ran.append(("launcher", x, flag))
+            return "kernel"
+
+        def workbook_register_cuda(self, namespace, name):
+            registered.append((namespace, name))
+
+    monkeypatch.setattr(build, "load_kernel", lambda kernel: Module())
+    whole = lambda args: (*args, True)[:2]  # the trailing default filled in
+    elsewhere = lambda x, flag: ran.append(("elsewhere", x, flag)) or "reference"
+    for fits in (True, False):
+        build._builds_here_once.cache_clear()
+        build.launcher.cache_clear()
+        monkeypatch.setattr(build, "builds_here", lambda kernel: fits)
+        stand_in = build._cuda_stand_in("some_kernel", "k", "ns", elsewhere, whole)
+        assert stand_in(1) == ("kernel" if fits else "reference")
+    build._builds_here_once.cache_clear()
+    build.launcher.cache_clear()
+    assert registered == [("ns", "k")]  # only where the kernel file builds for this GPU
+    assert ran == [("launcher", 1, True), ("elsewhere", 1, True)]

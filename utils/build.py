@@ -810,7 +810,7 @@ def _registration_binding(exports) -> dict[str, str]:
 
 
 def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_outputs: tuple = (),
-                namespace: str = OP_NAMESPACE):
+                elsewhere=None, namespace: str = OP_NAMESPACE):
     """Register the launcher `name` of kernels/<kernel>.cu as the operator `namespace::name`; return it.
 
     reference(*args): the same computation in PyTorch ops; the CPU implementation, so a module
@@ -822,11 +822,14 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_
         the op has no autograd formula (a backward op itself).
     keep_outputs: the indices of outputs the backward reads (bw.saved); an op returning several
         tensors differentiates its first only, the others are marked non-differentiable.
+    elsewhere(*args): the CUDA implementation on a GPU the kernel file cannot be built for (its
+        `// @arch` names another family: wgmma kernels on an sm_80); by default `reference`.
 
     The CUDA kernel is the launcher itself, registered in C++ (registration_source), so that a call
     reaches it without passing through Python. The kernel file is compiled on the op's first CUDA
     call: until then a Python stand-in is registered, which builds and loads it, registers the
-    launcher in its place and runs it. Whatever the CUDA path must decide (which GEMM on which GPU,
+    launcher in its place and runs it. On a GPU the file cannot be built for, the stand-in stays and
+    runs `elsewhere`. Whatever the CUDA path must decide (which GEMM on which GPU,
     whether the fused kernel applies) the launcher decides, in C++.
     """
     import torch
@@ -852,14 +855,8 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_
     def whole(args: tuple) -> tuple:
         return (*args, *defaults[len(args):])
 
-    def first_cuda_call(*args):
-        launch = launcher(kernel, name)  # builds the kernel file if need be
-        with warnings.catch_warnings():  # the stand-in stays registered beneath, inactive
-            warnings.filterwarnings("ignore", message=".*[Oo]verrid")
-            getattr(load_kernel(kernel), REGISTER_CUDA)(namespace, name)
-        return launch(*whole(args))
-
-    torch.library.impl(qualname, "CUDA", first_cuda_call, lib=library)
+    torch.library.impl(qualname, "CUDA", _cuda_stand_in(kernel, name, namespace, elsewhere or reference, whole),
+                       lib=library)
     torch.library.impl(qualname, "CPU", lambda *args: reference(*whole(args)), lib=library)
     torch.library.register_fake(qualname, lambda *args: fake(*whole(args)), lib=library)
     if backward is not None:
@@ -867,6 +864,21 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_
     _registered[qualname] = op
     _op_kernels[qualname] = kernel
     return op
+
+
+def _cuda_stand_in(kernel: str, name: str, namespace: str, elsewhere, whole):
+    """The op's CUDA implementation until its first call: where the kernel file builds for this GPU,
+    it builds and loads it, registers the launcher in C++ in its own place (it stays registered
+    beneath, inactive) and runs it; elsewhere it stays, and runs `elsewhere` on every call."""
+    def call(*args):
+        if not _builds_here_once(kernel):
+            return elsewhere(*whole(args))
+        launch = launcher(kernel, name)  # builds the kernel file if need be
+        with warnings.catch_warnings():  # PyTorch may warn that a kernel is overridden: that is the point
+            warnings.filterwarnings("ignore", message=".*[Oo]verrid")
+            getattr(load_kernel(kernel), REGISTER_CUDA)(namespace, name)
+        return launch(*whole(args))
+    return call
 
 
 def _register_autograd(qualname: str, schema: str, backward, keep_outputs: tuple, library, whole) -> None:
@@ -889,6 +901,11 @@ def _register_autograd(qualname: str, schema: str, backward, keep_outputs: tuple
         return tuple(next(results) if t else None for t in is_tensor)
 
     torch.library.register_autograd(qualname, autograd_backward, setup_context=setup_context, lib=library)
+
+
+@functools.cache
+def _builds_here_once(kernel: str) -> bool:
+    return builds_here(kernel)
 
 
 @functools.cache

@@ -10,7 +10,9 @@ Each op is one launcher of kernels/ (its schema comes from the launcher's C++ pr
 `utils.build.register_op`) with
 - a CUDA implementation: the launcher itself, registered in C++ so that a call reaches it without
   passing through Python (the kernel file is compiled on the op's first CUDA call; build.register_op);
-  whatever the CUDA path must choose, the launcher chooses, in C++;
+  whatever the CUDA path must choose, the launcher chooses, in C++. On a GPU a kernel file is not
+  built for (gemm_10_3xtf32.cu and fused_gemm_groupnorm.cu are sm_90a's), the reference math in
+  Python instead: F.linear (cuBLAS's addmm) for linear, linear then the tail's op for a whole model;
 - a CPU implementation: the reference PyTorch math below, so a module that calls the op moves
   between devices like any nn.Module (the drop-in contract);
 - a fake implementation: the output's shape, dtype and device, and the checks that need no
@@ -396,7 +398,7 @@ class WholeModel:
         self._tail_reference, self._tail_fake, self._tail_backward, self._gradients, self._backward_args = (
             tail_reference, tail_fake, tail_backward, gradients, backward_args)
         self.op = build.register_op(FUSED, name, reference=self._reference, fake=self._fake,
-                                    backward=self._backward, keep_outputs=(1,))
+                                    backward=self._backward, keep_outputs=(1,), elsewhere=self._unfused)
 
     def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
         """The model's output; the GEMM's output is kept when autograd will need it."""
@@ -420,6 +422,13 @@ class WholeModel:
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
         y = _linear_reference(x, weight, linear_bias, w_residual)
         return self._tail_reference(y, *rest), y if save else _empty(x)
+
+    def _unfused(self, *args):
+        """Off sm_90 (the fused kernel's file builds for sm_90a alone): the ops linear (cuBLAS's addmm
+        there) and the tail (its kernel builds for any GPU)."""
+        x, weight, linear_bias, rest, w_residual, save = self._split(args)
+        y = linear(x, weight, linear_bias, w_residual)
+        return self.tail(y, *rest), y if save else _empty(x)
 
     def _fake(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
