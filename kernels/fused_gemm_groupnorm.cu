@@ -89,22 +89,26 @@ void with_group_width(int64_t d, F&& f) {
   }
 }
 
-// Where the fused kernels do not apply: y = workbook::linear(x, w, lb, w_residual), then the tail's op
-// `tail` (Signature: its launcher's C++ signature, y first) on y and tail_args, returning (out, y when save), as
-// the fused launcher would; nullopt when the ops are not registered (the caller's checks then name
-// the condition that failed).
-template <class Signature, class... Args>
-std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused(const char* tail, const torch::Tensor& x,
-                                                                const torch::Tensor& w, const torch::Tensor& lb,
-                                                                const c10::optional<torch::Tensor>& w_residual,
-                                                                bool save, const Args&... tail_args) {
+// Where the fused kernels do not apply (`fusable` false): y = workbook::linear(x, w, lb, w_residual),
+// then the tail's op `tail` on y and tail_args, returning (out, y when save), as the fused launcher
+// would. Calls go through the dispatcher with the launchers' own C++ signature (tensors, doubles and
+// int64_ts by value: what tail_args are), which it checks against the registered kernel's. nullopt
+// when the kernels apply, or when the ops are not registered (the caller's checks then name the
+// condition that failed).
+template <class... Args>
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusable, const char* tail,
+                                                                       const torch::Tensor& x, const torch::Tensor& w,
+                                                                       const torch::Tensor& lb,
+                                                                       const c10::optional<torch::Tensor>& w_residual,
+                                                                       bool save, const Args&... tail_args) {
+  if (fusable) return std::nullopt;
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   const auto linear = dispatcher.findSchema({"workbook::linear", ""});
   const auto tail_op = dispatcher.findSchema({tail, ""});
   if (!linear.has_value() || !tail_op.has_value()) return std::nullopt;
-  using T = torch::Tensor;  // as the launchers take them: calls must match the registered kernel's C++ signature
+  using T = torch::Tensor;
   const torch::Tensor y = linear->typed<T(T, T, T, c10::optional<T>)>().call(x, w, lb, w_residual);
-  torch::Tensor out = tail_op->typed<Signature>().call(y, tail_args...);
+  torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(y, tail_args...);
   return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
 }
 
@@ -269,13 +273,9 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
-  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = torch::Tensor;
-    using Tail = torch::Tensor(T, T, double, double, int64_t, T, T, double);
-    const auto r = fused::unfused<Tail>("workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
-                                        bias, min_val, max_val, num_groups, gamma, beta, eps);
-    if (r.has_value()) return *r;
-  }
+  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
+                                             w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
+  if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
@@ -288,13 +288,9 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
 std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = torch::Tensor;
-    using Tail = torch::Tensor(T, T, int64_t, T, T, double);
-    const auto r = fused::unfused<Tail>("workbook::swish_bias_group_norm", x, w, linear_bias, w_residual, save_gemm_output,
-                                        bias, num_groups, gamma, beta, eps);
-    if (r.has_value()) return *r;
-  }
+  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::swish_bias_group_norm", x, w, linear_bias,
+                                             w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
+  if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   fused::check_bias(x, w, bias);
@@ -306,13 +302,9 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = torch::Tensor;
-    using Tail = torch::Tensor(T, int64_t, T, T, double, double);
-    const auto r = fused::unfused<Tail>("workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual, save_gemm_output,
-                                        num_groups, gamma, beta, eps, negative_slope);
-    if (r.has_value()) return *r;
-  }
+  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
+                                             w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
+  if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
@@ -323,13 +315,9 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  if (!fusable(x, w, num_groups)) {  // the unfused ops, when registered
-    using T = torch::Tensor;
-    using Tail = torch::Tensor(T, int64_t, T, T, double, T);
-    const auto r = fused::unfused<Tail>("workbook::group_norm_min_bias", x, w, linear_bias, w_residual, save_gemm_output,
-                                        num_groups, gamma, beta, eps, bias);
-    if (r.has_value()) return *r;
-  }
+  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::group_norm_min_bias", x, w, linear_bias,
+                                             w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
+  if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);

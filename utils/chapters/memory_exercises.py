@@ -24,15 +24,21 @@ GELU_CANDIDATES = {
 GELU_GOAL = "gelu(x + bias)"
 
 
+def _first_match(out, candidates: dict, inputs: tuple, same) -> str | None:
+    """The name of the first candidate whose output on `inputs` has out's shape and is `same` as out."""
+    for name, candidate in candidates.items():
+        ref = candidate(*inputs)
+        if out.shape == ref.shape and same(out, ref):
+            return name
+    return None
+
+
 def gelu_diagnosis(out, x, bias):
     """Which GELU_CANDIDATES expression `out` equals at the strict tier (float64 references), or None."""
     out, x, bias = (t.detach().cpu().double() for t in (out, x, bias))
     tier = check.TIERS["strict"]
-    for name, expression in GELU_CANDIDATES.items():
-        ref = expression(x, bias)
-        if out.shape == ref.shape and torch.allclose(out, ref, atol=tier.atol, rtol=tier.rtol):
-            return name
-    return None
+    return _first_match(out, GELU_CANDIDATES, (x, bias),
+                        lambda a, b: torch.allclose(a, b, atol=tier.atol, rtol=tier.rtol))
 
 
 def gelu_verdict(report, diagnosis):
@@ -100,11 +106,7 @@ LAYOUT_GOAL = "(1, C, N, 1): out[0, c, n, 0] = rowmin[n] + bias[c]"
 def layout_diagnosis(out, rowmin, bias):
     """Which LAYOUTS entry `out` equals (exactly: the kernel only adds), or None."""
     out, rowmin, bias = (t.detach().cpu() for t in (out, rowmin, bias))
-    for name, layout in LAYOUTS.items():
-        ref = layout(rowmin, bias)
-        if out.shape == ref.shape and torch.equal(out, ref):
-            return name
-    return None
+    return _first_match(out, LAYOUTS, (rowmin, bias), torch.equal)
 
 
 def layout_verdict(report, diagnosis):
