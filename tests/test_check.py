@@ -223,10 +223,32 @@ def test_gradients_across_kinks_are_judged_norm_wise_against_float64():
     assert status == "pass" and "norm-wise vs float64" in detail
     # a formula that loses a factor 2 is far outside the band, kinks or not
     status, detail = check.judge_gradients({"w": new["w"] / 2}, ref, lambda: exact, strict)
-    assert status == "fail" and "beyond the band" in detail
+    assert status == "fail" and "of what rounding does" in detail
     # NaN is not rounding either
     status, _ = check.judge_gradients({"w": new["w"] * float("nan")}, ref, lambda: exact, strict)
     assert status == "fail"
+
+
+def test_where_moving_the_input_within_the_tier_moves_float64s_gradients_more_the_band_follows():
+    # a row-wise choice (75's minimum): each flip moves a whole row, so a few flips exceed the fixed band
+    tf32 = check.TIERS["tf32"]
+    truth = torch.randn(1024, 256, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+
+    def rows_moved(rows: int, seed: int) -> torch.Tensor:
+        g = truth.clone()
+        g[torch.randperm(1024, generator=torch.Generator().manual_seed(seed))[:rows]] *= -1
+        return g
+
+    ref = {"w": rows_moved(0, 0).float()}
+    ref["w"] += 1.0  # beyond the tier elementwise: judged against float64
+    new = {"w": rows_moved(5, 1).float()}                  # 5 rows flipped: ~14% of the norm
+    moved64 = lambda: {"w": rows_moved(20, 2)}               # float64 itself, the input moved: 20 rows
+    status, detail = check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, moved64)
+    assert status == "pass" and "float64's own, the input moved within the tier" in detail
+    status, detail = check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, lambda: {"w": truth})
+    assert status == "fail" and "band 0.05" in detail       # float64 unmoved by the move: the fixed band
+    status, _ = check.judge_gradients({"w": new["w"] * 3}, ref, lambda: {"w": truth}, tf32, moved64)
+    assert status == "fail"                                  # a wrong formula stays wrong
 
 
 def test_an_inference_only_model_skips_gradients_and_says_so():

@@ -872,25 +872,34 @@ def judge_gradients(new: dict[str, Tensor | None], ref: dict[str, Tensor | None]
     exact = ref64()
     ill_posed = [k for k in names if not _compare(ref[k], exact[k].to(ref[k].dtype), tiers[k]).ok]
     why = f"the reference's own gradients differ from float64's beyond the tier ({', '.join(ill_posed)})"
-    if not ill_posed and moved64 is not None:
-        moved = moved64()
+    moved = moved64() if moved64 is not None else None
+    if not ill_posed and moved is not None:
         ill_posed = [k for k in names if not _compare(moved[k].to(ref[k].dtype), exact[k].to(ref[k].dtype), tiers[k]).ok]
         why = (f"float64's gradients move beyond the tier when the input moves by the tier's rounding, "
                f"{tier.noise:g} ({', '.join(ill_posed)})")
     if not ill_posed:  # the gradients are determined to the tier, and ours are elsewhere
         return "fail", (f"wrong gradients for {len(wrong)} of {len(names)} tensors; "
                         + "; ".join(f"{k}: {r.summary}" for k, r in list(wrong.items())[:3]))
-    band = tier.gradient_band
+    # What rounding does: the tier's band, or, where more, what moving the input within the tier does
+    # to float64's own gradients. A band fixed for kinks that cost one element each is too tight where
+    # one flip costs a whole row: problem 75's minimum sends a row's gradient to one channel, and a
+    # row whose minimum moves to a near-tied channel costs ~4% of the norm at its full size.
+    bands = {k: max(tier.gradient_band, _rel_norm(moved[k], exact[k]) if moved is not None else 0.0) for k in names}
     errors = {k: (_rel_norm(new[k], exact[k]), _rel_norm(ref[k], exact[k])) for k in names}
-    outside = {k: e for k, e in errors.items() if not e[0] <= band}  # NaN fails too
+    outside = {k: e for k, e in errors.items() if not e[0] <= bands[k]}  # NaN fails too
     worst = max(errors, key=lambda k: errors[k][0])
     detail = (f"{why}, so judged norm-wise vs float64: worst {worst} {errors[worst][0]:.1e} (reference "
-              f"{errors[worst][1]:.1e}), band {band:g}")
+              f"{errors[worst][1]:.1e}), band {bands[worst]:.2g}{_band_source(tier, bands[worst])}")
     if outside:
         return "fail", (f"wrong gradients for {len(outside)} of {len(names)} tensors: "
-                        + "; ".join(f"{k}: {e[0]:.1e} vs float64 (reference {e[1]:.1e})" for k, e in list(outside.items())[:3])
-                        + f"; beyond the band {band:g} of what rounding does")
+                        + "; ".join(f"{k}: {e[0]:.1e} vs float64 (reference {e[1]:.1e}), band {bands[k]:.2g}"
+                                    for k, e in list(outside.items())[:3])
+                        + " of what rounding does")
     return "pass", detail
+
+
+def _band_source(tier: Tier, band: float) -> str:
+    return "" if band <= tier.gradient_band else " (float64's own, the input moved within the tier)"
 
 
 
