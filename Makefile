@@ -2,7 +2,7 @@
 #
 #   make run        execute every notebook headless (papermill) into results/<device>/
 #   make test       the whole test suite: CPU tests, kernel compilation, notebooks under nbval
-#   make lab        open the notebooks in JupyterLab
+#   make lab        JupyterLab on the checkout, opened at notebooks/ (results/ holds the executed copies)
 #   make test-gpu   only the tests that need a GPU
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the GPU tests
 #   make bench      measure the device's ceilings and record them under results/<device>/
@@ -55,8 +55,12 @@ bench: $(SETUP)
 ladder: $(SETUP)
 	$(PY) -m utils.ladder
 
+# Lab serves the whole checkout (results/ holds the executed copies) and opens on notebooks/;
+# Jupyter refuses to start as root without --allow-root, which Docker GPU runners need.
 lab: $(SETUP)
-	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(VENV)/bin/jupyter lab notebooks
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m jupyter lab \
+	    --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
+	    $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,6 +1,6 @@
 """utils.build: binding from `// @export`, the build cache, locks, compile errors, and vector_add.
 
-A cold build costs ~25 s on 2 cores, so the compile tests share one build of vector_add (in a
+A cold build costs 25-70 s on 2 cores, so the compile tests share one build of vector_add (in a
 temporary build root, module-scoped) and one failing build of a broken kernel.
 """
 import contextlib

@@ -505,7 +505,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
     print(f"building kernel '{p.name}' for sm_{toolchain.arch_code(p.arch)} "
-          "(cold build: ~25 s on 2 cores; later loads reuse it)...", flush=True)
+          "(cold build: 25-70 s on 2 cores; later loads reuse it)...", flush=True)
     # torch remembers the sources of each extension name per process and skips the build when
     # they did not change, even if the last build failed; forget them so a retry really builds.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(p.module_name, None)
