@@ -170,6 +170,10 @@ def test_quiet_inductor_silences_the_autotuner_and_its_warnings():
     with warnings.catch_warnings():
         chapter.quiet_inductor()
         assert logging.getLogger("torch._inductor").getEffectiveLevel() >= logging.CRITICAL
+        # max-autotune's table of candidates goes to stderr past the logs (249 lines in one recorded run)
+        from torch._inductor import config as inductor_config
+        assert inductor_config.autotune_num_choices_displayed == 0
+        assert inductor_config.max_autotune_report_choices_stats is False
         with warnings.catch_warnings(record=True) as caught:
             warnings.warn("TensorFloat32 tensor cores for float32 matrix multiplication available but not enabled")
         assert not caught
@@ -220,3 +224,4 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
     text = chapter.record_markdown(shown)
     assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text
+

@@ -105,6 +105,11 @@ def quiet_inductor() -> None:
     import warnings
 
     torch._logging.set_logs(inductor=logging.CRITICAL)
+    # max-autotune also writes its table of candidates and their stats to stderr, past the logs
+    from torch._inductor import config as inductor_config  # a heavy import, for this knob alone
+
+    inductor_config.autotune_num_choices_displayed = 0
+    inductor_config.max_autotune_report_choices_stats = False
     for message in ("TensorFloat32 tensor cores", "TypedStorage is deprecated", ".*Profiler clears events"):
         warnings.filterwarnings("ignore", message=message)
 
