@@ -1,18 +1,30 @@
-"""utils.chapters.session: the notebooks' shared helpers, and notebook 09's exercise checkers.
+"""utils.chapters.session: the notebooks' shared helpers, and notebook 09's exercise checkers (exercise 2's
+is utils.chapters.solution_exercises's).
 
 The checkers' starting points are the notebook's own cells, run here: each must say "Not yet"
 until the reader acts, and a solved version must say PASS."""
+import json
+
 import pytest
 import torch
 
-from utils import env, results
+from utils import REPO, env, results
 from utils.report import readme
 from utils.chapters import session as chapter
+from utils.chapters import solution_exercises as exercises
 from utils.check import CheckReport, CheckResult
 
 from kernel_tests import notebook_cell
 
 NB09 = "09_fused_solutions.ipynb"
+
+
+def notebook_cells(name: str) -> list[dict]:
+    return json.loads((REPO / "notebooks" / name).read_text())["cells"]
+
+
+def code(cell: dict) -> str:
+    return "".join(cell["source"])
 
 
 def test_session_resolves_auto_from_the_machines_mode(monkeypatch):
@@ -124,6 +136,8 @@ def test_the_backward_exercise_fails_until_the_reader_acts():
     draft = notebook_cell(NB09, "my_backward")["my_backward"]
     verdict = chapter.backward_verdict(draft)
     assert verdict.startswith("Not yet") and "0.500 times autograd's" in verdict and "y + y" in verdict
+    # what is off and a question, not the fix: nothing of the gradient doubled
+    assert not any(answer in verdict for answer in ("grad + grad", "2 * grad", "grad * 2", "twice", "double"))
 
 
 def test_the_backward_exercise_passes_when_solved():
@@ -137,10 +151,37 @@ def test_the_backward_exercise_passes_when_solved():
     assert "raised ZeroDivisionError" in chapter.backward_verdict(lambda *a: 1 / 0)
 
 
+def _spellings(shape) -> list[str]:
+    """The ways a message could print a shape: as a tuple, a list, a torch.Size or its sizes in a row."""
+    sizes = ", ".join(map(str, shape))
+    return [f"({sizes})", f"[{sizes}]", sizes]
+
+
+def _op_shapes() -> list[tuple[int, ...]]:
+    """The shapes problem 75's op returns for the checker's inputs: the exercise's answer."""
+    return [(1, C, N, 1) for N, C, _ in ((37, 115, 5), (1, 64, 4), (0, 64, 4))]
+
+
 def test_the_fake_exercise_fails_until_the_reader_acts():
     draft = notebook_cell(NB09, "my_fake")["my_fake"]
-    verdict = chapter.fake_verdict(draft)
-    assert verdict.startswith("Not yet") and "(37, 1)" in verdict and "(1, 115, 37, 1)" in verdict
+    verdict = exercises.fake_verdict(draft)
+    assert verdict.startswith("Not yet") and "(37, 115)" in verdict  # which input it failed on
+    assert "2 dimensions, a different number from the op's" in verdict  # what is wrong with the draft's (N, 1)
+
+
+def test_the_fake_exercise_says_what_is_wrong_without_the_shape_it_wants():
+    draft = notebook_cell(NB09, "my_fake")["my_fake"]
+
+    def transposed(x, num_groups, gamma, beta, eps, bias):  # the right number of dimensions, N and C swapped
+        N, C = x.shape
+        return x.new_empty((1, N, C, 1))
+
+    for wrong in (draft, transposed):
+        verdict = exercises.fake_verdict(wrong)
+        assert verdict.startswith("Not yet")
+        for shape in _op_shapes():
+            assert not any(spelled in verdict for spelled in _spellings(shape)), (verdict, shape)
+    assert "dimensions 1 and 2 have other sizes" in exercises.fake_verdict(transposed)
 
 
 def test_the_fake_exercise_passes_when_solved():
@@ -148,8 +189,28 @@ def test_the_fake_exercise_passes_when_solved():
         N, C = x.shape
         return x.new_empty((1, C, N, 1))
 
-    assert chapter.fake_verdict(solved).startswith("PASS")
-    assert "on cpu" in chapter.fake_verdict(lambda x, *a: torch.empty(1, x.shape[1], x.shape[0], 1))
+    assert exercises.fake_verdict(solved).startswith("PASS")
+    assert "on cpu" in exercises.fake_verdict(lambda x, *a: torch.empty(1, x.shape[1], x.shape[0], 1))
+    assert "raised ZeroDivisionError" in exercises.fake_verdict(lambda *a: 1 / 0)
+    assert "not a tensor" in exercises.fake_verdict(lambda *a: None)
+
+
+def test_the_fake_exercise_cell_calls_the_checker_that_keeps_the_answer():
+    cell = next(c for c in notebook_cells(NB09) if c["cell_type"] == "code" and "fake_verdict(my_fake)" in code(c))
+    assert "solution_exercises.fake_verdict(my_fake)" in code(cell)
+
+
+def test_no_cell_before_the_exercises_prints_the_backward_they_ask_for():
+    """Exercise 1 asks for problem 62's tail backward: its reference (and the kernel's tail with the same
+    `grad + grad`) is shown only after the exercise's checker, and the prose before says nothing of the gradient
+    reaching y twice."""
+    cells = notebook_cells(NB09)
+    exercise = next(i for i, c in enumerate(cells) if code(c).startswith("## Your turn"))
+    checker = next(i for i, c in enumerate(cells) if "backward_verdict(my_backward)" in code(c))
+    shown = [i for i, c in enumerate(cells) if "_group_norm_leaky_relu_x2_backward_reference" in code(c)]
+    assert shown and all(i > checker for i in shown)
+    before = "\n".join(code(c) for c in cells[:exercise])
+    assert "LeakyReluX2Tail" not in before and "grad + grad" not in before and "twice, LeakyReLU" not in before
 
 
 @pytest.mark.gpu

@@ -392,6 +392,22 @@ def test_exercise_2_is_not_yet_at_the_start_and_passes_on_the_largest_interval_w
     assert "promote less often" in tcc.promotion_verdict(256, rec)
     assert "Promote more often" in tcc.promotion_verdict(4096, rec)
     assert not tcc.promotion_verdict(1024, None).startswith("PASS")  # no record, no verdict
+    for wrong in (0, 256, 4096):  # a wrong answer hears which way to move, not where to stop
+        assert "1024" not in tcc.promotion_verdict(wrong, rec)
+    assert start is None  # a placeholder, not one of the intervals: no answer is filled in for the reader
+
+
+def test_exercise_2s_answer_is_not_told_before_it_is_asked():
+    """Rung 10's own interval is the exercise's answer on the recorded runs: the chapter asks which interval to
+    build it with, so neither the prose before the exercise nor the promotion findings name one as the default."""
+    cells = notebook_cells()
+    exercise = next(i for i, c in enumerate(cells) if code(c).startswith("### Exercise 2: how often to promote"))
+    before = "\n".join(code(c) for c in cells[:exercise + 2] if c["cell_type"] == "markdown")
+    default = tcc.default_promote_k()
+    assert f"{default} by default" not in before and f"chunk of {default} values" not in before
+    findings = tcr.promotion_findings(fake_record())
+    assert "default" not in findings and "every 256 k, at **0.20**" in findings
+    assert "costs **" in findings  # the promotion's price is still told
 
 
 def test_think_it_through_answers_are_hidden():

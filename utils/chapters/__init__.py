@@ -18,6 +18,7 @@ tensor_cores        notebook 08: TF32 and the split as tables and verdicts, the 
                     the accumulation, the chapter's GPU run (kind tensor_cores), exercise checkers
 tensor_core_figures notebook 08's figures
 epilogue_fusion     notebook 08, section 6: whole models in the GEMM's epilogue (kind whole_model_fusion)
+solution_exercises  notebook 09: the fake-implementation exercise's checker, which names no shape it wants
 scoreboard          the four models after each chapter: `python -m utils.chapters.scoreboard` records it on a
                     GPU, every chapter shows it
 """

@@ -475,7 +475,7 @@ def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale:
         extras[promote_label(k)] = {"source": "rung 10", "promote_k": k, "default_promote_k": default}
     if progress:
         print(f"1/3 the four models' accuracy: cuBLAS on pre-split operands, and rung 10 promoting every "
-              f"{PROMOTE_KS} k (0: never; default {default})", flush=True)
+              f"{PROMOTE_KS} k (0: never)", flush=True)
     entries = accuracy(PIDS, variants, scale=scale, seeds=seeds, device=device, extras=extras, progress=progress)
     if progress:
         print("2/3 error against K", flush=True)
