@@ -38,6 +38,26 @@ def test_session_resolves_auto_from_the_machines_mode(monkeypatch):
     assert "mode reference-only" in str(s)
 
 
+def test_session_with_cuda_and_no_gpu_stops_in_the_first_cell(monkeypatch):
+    monkeypatch.setattr(env, "mode", lambda: "compile-only")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match=r"DEVICE='cuda' but no CUDA GPU is visible \(torch.cuda.is_available\(\) "
+                                           r"is False\): run with DEVICE='cpu'"):
+        chapter.session("cuda")
+    assert chapter.session("cpu").device == "cpu"
+
+
+def test_session_on_a_gpu_where_no_kernel_builds_says_why(monkeypatch, capsys):
+    monkeypatch.setattr(env, "mode", lambda: "reference-only")
+    monkeypatch.setattr(env, "why", lambda: "a GPU is visible (X) but no kernel can be built here: nvcc not found")
+    s = chapter.session()
+    assert (s.device, s.scale, s.on_gpu, s.can_compile) == ("cpu", "small", False, False)
+    assert capsys.readouterr().out == "a GPU is visible (X) but no kernel can be built here: nvcc not found\n"
+    monkeypatch.setattr(env, "mode", lambda: "gpu")  # a working GPU: nothing to say
+    chapter.session()
+    assert capsys.readouterr().out == ""
+
+
 def test_session_reads_one_device_for_every_kind(tmp_path, monkeypatch):
     """Without a GPU: one device (results.reading_device) for every kind; on a GPU: only its own records."""
     import json

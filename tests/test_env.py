@@ -65,27 +65,87 @@ def test_workbook_mode_must_be_a_mode(machine, monkeypatch):
         env.mode()
 
 
+NO_NVCC = "nvcc not found on PATH and no CUDA toolkit under $CUDA_HOME. Install the CUDA toolkit (nvcc)."
+
+
+@pytest.fixture
+def pretend(monkeypatch):
+    """Pretend this machine has a GPU (or not) and a toolchain with these problems."""
+    monkeypatch.delenv("WORKBOOK_MODE", raising=False)
+
+    def machine(gpu: bool, problems: list[str]):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 80GB HBM3")
+        monkeypatch.setattr(env, "gpu_properties", lambda: {"name": "NVIDIA H100 80GB HBM3", "cc": "9.0", "sms": 132,
+                                                            "memory_gb": 85.0, "l2_mb": 50.0} if gpu else None)
+        monkeypatch.setattr(toolchain, "detect", lambda: toolchain.Toolchain(
+            "2.x", "13.0", None, None, None, [], None, None, None, problems=problems))
+    return machine
+
+
 @pytest.mark.parametrize(
     "gpu, problems, expected",
-    [(True, [], "gpu"), (False, [], "compile-only"), (False, ["nvcc not found ..."], "reference-only")],
-    ids=["has-gpu", "toolchain-only", "neither"],
+    [(True, [], "gpu"), (False, [], "compile-only"), (False, [NO_NVCC], "reference-only"),
+     (True, [NO_NVCC], "reference-only")],
+    ids=["has-gpu", "toolchain-only", "neither", "gpu-without-toolchain"],
 )
-def test_machine_mode_from_gpu_and_toolchain(monkeypatch, gpu, problems, expected):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
-    monkeypatch.setattr(toolchain, "detect", lambda: toolchain.Toolchain(
-        "2.x", "13.0", None, None, None, [], None, None, None, problems=problems))
+def test_machine_mode_from_gpu_and_toolchain(pretend, gpu, problems, expected):
+    pretend(gpu, problems)
     assert env._machine_mode() == expected
+
+
+def test_a_gpu_where_no_kernel_builds_skips_builds_and_says_why(pretend, monkeypatch):
+    pretend(True, [NO_NVCC])
+    assert env.mode() == "reference-only"  # so no caller asking for "gpu" (or can_compile) tries to build
+    reason = env.why()
+    assert reason.startswith("a GPU is visible (NVIDIA H100 80GB HBM3) but no kernel can be built here: nvcc not found")
+    assert reason.endswith("Install the CUDA toolkit (nvcc); kernels are skipped, and the notebooks run as in "
+                           "reference-only mode")
+    text = env.report()
+    assert ("mode       reference-only\n           a GPU is visible (NVIDIA H100 80GB HBM3) but no kernel can be "
+            "built here (why: below); kernels are skipped\n") in text
+    assert f"  - {NO_NVCC}" in text  # the problem, with its fix, in the list below too
+    monkeypatch.setenv("WORKBOOK_MODE", "gpu")
+    with pytest.raises(RuntimeError, match="asks for more than this machine can do"):
+        env.mode()
+
+
+@pytest.mark.parametrize("gpu, problems", [(True, []), (False, []), (False, [NO_NVCC])],
+                         ids=["has-gpu", "toolchain-only", "neither"])
+def test_why_is_only_for_a_gpu_that_is_not_used(pretend, gpu, problems):
+    pretend(gpu, problems)
+    assert env.why() is None
+    assert "GPU is visible" not in env.report().split("what the notebooks do")[0]
+
+
+def test_resolve_device(pretend):
+    pretend(False, [])
+    assert env.resolve_device("auto", "compile-only") == "cpu"
+    assert env.resolve_device("auto", "gpu") == "cuda"
+    assert env.resolve_device("cpu", "compile-only") == "cpu"
+    pretend(True, [])
+    assert env.resolve_device("cuda", "gpu") == "cuda"
+    assert env.resolve_device("cuda:1", "reference-only") == "cuda:1"  # a GPU is visible: the reader's choice
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0"])
+def test_cuda_without_a_gpu_stops_at_once(pretend, device):
+    pretend(False, [])
+    with pytest.raises(RuntimeError) as err:
+        env.resolve_device(device, "compile-only")
+    assert str(err.value) == (f"DEVICE={device!r} but no CUDA GPU is visible (torch.cuda.is_available() is False): "
+                              "run with DEVICE='cpu' (or 'auto'), or on a GPU machine.")
 
 
 def test_mode_of_this_machine(monkeypatch):
     # Worked out independently of utils.toolchain: a GPU; else nvcc, torch's CUDA and ninja.
     monkeypatch.delenv("WORKBOOK_MODE", raising=False)
-    if torch.cuda.is_available():
+    if not (shutil.which("nvcc") and torch.version.cuda and toolchain.find_ninja()):
+        expected = "reference-only"  # with or without a GPU: nothing can be built
+    elif torch.cuda.is_available():
         expected = "gpu"
-    elif shutil.which("nvcc") and torch.version.cuda and toolchain.find_ninja():
-        expected = "compile-only"  # this (GPU-less, nvcc-equipped) build machine and CI
     else:
-        expected = "reference-only"
+        expected = "compile-only"  # this (GPU-less, nvcc-equipped) build machine and CI
     assert env.mode() == expected
 
 

@@ -2,9 +2,13 @@
 
 Three modes, from most to least capable:
 
-    gpu             a CUDA GPU is visible: kernels compile, run and are measured
+    gpu             a CUDA GPU is visible and kernels compile for it: they compile, run and are measured
     compile-only    no GPU, but nvcc and a CUDA build of torch: kernels compile, nothing runs
-    reference-only  neither: only the reference PyTorch math runs
+    reference-only  no kernel can be compiled here: only the reference PyTorch math runs
+
+A GPU where no kernel can be built (no nvcc, a CUDA mismatch, no ninja, an arch this nvcc cannot
+target) is reference-only too: no kernel could run on it. `why()` says so, and the report, the
+notebooks' setup and `make run` print it.
 
 $WORKBOOK_MODE may force a lower mode than the machine has (to see what a reader without a
 GPU sees); asking for a higher one is an error.
@@ -33,14 +37,46 @@ WHAT_RUNS = {
 def _machine_mode() -> str:
     import torch
 
-    if torch.cuda.is_available():
-        return "gpu"
-    return "compile-only" if not toolchain.detect().problems else "reference-only"
+    if toolchain.detect().problems:
+        return "reference-only"  # with or without a GPU: no kernel can be built, so none runs
+    return "gpu" if torch.cuda.is_available() else "compile-only"
+
+
+def why() -> str | None:
+    """Why a visible GPU is not used: the toolchain's problems, when a GPU is visible but no kernel
+    can be built for it (the machine's mode is then reference-only). None otherwise."""
+    import torch
+
+    problems = toolchain.detect().problems
+    if not torch.cuda.is_available() or not problems:
+        return None
+    return (f"a GPU is visible ({device_name()}) but no kernel can be built here: "
+            f"{'; '.join(p.rstrip('.') for p in problems)}; kernels are skipped, and the notebooks run as in "
+            "reference-only mode")
+
+
+GPU_DEVICES = ("cuda",)  # what DEVICE may name besides "cpu" and "auto" ("cuda:1" counts as "cuda")
+
+
+def resolve_device(device: str, current: str | None = None) -> str:
+    """A notebook's DEVICE parameter against this machine: "auto" -> "cuda" in gpu mode, else "cpu";
+    "cuda" (or "cuda:N") without a visible GPU is an error, raised in the notebook's first cell
+    rather than as a driver error deep in a later one."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if (current or mode()) == "gpu" else "cpu"
+    if str(device).split(":")[0] in GPU_DEVICES and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"DEVICE={device!r} but no CUDA GPU is visible (torch.cuda.is_available() is False): "
+            "run with DEVICE='cpu' (or 'auto'), or on a GPU machine."
+        )
+    return device
 
 
 def mode() -> str:
     """"gpu", "compile-only" or "reference-only": what this machine can do, or the lower
-    mode that $WORKBOOK_MODE asks for."""
+    mode that $WORKBOOK_MODE asks for. A GPU where no kernel can be built is "reference-only" (why())."""
     actual = _machine_mode()
     forced = os.environ.get("WORKBOOK_MODE")
     if not forced:
@@ -113,6 +149,8 @@ def report() -> str:
         f"ninja      {tc.ninja or 'not found'}",
         f"GPU        {_gpu_line(gpu_properties())}",
         f"mode       {current}" + (" (forced by WORKBOOK_MODE)" if os.environ.get("WORKBOOK_MODE") else ""),
+        *([f"           a GPU is visible ({device_name()}) but no kernel can be built here (why: below); "
+           "kernels are skipped"] if why() and current == "reference-only" else []),
         "",
         "what the notebooks do in each mode:",
         *(f"  {'->' if m == current else '  '} {m:<15} {WHAT_RUNS[m]}" for m in MODES),

@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     print(env.report())
     if mode != "gpu":
-        print(f"No GPU here: nothing is measured or recorded; executed notebooks go to {out_dir}.")
+        why = "A GPU is visible, but no kernel can be built here (see above)" if env.why() else "No GPU here"
+        print(f"{why}: nothing is measured or recorded; executed notebooks go to {out_dir}.")
     for stale in build.clear_stale_locks():
         print(f"removed a stale build lock: {stale}")
 

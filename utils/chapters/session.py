@@ -89,12 +89,16 @@ class Session:
 
 
 def session(device: str = "auto", scale: str = "auto", reps: int = 50, results_dir: str | Path = "../results") -> Session:
-    """The parameters cell's values, "auto" resolved: cuda and the full scale on a GPU, else cpu and small."""
+    """The parameters cell's values, "auto" resolved: cuda and the full scale on a GPU, else cpu and small.
+    DEVICE="cuda" without a visible GPU stops here (env.resolve_device); a GPU where no kernel can be
+    built is reference-only, and the reason is printed (env.why)."""
 
     mode = env.mode()
     gpu = mode == "gpu"
-    return Session(mode, ("cuda" if gpu else "cpu") if device == "auto" else device,
-                   ("full" if gpu else "small") if scale == "auto" else scale, int(reps), Path(results_dir))
+    device = env.resolve_device(device, mode)
+    if not gpu and (reason := env.why()):
+        print(reason)
+    return Session(mode, device, ("full" if gpu else "small") if scale == "auto" else scale, int(reps), Path(results_dir))
 
 
 def quiet_inductor() -> None:
