@@ -242,13 +242,17 @@ def test_where_moving_the_input_within_the_tier_moves_float64s_gradients_more_th
     ref = {"w": rows_moved(0, 0).float()}
     ref["w"] += 1.0  # beyond the tier elementwise: judged against float64
     new = {"w": rows_moved(5, 1).float()}                  # 5 rows flipped: ~14% of the norm
-    moved64 = lambda: {"w": rows_moved(20, 2)}               # float64 itself, the input moved: 20 rows
+    moved64 = lambda: [{"w": rows_moved(20, 2)}]             # float64 itself, the input moved: 20 rows
     status, detail = check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, moved64)
     assert status == "pass" and "float64's own, the input moved within the tier" in detail
-    status, detail = check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, lambda: {"w": truth})
+    status, detail = check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, lambda: [{"w": truth}])
     assert status == "fail" and "band 0.05" in detail       # float64 unmoved by the move: the fixed band
     status, _ = check.judge_gradients({"w": new["w"] * 3}, ref, lambda: {"w": truth}, tf32, moved64)
     assert status == "fail"                                  # a wrong formula stays wrong
+    # the band is the largest of the draws: one draw that moved 3 rows alone would fail 5 flipped rows
+    draws = lambda: [{"w": rows_moved(3, 3)}, {"w": rows_moved(20, 2)}, {"w": rows_moved(1, 4)}]  # noqa: E731
+    assert check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, lambda: draws()[:1])[0] == "fail"
+    assert check.judge_gradients(new, ref, lambda: {"w": truth}, tf32, draws)[0] == "pass"
 
 
 def test_an_inference_only_model_skips_gradients_and_says_so():
