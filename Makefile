@@ -10,14 +10,18 @@
 #   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)
 #
 # Variables:
-#   PY=python3      use an interpreter that already has the dependencies (skips the venv setup)
-#   TORCH=...       the torch requirement installed into the venv (default torch==2.14.1)
+#   PY=python3      use an interpreter that already has the dependencies (skips the venv setup); the
+#                   default is the venv's, or `python` inside the active conda environment of environment.yml
+#   TORCH=...       the torch requirement installed into the venv (default: the pin in torch-requirement.txt)
 #   NOTEBOOKS="00 01"  which notebooks `make run` executes (default: all)
 
 PYTHON   ?= python3
 VENV     ?= .venv
-PY       ?= $(VENV)/bin/python
-TORCH    ?= torch==2.14.1
+CONDA_ENV := fused-kernels-workbook
+# environment.yml's environment, activated, has every dependency: use its python, make no venv
+PY       ?= $(if $(filter $(CONDA_ENV),$(CONDA_DEFAULT_ENV)),python,$(VENV)/bin/python)
+TORCH_PIN := torch-requirement.txt
+TORCH    ?= $(strip $(shell grep -m1 '^torch' $(TORCH_PIN)))
 NOTEBOOKS ?=
 STAMP    := $(VENV)/.installed
 
@@ -28,7 +32,7 @@ SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
 
 setup: $(SETUP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(TORCH_PIN)
 	@echo "== setting up $(VENV) (first time: about a minute, torch is large)"
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"

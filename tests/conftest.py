@@ -15,10 +15,15 @@ def pytest_collection_modifyitems(config, items):
     from utils import env
 
     mode = env.mode()
-    skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU (this machine's mode: {mode})")
-    skip_compile = pytest.mark.skip(reason=f"needs nvcc and a CUDA build of torch (mode: {mode})")
+    if mode == "gpu":
+        return
+    # each reason says which need is missing here (utils.env): no GPU, no nvcc, a CPU-only torch, ...
+    skip_gpu = pytest.mark.skip(reason=f"needs a CUDA GPU that kernels build for; here: {env.no_gpu_reason()} "
+                                       f"(mode {mode})")
+    skip_compile = pytest.mark.skip(reason=f"needs nvcc and a CUDA build of torch; here: {env.no_build_reason()} "
+                                           f"(mode {mode})")
     for item in items:
-        if item.get_closest_marker("gpu") and mode != "gpu":
+        if item.get_closest_marker("gpu"):
             item.add_marker(skip_gpu)
         elif item.get_closest_marker("compile") and mode == "reference-only":
             item.add_marker(skip_compile)

@@ -1,4 +1,5 @@
-"""pyproject.toml and environment.yml list the same dependencies; installing claims no generic name."""
+"""pyproject.toml and environment.yml list the same dependencies (environment.yml with torch's pin in place
+of pyproject's floor: tests/test_torch_pin.py); installing claims no generic name."""
 import sys
 
 import pytest
@@ -15,7 +16,7 @@ def conda_pip_list() -> list[str]:
     for line in lines[start:]:
         if not line.startswith("      - "):
             break
-        reqs.append(line.removeprefix("      - ").strip())
+        reqs.append(line.removeprefix("      - ").split(" #")[0].strip())  # without a trailing comment
     return reqs
 
 
@@ -24,11 +25,12 @@ def _pyproject() -> dict:
 
 
 def test_environment_yml_matches_pyproject():
-    project = _pyproject()["project"]["dependencies"]
-    conda = conda_pip_list()
+    project = [r for r in _pyproject()["project"]["dependencies"] if not r.startswith("torch")]
+    conda = [r for r in conda_pip_list() if not r.startswith("torch")]
     assert "-e .[lab,test]" in conda, "environment.yml installs the project's dependencies with both extras"
     assert sorted(project) == sorted(r for r in conda if not r.startswith("-e ")), \
         "edit pyproject.toml and environment.yml together"
+    assert [r for r in conda_pip_list() if r.startswith("torch")], "environment.yml installs torch (its pin)"
 
 
 def test_installing_puts_no_package_into_site_packages():

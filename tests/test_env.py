@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -165,3 +166,51 @@ def test_brief_from_the_command_line():
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("mode reference-only | torch ")
+
+
+def _toolchain(torch_version="2.14.1+cu130", torch_cuda="13.0", toolkit=True, nvcc_version="13.0"):
+    """A toolchain as detect() would build it: its problems and blockers from its own errors()."""
+    home = Path("/opt/cuda") if toolkit else None
+    tc = toolchain.Toolchain(torch_version, torch_cuda, home, home / "bin" / "nvcc" if home else None,
+                             nvcc_version if toolkit else None, ["9.0"] if toolkit else [], Path("/usr/bin/ninja"),
+                             None, None)
+    errors = tc.errors()
+    tc.problems, tc.blockers = [str(e) for e in errors], [e.short for e in errors]
+    return tc
+
+
+@pytest.mark.parametrize("kwargs, reason", [
+    (dict(toolkit=False), "no nvcc"),
+    (dict(torch_version="2.14.1+cpu", torch_cuda=None), "a CPU-only torch (2.14.1+cpu)"),
+    (dict(toolkit=False, torch_version="2.14.1+cpu", torch_cuda=None), "no nvcc; a CPU-only torch (2.14.1+cpu)"),
+    (dict(nvcc_version="12.4"), "nvcc is CUDA 12.4 but torch was built with CUDA 13.0"),
+], ids=["no-nvcc", "cpu-torch", "both", "mismatch"])
+def test_no_build_reason_says_which_need_is_missing(monkeypatch, kwargs, reason):
+    monkeypatch.delenv("WORKBOOK_MODE", raising=False)
+    monkeypatch.setattr(toolchain, "detect", lambda: _toolchain(**kwargs))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert env.no_build_reason() == reason
+    assert env.no_gpu_reason() == "no CUDA GPU is visible"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "NVIDIA H100 80GB HBM3")
+    assert env.no_gpu_reason() == reason  # a GPU, and no kernel can be built for it
+
+
+def test_no_build_reason_names_workbook_mode_where_it_lowered_the_mode(monkeypatch):
+    monkeypatch.setattr(toolchain, "detect", lambda: _toolchain())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setenv("WORKBOOK_MODE", "reference-only")
+    assert env.no_build_reason() == env.no_gpu_reason() == "WORKBOOK_MODE=reference-only"
+
+
+def test_skipped_tests_say_which_need_is_missing():
+    # tests/conftest.py's skip reasons come from the two functions above; here WORKBOOK_MODE lowers the mode
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "tests/test_activations.py::test_compiles",
+         "tests/test_activations.py::test_empty_input", "-rs", "-q", "-p", "no:cacheprovider"],
+        cwd=REPO, capture_output=True, text=True,
+        env={**os.environ, "WORKBOOK_MODE": "reference-only", "WORKBOOK_PREBUILD": "0", "COLUMNS": "300"}).stdout
+    build = "; ".join(toolchain.detect().blockers) or "WORKBOOK_MODE=reference-only"
+    gpu = build if torch.cuda.is_available() else "no CUDA GPU is visible"
+    assert f"needs nvcc and a CUDA build of torch; here: {build} (mode reference-only)" in out
+    assert f"needs a CUDA GPU that kernels build for; here: {gpu} (mode reference-only)" in out

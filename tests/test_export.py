@@ -25,6 +25,7 @@ import importlib
 import os
 import re
 import shutil
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -195,6 +196,8 @@ def _toolkit(folder: Path) -> Path:
     (folder / "bin" / "nvcc").write_text("#!/bin/sh\n")
     (folder / "bin" / "nvcc").chmod(0o755)
     (folder / "lib64" / "libcudart.so").write_text("")
+    (folder / "include").mkdir()
+    (folder / "include" / "cuda_runtime.h").write_text("")
     return folder
 
 
@@ -207,8 +210,9 @@ def test_the_cuda_toolkit_is_found_as_the_loader_finds_it(tmp_path, monkeypatch)
     wrapper.mkdir(parents=True)
     (wrapper / "nvcc").write_text(f"#!/bin/sh\nexec {cuda}/bin/nvcc \"$@\"\n")
     (wrapper / "nvcc").chmod(0o755)
-    for var in ("CUDA_HOME", "CUDA_PATH"):
+    for var in ("CUDA_HOME", "CUDA_PATH", "CONDA_PREFIX"):
         monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))  # not a conda environment's Python
     monkeypatch.setenv("PATH", str(wrapper))
     monkeypatch.setattr(toolchain, "FALLBACK_CUDA_HOMES", (cuda,))
     # torch would guess the wrapper's parent; the export and the loader take the usual place
@@ -235,7 +239,8 @@ def test_on_this_machine_the_export_finds_the_loaders_toolkit():
     if loader is None:
         pytest.skip("no CUDA toolkit here")
     found = _find_cuda_home()()
-    tried = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *map(str, toolchain.FALLBACK_CUDA_HOMES)]
+    tried = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), os.environ.get("CONDA_PREFIX"),
+             *map(str, toolchain.FALLBACK_CUDA_HOMES)]
     if found != loader and not any(t and Path(t).resolve() == loader for t in tried):
         pytest.skip(f"the loader found {loader} through `nvcc -dryrun` alone, which the export does not run")
     assert found == loader

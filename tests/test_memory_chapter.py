@@ -280,6 +280,7 @@ def test_the_chapter_without_a_gpu_or_a_compiler(tmp_path, monkeypatch, capsys):
     import utils.env
 
     monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "cpu")
+    monkeypatch.setattr(utils.env, "no_build_reason", lambda: "a CPU-only torch (2.x+cpu)")  # what env would say
     M = mc.MemoryChapter(session(tmp_path, "reference-only"))
     assert M.plot_path("x") is None and M.recorded("x") is None
     assert M.load("activations") is None
@@ -287,10 +288,10 @@ def test_the_chapter_without_a_gpu_or_a_compiler(tmp_path, monkeypatch, capsys):
     assert M.show_measurement("x", None, "Title", [], None) is None
     M.check_exercise("bias_gelu", lambda module: pytest.fail("nothing runs without a compiler"))
     out = capsys.readouterr().out
-    assert f"{SKIP_MARKER} compiling activations (no nvcc or a CPU-only torch)" in out
+    assert f"{SKIP_MARKER} compiling activations (a CPU-only torch (2.x+cpu))" in out
     assert f"{SKIP_MARKER} measuring x (no GPU)" in out
     assert f"{SKIP_MARKER} the x plot and table (no GPU and no recorded x run)" in out
-    assert f"{SKIP_MARKER} compiling the exercise (no nvcc or a CPU-only torch)" in out
+    assert f"{SKIP_MARKER} compiling the exercise (a CPU-only torch (2.x+cpu))" in out
 
 
 def test_the_chapter_shows_the_record_without_a_gpu(tmp_path, monkeypatch, capsys):

@@ -6,6 +6,7 @@ each one changes exactly one thing and runs on any machine.
 import os
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,9 +16,12 @@ from utils import toolchain
 
 
 @pytest.fixture(autouse=True)
-def fresh_detection(monkeypatch):
-    """Each test sees its own machine: no cached detection, no GPU unless it says so."""
+def fresh_detection(monkeypatch, tmp_path):
+    """Each test sees its own machine: no cached detection, no GPU unless it says so, no conda
+    environment unless it says so (none active, and this Python not in one)."""
     monkeypatch.setattr(toolchain, "_visible_gpu", lambda: (None, None))
+    monkeypatch.delenv("CONDA_PREFIX", raising=False)
+    monkeypatch.setattr(sys, "prefix", str(tmp_path / "python-prefix"))
     toolchain.detect.cache_clear()
     yield
     toolchain.detect.cache_clear()
@@ -30,9 +34,12 @@ def _script(path: Path, text: str) -> Path:
     return path
 
 
-def fake_toolkit(root: Path, version: str = "13.0", archs: tuple[str, ...] = ("75", "80", "90")) -> Path:
+def fake_toolkit(root: Path, version: str = "13.0", archs: tuple[str, ...] = ("75", "80", "90"),
+                 layout: str = "usr-local") -> Path:
     """A directory that looks like a CUDA toolkit to toolchain: bin/nvcc answers --version,
-    --list-gpu-arch and -dryrun (whose TOP line points back here); lib64 has a libcudart."""
+    --list-gpu-arch and -dryrun (whose TOP line points back here); the headers and libcudart sit
+    where /usr/local/cuda has them (include/, lib64/), or where conda-forge puts them (layout="conda":
+    targets/x86_64-linux/include and lib, the library linked into lib/, and a conda-meta/ folder)."""
     gpu_archs = "\\n".join(f"compute_{a}" for a in archs)
     _script(root / "bin" / "nvcc", f"""case "$1" in
   --version) echo "Cuda compilation tools, release {version}, V{version}.1";;
@@ -40,9 +47,24 @@ def fake_toolkit(root: Path, version: str = "13.0", archs: tuple[str, ...] = ("7
   -dryrun) echo '#$ TOP={root}/bin/..' >&2;;
 esac
 """)
-    (root / "lib64").mkdir(parents=True, exist_ok=True)
-    (root / "lib64" / "libcudart.so.13").write_text("")
+    if layout == "conda":
+        target = root / "targets" / "x86_64-linux"
+        _file(target / "include" / "cuda_runtime.h")
+        _file(target / "lib" / "libcudart.so.13")
+        (target / "lib" / "libcudart.so").symlink_to("libcudart.so.13")
+        (root / "lib").mkdir()
+        (root / "lib" / "libcudart.so.13").symlink_to(target / "lib" / "libcudart.so.13")
+        (root / "conda-meta").mkdir()
+    else:
+        _file(root / "include" / "cuda_runtime.h")
+        _file(root / "lib64" / "libcudart.so.13")
     return root
+
+
+def _file(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    return path
 
 
 @pytest.fixture
@@ -81,7 +103,7 @@ def test_no_nvcc(empty_path):
     with pytest.raises(toolchain.NoNvccError) as err:
         toolchain.require_compiler()
     message = str(err.value)
-    assert "nvcc not found" in message
+    assert "nvcc not found" in message and "(looked at: nowhere: no $CUDA_HOME" in message
     assert "Install the CUDA toolkit" in message and "CUDA_HOME=" in message
     assert toolchain.detect().problems[0] == message
 
@@ -168,6 +190,102 @@ def test_find_cuda_home_skips_a_cuda_home_without_libcudart(tmp_path, empty_path
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "usr-local"))  # torch's guess for a wrapper
     monkeypatch.setattr(toolchain, "FALLBACK_CUDA_HOMES", (home,))
     assert toolchain.find_cuda_home() == home.resolve()
+
+
+# --- where the toolkit is: a conda environment, /usr/local/cuda, a wrapper (above), nothing --------
+
+def test_an_active_conda_environment_is_a_toolkit(tmp_path, empty_path, monkeypatch):
+    # `conda activate` sets $CONDA_PREFIX; conda-forge keeps cuda_runtime.h and libcudart.so under
+    # targets/x86_64-linux/, with only the versioned library linked into lib/.
+    prefix = fake_toolkit(tmp_path / "envs" / "workbook", layout="conda")
+    monkeypatch.setenv("CONDA_PREFIX", str(prefix))
+    assert toolchain.find_cuda_home() == prefix.resolve()
+    assert toolchain.cuda_include_dir(prefix) == prefix / "targets" / "x86_64-linux" / "include"
+    assert toolchain.detect().nvcc == prefix.resolve() / "bin" / "nvcc"
+
+
+def test_a_conda_environments_python_finds_its_toolkit_without_activation(tmp_path, empty_path, monkeypatch):
+    # envs/workbook/bin/python run by its path: no $CONDA_PREFIX, the env's bin/ not on PATH
+    prefix = fake_toolkit(tmp_path / "envs" / "workbook", layout="conda")
+    monkeypatch.setattr(sys, "prefix", str(prefix))
+    assert toolchain.find_cuda_home() == prefix.resolve()
+    shutil.rmtree(prefix / "conda-meta")  # a venv's prefix is not a conda environment: not looked at
+    assert toolchain.find_cuda_home() is None
+
+
+def test_conda_comes_after_cuda_home_and_before_the_nvcc_on_path(tmp_path, empty_path, monkeypatch):
+    prefix = fake_toolkit(tmp_path / "env", layout="conda")
+    system = fake_toolkit(tmp_path / "cuda-12.8", version="12.8")
+    _script(empty_path / "nvcc", f'exec {system}/bin/nvcc "$@"\n')
+    monkeypatch.setenv("CONDA_PREFIX", str(prefix))
+    assert toolchain.find_cuda_home() == prefix.resolve()
+    monkeypatch.setenv("CUDA_HOME", str(system))  # said outright: wins
+    assert toolchain.find_cuda_home() == system.resolve()
+
+
+def test_a_conda_toolkit_with_its_headers_in_include_counts_too(tmp_path, empty_path, monkeypatch):
+    prefix = fake_toolkit(tmp_path / "env", layout="conda")
+    (prefix / "targets" / "x86_64-linux" / "include").rename(prefix / "include")
+    monkeypatch.setenv("CONDA_PREFIX", str(prefix))
+    assert toolchain.find_cuda_home() == prefix.resolve()
+    assert toolchain.cuda_include_dir(prefix) == prefix / "include"
+
+
+def test_apply_cuda_home_shows_gcc_where_conda_keeps_headers_and_libcudart(tmp_path, empty_path, monkeypatch):
+    import torch.utils.cpp_extension as cpp_extension
+
+    prefix = fake_toolkit(tmp_path / "env", layout="conda").resolve()
+    monkeypatch.setenv("CONDA_PREFIX", str(prefix))
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", None)
+    for var in ("CUDA_HOME", "LIBRARY_PATH"):  # set, then removed: restored to this state afterwards
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("CPATH", "/opt/other/include")
+    assert toolchain.apply_cuda_home() == prefix
+    target = prefix / "targets" / "x86_64-linux"
+    assert os.environ["CPATH"] == f"{target / 'include'}{os.pathsep}/opt/other/include"
+    assert os.environ["LIBRARY_PATH"] == str(target / "lib")  # lib/ has libcudart.so.13, not the libcudart.so -l wants
+    assert cpp_extension.CUDA_HOME == os.environ["CUDA_HOME"] == str(prefix)
+    toolchain.apply_cuda_home()  # again: nothing added twice
+    assert os.environ["CPATH"].count("targets") == 1 and os.environ["LIBRARY_PATH"] == str(target / "lib")
+
+
+def test_apply_cuda_home_leaves_a_usual_toolkits_compiler_paths_alone(good_machine, monkeypatch):
+    monkeypatch.delenv("CPATH", raising=False)
+    monkeypatch.delenv("LIBRARY_PATH", raising=False)
+    toolchain.apply_cuda_home()
+    assert "CPATH" not in os.environ and "LIBRARY_PATH" not in os.environ
+
+
+def test_the_usual_place_when_nothing_points_elsewhere(tmp_path, empty_path, monkeypatch):
+    # /usr/local/cuda -> cuda-13.0, no nvcc on PATH, no variables set
+    usual = fake_toolkit(tmp_path / "usr" / "local" / "cuda-13.0")
+    (tmp_path / "usr" / "local" / "cuda").symlink_to(usual)
+    monkeypatch.setattr(toolchain, "FALLBACK_CUDA_HOMES", (tmp_path / "usr" / "local" / "cuda",))
+    assert toolchain.find_cuda_home() == usual.resolve()
+
+
+def test_nothing_found_says_where_it_looked_and_why_each_is_no_toolkit(tmp_path, empty_path, monkeypatch):
+    plain_env = tmp_path / "envs" / "plain"  # a conda environment without cuda-nvcc
+    (plain_env / "conda-meta").mkdir(parents=True)
+    no_dev = fake_toolkit(tmp_path / "envs" / "no-dev", layout="conda")  # cuda-nvcc without cuda-cudart-dev
+    shutil.rmtree(no_dev / "targets" / "x86_64-linux" / "include")
+    no_lib = fake_toolkit(tmp_path / "cuda-no-lib")
+    (no_lib / "lib64" / "libcudart.so.13").unlink()
+    monkeypatch.setenv("CUDA_HOME", str(no_dev))
+    monkeypatch.setenv("CUDA_PATH", str(no_lib))
+    monkeypatch.setenv("CONDA_PREFIX", str(plain_env))
+    monkeypatch.setattr(toolchain, "FALLBACK_CUDA_HOMES", (tmp_path / "usr-local-cuda",))
+    with pytest.raises(toolchain.NoNvccError) as err:
+        toolchain.require_compiler()
+    message = str(err.value)
+    assert message.startswith("nvcc not found on PATH and no CUDA toolkit found (looked at: ")
+    assert f"$CUDA_HOME: {no_dev} (no cuda_runtime.h in include/ or targets/*/include/)" in message
+    assert f"$CUDA_PATH: {no_lib} (no libcudart in lib64/, lib/, targets/*/lib/)" in message
+    assert f"$CONDA_PREFIX: {plain_env} (no bin/nvcc)" in message
+    assert f"the usual place: {tmp_path / 'usr-local-cuda'} (no such directory)" in message
+    assert "conda env update -f environment.yml" in message and "CUDA_HOME=" in message
+    assert toolchain.detect().blockers[0] == "no nvcc"
 
 
 REAL_HOME = toolchain.find_cuda_home()

@@ -55,6 +55,25 @@ def why() -> str | None:
             "reference-only mode")
 
 
+def no_build_reason() -> str:
+    """Why no kernel is built here, in a few words, for a SKIPPED line or a test's skip reason: what
+    keeps the toolchain from compiling ("no nvcc", "a CPU-only torch (2.5.1+cpu)", "nvcc is CUDA 12.4 but
+    torch was built with CUDA 13.0", "no ninja", ...), else the WORKBOOK_MODE that lowered the mode."""
+    tc = toolchain.detect()
+    if tc.blockers or tc.problems:
+        return "; ".join(tc.blockers or tc.problems)
+    forced = os.environ.get("WORKBOOK_MODE")
+    return f"WORKBOOK_MODE={forced}" if forced else f"the mode here is {mode()}"
+
+
+def no_gpu_reason() -> str:
+    """Why nothing runs on a GPU here, in a few words: none is visible, or one is and no kernel can be
+    built for it (no_build_reason), or WORKBOOK_MODE lowered the mode."""
+    import torch
+
+    return no_build_reason() if torch.cuda.is_available() else "no CUDA GPU is visible"
+
+
 GPU_DEVICES = ("cuda",)  # what DEVICE may name besides "cpu" and "auto" ("cuda:1" counts as "cuda")
 
 

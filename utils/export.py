@@ -432,24 +432,28 @@ def _docstring(sol: Solution, kernels: dict[str, list[str]], archs: dict[str, st
 
 # Run by the exported file before load_inline: plain Python (os, shutil, pathlib), nothing that
 # KernelBench's static rules object to. It tries what utils.toolchain.find_cuda_home tries, in the
-# same order, except `nvcc -dryrun` (which would need a subprocess); where that alone would find the
-# toolkit, the error below says to set CUDA_HOME.
+# same order, except `nvcc -dryrun` (which would need a subprocess) and the conda environment of an
+# unactivated Python; where those alone would find the toolkit, the error below says to set CUDA_HOME.
 CUDA_TOOLKIT_TEXT = '''\
 # ---- the CUDA toolkit, found as the workbook's loader finds it (utils/toolchain.py) ----
 # torch guesses CUDA_HOME as the folder above the `nvcc` on PATH. Where that nvcc is a wrapper
 # script (/usr/local/bin/nvcc), the guess is /usr/local and the link fails: "cannot find -lcudart".
-# So take the first of $CUDA_HOME, $CUDA_PATH, the folder above nvcc's real path and the usual
-# places that holds bin/nvcc and libcudart, and give it to torch before it builds.
+# So take the first of $CUDA_HOME, $CUDA_PATH, the active conda environment, the folder above
+# nvcc's real path and the usual places that holds bin/nvcc, cuda_runtime.h and libcudart (conda-forge
+# keeps the last two under targets/<platform>/), and give it to torch before it builds.
 def _find_cuda_home(usual=FALLBACKS):
     nvcc = shutil.which("nvcc")
-    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")]
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), os.environ.get("CONDA_PREFIX")]
     candidates += [str(Path(os.path.realpath(nvcc)).parent.parent) if nvcc else None, *usual]
     for home in [Path(c) for c in candidates if c]:
-        cudart = [*home.glob("lib64/libcudart.so*"), *home.glob("targets/*/lib/libcudart.so*")]
-        if (home / "bin" / "nvcc").is_file() and cudart:
+        cudart = [*home.glob("lib64/libcudart.so*"), *home.glob("lib/libcudart.so*"),
+                  *home.glob("targets/*/lib/libcudart.so*")]
+        headers = [*home.glob("include/cuda_runtime.h"), *home.glob("targets/*/include/cuda_runtime.h")]
+        if (home / "bin" / "nvcc").is_file() and cudart and headers:
             return home.resolve()
     raise RuntimeError(
-        f"no CUDA toolkit found: none of {[c for c in candidates if c]} holds bin/nvcc and libcudart. "
+        f"no CUDA toolkit found: none of {[c for c in candidates if c]} holds bin/nvcc, cuda_runtime.h and "
+        "libcudart. "
         "Set CUDA_HOME to the toolkit folder (the one with bin/nvcc and lib64/libcudart.so): where nvcc "
         "on PATH is a wrapper script, run `nvcc -dryrun -c -x cu /dev/null` and take its TOP= line.")
 

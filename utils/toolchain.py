@@ -16,7 +16,10 @@ and each message names the cause and the fix:
 Why find the toolkit ourselves: torch guesses CUDA_HOME as the parent of the directory
 holding `nvcc`. When `nvcc` is a wrapper script (/usr/local/bin/nvcc execs the real one),
 torch gets /usr/local, and linking fails with "cannot find -lcudart". `nvcc -dryrun`
-reports the real toolkit directory (TOP), so we ask nvcc itself.
+reports the real toolkit directory (TOP), so we ask nvcc itself. A conda environment
+(environment.yml: cuda-nvcc and cuda-cudart-dev from conda-forge) is a toolkit too: its
+prefix has bin/nvcc, and its headers and libcudart under targets/<platform>/ (conda-forge's
+layout) rather than include/ and lib64/; apply_cuda_home() tells the host compiler where.
 """
 from __future__ import annotations
 
@@ -35,7 +38,12 @@ FALLBACK_CUDA_HOMES: tuple[Path, ...] = (Path("/usr/local/cuda"),)
 
 
 class ToolchainError(RuntimeError):
-    """Something needed to compile CUDA kernels is missing or does not fit."""
+    """Something needed to compile CUDA kernels is missing or does not fit. `short` names it in a
+    few words, for a skip reason ("no nvcc", "a CPU-only torch"); the message adds the fix."""
+
+    def __init__(self, message: str, short: str | None = None):
+        super().__init__(message)
+        self.short = short or message
 
 
 class NoNvccError(ToolchainError):
@@ -64,13 +72,41 @@ def _run(cmd: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
+# Where a toolkit keeps libcudart and the CUDA headers: /usr/local/cuda has lib64/ and include/;
+# conda-forge puts them under targets/x86_64-linux/ (lib/ holds links to the libraries).
+CUDART_GLOBS = ("lib64/libcudart.so*", "lib/libcudart.so*", "targets/*/lib/libcudart.so*")
+HEADER_DIRS = ("include", "targets/*/include")
+
+
 def _has_cudart(home: Path) -> bool:
-    return any(home.glob("lib64/libcudart.so*")) or any(home.glob("targets/*/lib/libcudart.so*"))
+    return any(any(home.glob(pattern)) for pattern in CUDART_GLOBS)
+
+
+def cuda_include_dir(home: Path) -> Path | None:
+    """The directory of the toolkit's cuda_runtime.h: include/, else targets/<platform>/include/."""
+    for pattern in HEADER_DIRS:
+        for folder in sorted(home.glob(pattern)):
+            if (folder / "cuda_runtime.h").is_file():
+                return folder
+    return None
+
+
+def not_a_cuda_home(home: Path) -> str | None:
+    """Why `home` is no toolkit extensions can be built with (None when it is one): it must have
+    the compiler, the CUDA headers and the runtime library extensions link against."""
+    if not home.is_dir():
+        return "no such directory"
+    if not (home / "bin" / "nvcc").is_file():
+        return "no bin/nvcc"
+    if cuda_include_dir(home) is None:
+        return f"no cuda_runtime.h in {' or '.join(d + '/' for d in HEADER_DIRS)}"
+    if not _has_cudart(home):
+        return f"no libcudart in {', '.join(g.rsplit('/', 1)[0] + '/' for g in CUDART_GLOBS)}"
+    return None
 
 
 def is_cuda_home(home: Path) -> bool:
-    """A usable toolkit has both the compiler and the runtime library extensions link against."""
-    return (home / "bin" / "nvcc").is_file() and _has_cudart(home)
+    return not_a_cuda_home(home) is None
 
 
 def _nvcc_top(nvcc: str) -> Path | None:
@@ -80,27 +116,45 @@ def _nvcc_top(nvcc: str) -> Path | None:
     return Path(match.group(1).strip()).resolve() if match else None
 
 
-def _cuda_home_candidates() -> list[Path]:
-    """Where a toolkit may be, in order of trust."""
-    candidates = [Path(os.environ[v]) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+def _conda_prefixes() -> list[tuple[str, Path]]:
+    """The conda environment that is active ($CONDA_PREFIX), and the one this Python runs in
+    (a conda-meta/ folder in sys.prefix) when it was started without activating it."""
+    found = [("$CONDA_PREFIX", Path(os.environ["CONDA_PREFIX"]))] if os.environ.get("CONDA_PREFIX") else []
+    here = Path(sys.prefix)
+    if (here / "conda-meta").is_dir() and all(here.resolve() != p.resolve() for _, p in found):
+        found.append(("this Python's conda environment", here))
+    return found
+
+
+def _cuda_home_candidates() -> list[tuple[str, Path]]:
+    """Where a toolkit may be, in order of trust, each with where the guess came from."""
+    candidates = [(f"${v}", Path(os.environ[v])) for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    candidates += _conda_prefixes()
     nvcc = shutil.which("nvcc")
     if nvcc:
         top = _nvcc_top(nvcc)
         if top:
-            candidates.append(top)
-        candidates.append(Path(os.path.realpath(nvcc)).parent.parent)
-    candidates.extend(FALLBACK_CUDA_HOMES)
+            candidates.append((f"TOP of `{nvcc} -dryrun`", top))
+        candidates.append((f"above nvcc's real path ({os.path.realpath(nvcc)})", Path(os.path.realpath(nvcc)).parent.parent))
+    candidates += [("the usual place", home) for home in FALLBACK_CUDA_HOMES]
     return candidates
 
 
 def find_cuda_home() -> Path | None:
-    """The CUDA toolkit to compile with: $CUDA_HOME / $CUDA_PATH, what `nvcc -dryrun` reports
-    (this sees through wrapper scripts), the parent of nvcc's real path, /usr/local/cuda.
-    Only a directory with bin/nvcc and libcudart counts."""
-    for home in _cuda_home_candidates():
+    """The CUDA toolkit to compile with: $CUDA_HOME / $CUDA_PATH, the conda environment
+    ($CONDA_PREFIX, or this Python's), what `nvcc -dryrun` reports (this sees through wrapper
+    scripts), the parent of nvcc's real path, /usr/local/cuda. Only a directory with bin/nvcc,
+    cuda_runtime.h and libcudart counts."""
+    for _, home in _cuda_home_candidates():
         if is_cuda_home(home):
             return home.resolve()
     return None
+
+
+def looked_at() -> str:
+    """Every place find_cuda_home() tried, and why each is no toolkit: for the messages."""
+    tried = [f"{where}: {home} ({not_a_cuda_home(home) or 'a toolkit'})" for where, home in _cuda_home_candidates()]
+    return "; ".join(tried) or "nowhere: no $CUDA_HOME, $CUDA_PATH or conda environment, no nvcc on PATH"
 
 
 def nvcc_version(nvcc: str | Path) -> str:
@@ -167,21 +221,25 @@ class Toolchain:
     gpu_name: str | None
     gpu_arch: str | None
     problems: list[str] = field(default_factory=list)  # messages of what keeps kernels from compiling
+    blockers: list[str] = field(default_factory=list)  # the same, each in a few words (ToolchainError.short)
 
     def errors(self, arch: str | None = None) -> list[ToolchainError]:
         """What keeps kernels from compiling for `arch` (default: the visible GPU, else 9.0)."""
         errors: list[ToolchainError] = []
         if self.cuda_home is None:
-            errors.append(NoNvccError(_no_nvcc_message(self.nvcc)))
+            errors.append(NoNvccError(_no_nvcc_message(self.nvcc), _no_nvcc_short(self.nvcc)))
         if self.torch_cuda is None:
-            errors.append(CpuOnlyTorchError(_cpu_only_message(self.torch_version, self.nvcc_version)))
+            errors.append(CpuOnlyTorchError(_cpu_only_message(self.torch_version, self.nvcc_version),
+                                            f"a CPU-only torch ({self.torch_version})"))
         elif self.nvcc_version and _major(self.nvcc_version) != _major(self.torch_cuda):
-            errors.append(CudaMismatchError(_mismatch_message(self)))
+            errors.append(CudaMismatchError(_mismatch_message(self), f"nvcc is CUDA {self.nvcc_version} but torch "
+                                                                     f"was built with CUDA {self.torch_cuda}"))
         if self.ninja is None:
-            errors.append(NinjaMissingError(_NINJA_MESSAGE.format(python=sys.executable)))
+            errors.append(NinjaMissingError(_NINJA_MESSAGE.format(python=sys.executable), "no ninja"))
         target = arch or self.gpu_arch or DEFAULT_ARCH
         if self.nvcc_version and _base_arch(target) not in self.nvcc_archs:
-            errors.append(UnsupportedArchError(_arch_message(self, target, explicit=arch is not None)))
+            errors.append(UnsupportedArchError(_arch_message(self, target, explicit=arch is not None),
+                                               f"nvcc {self.nvcc_version} cannot compile for sm_{arch_code(target)}"))
         return errors
 
 
@@ -209,7 +267,9 @@ def detect() -> Toolchain:
         gpu_name=gpu_name,
         gpu_arch=gpu_arch,
     )
-    tc.problems = [str(e) for e in tc.errors()]
+    errors = tc.errors()
+    tc.problems = [str(e) for e in errors]
+    tc.blockers = [e.short for e in errors]
     return tc
 
 
@@ -230,12 +290,31 @@ def apply_cuda_home() -> Path:
     """
     home = detect().cuda_home
     if home is None:
-        raise NoNvccError(_no_nvcc_message(detect().nvcc))
+        raise NoNvccError(_no_nvcc_message(detect().nvcc), _no_nvcc_short(detect().nvcc))
     os.environ["CUDA_HOME"] = str(home)  # before the import below, so torch's own guess is right too
+    _point_host_compiler_at(home)
     import torch.utils.cpp_extension as cpp_extension
 
     cpp_extension.CUDA_HOME = str(home)
     return home
+
+
+def _point_host_compiler_at(home: Path) -> None:
+    """torch passes the host compiler CUDA_HOME/include and CUDA_HOME/lib64 (or lib); a conda-forge
+    toolkit keeps its headers (and may keep libcudart.so) under targets/<platform>/ alone. nvcc finds
+    them through its nvcc.profile, g++ does not: CPATH and LIBRARY_PATH, which gcc reads, name them."""
+    include = cuda_include_dir(home)
+    if include is not None and include != home / "include":
+        _prepend_env("CPATH", include)
+    if not any(home.glob("lib64/libcudart.so")) and not any(home.glob("lib/libcudart.so")):
+        for lib in sorted(home.glob("targets/*/lib/libcudart.so")):
+            _prepend_env("LIBRARY_PATH", lib.parent)
+
+
+def _prepend_env(var: str, folder: Path) -> None:
+    parts = [p for p in os.environ.get(var, "").split(os.pathsep) if p]
+    if str(folder) not in parts:
+        os.environ[var] = os.pathsep.join([str(folder), *parts])
 
 
 def apply_ninja_path() -> Path:
@@ -250,17 +329,17 @@ def apply_ninja_path() -> Path:
 
 # --- messages: the cause, then the fix --------------------------------------------------
 
+def _no_nvcc_short(nvcc_on_path: Path | None) -> str:
+    return f"nvcc at {nvcc_on_path} but no CUDA toolkit around it" if nvcc_on_path else "no nvcc"
+
+
 def _no_nvcc_message(nvcc_on_path: Path | None) -> str:
-    looked = ", ".join(str(p) for p in _cuda_home_candidates()) or "nowhere"
-    if nvcc_on_path:
-        return (
-            f"nvcc is at {nvcc_on_path}, but no CUDA toolkit with libcudart was found (looked in: {looked}). "
-            "Set CUDA_HOME=/path/to/cuda, the directory that holds bin/nvcc and lib64/libcudart.so."
-        )
+    head = (f"nvcc is at {nvcc_on_path}, but no CUDA toolkit with its headers and libcudart was found"
+            if nvcc_on_path else "nvcc not found on PATH and no CUDA toolkit found")
     return (
-        f"nvcc not found on PATH and no CUDA toolkit under $CUDA_HOME, $CUDA_PATH or "
-        f"{', '.join(map(str, FALLBACK_CUDA_HOMES)) or 'the usual places'}. "
-        "Install the CUDA toolkit (nvcc) or set CUDA_HOME=/path/to/cuda."
+        f"{head} (looked at: {looked_at()}). Install the CUDA toolkit (nvcc; in the conda environment, "
+        "`conda env update -f environment.yml` installs it from conda-forge), or set CUDA_HOME=/path/to/cuda, "
+        "the directory that holds bin/nvcc, include/cuda_runtime.h and lib64/libcudart.so."
     )
 
 

@@ -213,7 +213,7 @@ def load(can_compile: bool) -> dict:
     """The bias kernels, rung 7 without a bias (the control) and the exercise, built side by side
     where there are cores for it; {} with a SKIPPED line where nothing can compile."""
     if not can_compile:
-        skip("compiling the bias kernels and the exercise", "no nvcc or a CPU-only torch")
+        skip("compiling the bias kernels and the exercise", env.no_build_reason())
         return {}
     modules = dict(build.load_kernels(["gemm_bias", "gemm_07_pipelined"]))
     modules["gemm_epilogue_relu"] = build.load_kernel("gemm_epilogue_relu", kernels_dir=EXERCISES)

@@ -137,7 +137,7 @@ def check_exercise(chapter: LadderChapter, name: str, operands, hints: dict, pas
 
     S = chapter.session
     if not S.can_compile:
-        skip(f"compiling {name}", "no nvcc or a CPU-only torch")
+        skip(f"compiling {name}", env.no_build_reason())
         return None, False
     module = build.load_kernel(name, kernels_dir=EXERCISES)
     if not S.on_gpu:
@@ -184,7 +184,7 @@ def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
         print(prediction)
         return
     if not S.can_compile:
-        skip("compiling exercise 1", "no nvcc or a CPU-only torch")
+        skip("compiling exercise 1", env.no_build_reason())
         return
     chosen = variants if S.on_gpu else dict(list(variants.items())[:1])
     built = build.load_kernels({label: build.Variant("gemm_tile_shape", flags, EXERCISES)
@@ -225,7 +225,7 @@ def pad_exercise(chapter: LadderChapter) -> None:
 
     S = chapter.session
     if not S.can_compile:
-        skip("compiling exercise 2", "no nvcc or a CPU-only torch")
+        skip("compiling exercise 2", env.no_build_reason())
         return
     module = build.load_kernel("gemm_smem_pad", kernels_dir=EXERCISES)  # your edits rebuild it here
     row = module.ws_row_floats()

@@ -142,7 +142,7 @@ class LadderChapter:
         """Compile rungs (kernels/) and exercises (kernels/exercises/) side by side; {} with one line
         saying why where this machine cannot compile."""
         if not self.session.can_compile:
-            skip("compiling the GEMM kernels", "no nvcc or a CPU-only torch")
+            skip("compiling the GEMM kernels", env.no_build_reason())
             return {}
         modules = build.load_kernels({name: name for name in rungs} |
                                      {name: build.Variant(name, kernels_dir=EXERCISES) for name in exercises})

@@ -241,7 +241,7 @@ class MemoryChapter:
         """The compiled kernel module, printing what it exports; None (with a SKIPPED line) where
         nothing can compile, so the cells after it skip instead of failing."""
         if not self.can_compile:
-            skip(f"compiling {name}", "no nvcc or a CPU-only torch")
+            skip(f"compiling {name}", env.no_build_reason())
             return None
         module = build.load_kernel(name, kernels_dir=kernels_dir)
         where = build.display_path(Path(module.__file__))
@@ -299,7 +299,7 @@ class MemoryChapter:
     def check_exercise(self, name: str, run: Callable) -> None:
         """Recompile kernels/exercises/<name>.cu (your edits included) and print run(module)'s report and verdict."""
         if not self.can_compile:
-            skip("compiling the exercise", "no nvcc or a CPU-only torch")
+            skip("compiling the exercise", env.no_build_reason())
             return
         module = build.load_kernel(name, kernels_dir=EXERCISES)
         if not self.on_gpu:
