@@ -439,6 +439,19 @@ def test_the_budget_leaves_the_rest_not_run_and_limits_each_target(monkeypatch):
     assert not ok
 
 
+def test_the_budget_waits_for_a_pair_that_took_longer_than_what_is_left(monkeypatch):
+    monkeypatch.setattr(st.Unit, "builds_here", lambda self: True)
+    pairs = san.plan(["memcheck"], ["gemm_0[1-2]_*"], ["reduced"])
+    slow = san.entry("memcheck", "gemm_01_naive/reduced", san.Verdict("clean", 0, 3, 3), 50.0, "0000000", "d")
+    runner = FakeRunner({"gemm_02_coalesced/reduced": san.Run(None, True, 30.0, _out(calls=3, done=2))}, cost=30.0)
+    fresh = _run(pairs, runner, [], budget=40.0, previous=[slow])
+    assert [a[1] for a in runner.asked] == ["gemm_02_coalesced/reduced"]  # 40 s left; the first took 50 s last time
+    (late,) = fresh
+    assert late["verdict"] == "not finished" and "the budget's end (40 s)" in late["reason"]
+    _, ok = san.report(san.merge([slow], fresh), pairs, "abc1234")
+    assert not ok  # the kept entry is of another commit, the other did not finish
+
+
 def test_resume_skips_the_pairs_clean_at_this_commit_only(monkeypatch):
     monkeypatch.setattr(st.Unit, "builds_here", lambda self: True)
     pairs = san.plan(["memcheck"], ["gemm_01_naive"])

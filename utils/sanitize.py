@@ -6,8 +6,9 @@ One target per process, each with a time limit; a verdict per (tool, target), re
     python -m utils.sanitize --list                           # the plan, on any machine: targets, calls, tools
     python -m utils.sanitize --tools memcheck synccheck       # some tools
     python -m utils.sanitize --targets 'gemm_0*' 'solutions/*' --classes reduced   # some targets (shell patterns)
-    python -m utils.sanitize --budget 540 --resume            # start no target after 540 s; skip those already
-                                                              # clean at this commit (run it again to go on)
+    python -m utils.sanitize --budget 420 --resume            # end within 420 s (a target starts only with more
+                                                              # left than it took last time); skip the pairs clean
+                                                              # at this commit: run it again to go on
     python -m utils.sanitize --exclude initcheck=kns=reduce_kernel   # leave a PyTorch kernel out of one tool's verdict
 
 The targets (utils/sanitize_targets.py) are the kernel files' launchers and the solutions' forward
@@ -42,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from utils import REPO, build, env, results
@@ -98,8 +99,8 @@ def judge(tool: str, text: str, rc: int | None, timed_out: bool) -> Verdict:
                        + (" (errors were being reported)" if where else ""))
     if errors:
         v = Verdict("errors", errors, done, calls, where, f"{errors} reported, {progress}")
-        return v if not v.in_libraries_only else Verdict(
-            *astuple(v)[:5], v.reason + "; every report is inside a kernel of PyTorch's or cuBLAS's (see --exclude)")
+        return v if not v.in_libraries_only else replace(
+            v, reason=v.reason + "; every report is inside a kernel of PyTorch's or cuBLAS's (see --exclude)")
     if rc == ERROR_EXITCODE:
         return Verdict("errors", errors, done, calls, where, "compute-sanitizer's exit status says errors")
     if errors is None:
@@ -240,20 +241,23 @@ def run(pairs, sanitizer: str, *, timeouts: dict, budget: float | None, excludes
         if not target.unit.builds_here():
             v = Verdict("skipped", None, 0, len(target.calls),
                         reason=f"{build.display_path(target.unit.path)} does not build for this GPU (its // @arch line)")
-        elif left is not None and left < MIN_LEFT_S:
+        elif left is not None and left < max(MIN_LEFT_S, recorded.get(key, {}).get("seconds") or 0):
+            # too little left: under MIN_LEFT_S, or less than this pair took last time (a later --resume runs it)
             if key in recorded:
-                say(f"{head}: not run (the budget ran out); its recorded entry stays")
+                say(f"{head}: not run ({left:.0f} s of the budget left); its recorded entry stays")
                 continue
             v = Verdict("not run", None, 0, len(target.calls), reason="the budget ran out before it started")
         else:
+            limit = timeouts[tool] if left is None else min(timeouts[tool], left)
             say(f"{head} ...", end="", flush=True)
             try:
-                r = runner(command(tool, target.name, sanitizer, ex),
-                           environment(), timeouts[tool] if left is None else min(timeouts[tool], left))
+                r = runner(command(tool, target.name, sanitizer, ex), environment(), limit)
             except KeyboardInterrupt:  # run_process killed the target's processes; keep what finished
                 say(" interrupted: recording the pairs that finished")
                 break
             v, seconds, log = judge(tool, r.text, r.rc, r.timed_out), r.seconds, log_name(tool, target.name)
+            if r.timed_out and limit < timeouts[tool]:  # not its own time limit: the budget's end
+                v = replace(v, reason=v.reason.replace("at the time limit", f"at the budget's end ({limit:.0f} s)"))
             if log_root is not None:
                 (log_root / log).parent.mkdir(parents=True, exist_ok=True)
                 (log_root / log).write_text(scrub(r.text))
