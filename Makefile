@@ -4,7 +4,7 @@
 #   make test       the whole test suite: CPU tests, kernel compilation, notebooks under nbval
 #   make lab        JupyterLab on the checkout, opened at notebooks/ (results/ holds the executed copies)
 #   make test-gpu   only the tests that need a GPU
-#   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over the GPU tests
+#   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over every kernel and solution
 #   make bench      measure the device's ceilings and record them under results/<device>/
 #   make ladder     verify every GEMM rung against cuBLAS, time them side by side, record the ladder
 #   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)

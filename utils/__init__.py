@@ -15,7 +15,9 @@ show        kernel source in notebooks, rendered from kernels/ (a file, a functi
 results     the schema of recorded measurements under results/<device>/: record, validate, load
 plots       speedup bars, ladders, rooflines, each titled with device, torch and date
 run         `make run`: the notebooks, in order, through papermill
-sanitize    `make sanitize`: the kernels' GPU tests under compute-sanitizer's tools
+sanitize    `make sanitize`: compute-sanitizer's four tools over every target, one process each; verdicts recorded
+sanitize_targets  what it runs: every kernel file's launchers and every solution, at edge, tile-crossing and
+            full shapes, and the worker that runs one target
 ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`): the
             whole models, the GEMM, the tails, their backward ops and their autocast kernels
 freezing    a drop-in's opt-in freeze(): the GEMM weight's 3xTF32 small parts kept between calls

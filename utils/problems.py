@@ -10,6 +10,9 @@ needs on top, without changing the reference:
 - ``odd``   sizes that are multiples of nothing a kernel tiles by (37 rows, 129 inputs,
   115 outputs in 5 groups of 23), where edge handling goes wrong.
 
+Where a scale is taken, a `Dims` of the caller's own may stand instead (`p.init_inputs(Dims(300, 600,
+544, 17))`).
+
     >>> p = get_problem(94)
     >>> p.init_inputs("small")
     [256, 1024, (1024,), 32]
@@ -61,7 +64,10 @@ class Problem:
         """`p094_gemm_biasadd_hardtanh_mish_groupnorm`: the name solutions/ uses."""
         return self.module_name
 
-    def dims(self, scale: str = "full") -> Dims:
+    def dims(self, scale: str | Dims = "full") -> Dims:
+        """The sizes at a named scale; a Dims is taken as it is (sizes of the caller's own)."""
+        if isinstance(scale, Dims):
+            return scale
         if scale == "full":
             m = self.module
             init = m.get_init_inputs()
@@ -72,24 +78,24 @@ class Problem:
             return self._odd
         raise ValueError(f"unknown scale {scale!r}; choose one of {SCALES}")
 
-    def init_inputs(self, scale: str = "full") -> list:
-        """The `__init__` arguments, in KernelBench's order, at this scale."""
+    def init_inputs(self, scale: str | Dims = "full") -> list:
+        """The `__init__` arguments, in KernelBench's order, at this scale (or these Dims)."""
         if scale == "full":
             return self.module.get_init_inputs()
         return self._init_inputs(self.dims(scale))
 
-    def get_inputs(self, scale: str = "full", *, generator: torch.Generator | None = None) -> list[torch.Tensor]:
+    def get_inputs(self, scale: str | Dims = "full", *, generator: torch.Generator | None = None) -> list[torch.Tensor]:
         """Fresh inputs like KernelBench's `get_inputs()`: `torch.rand(batch, in)`, fp32 on the CPU."""
         d = self.dims(scale)
         return [torch.rand(d.batch, d.in_features, generator=generator)]
 
-    def make_model(self, scale: str = "full", *, seed: int | None = 0) -> torch.nn.Module:
+    def make_model(self, scale: str | Dims = "full", *, seed: int | None = 0) -> torch.nn.Module:
         """The reference Model at this scale; with a seed, built under torch.manual_seed(seed)."""
         if seed is not None:
             torch.manual_seed(seed)
         return self.Model(*self.init_inputs(scale))
 
-    def output_shape(self, scale: str = "full") -> tuple[int, ...]:
+    def output_shape(self, scale: str | Dims = "full") -> tuple[int, ...]:
         d = self.dims(scale)
         if self.id == 75:  # (N, 1) + bias(1, C, 1, 1) broadcasts to (1, C, N, 1)
             return (1, d.out_features, d.batch, 1)

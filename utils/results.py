@@ -97,6 +97,10 @@ Entry conventions of the kinds known so far (every listed key is required):
                    reverse order; the row is the contender's better round). Every contender was checked
                    against eager at the tier's tolerance before it was timed ("its GEMM alone" against
                    eager's GEMM).
+    sanitize       python -m utils.sanitize: one entry per (tool, target), {"tool": "memcheck" | ..., "target":
+                   "gemm_05_blocktile_2d/reduced" | ..., "verdict": "clean" | "errors" | "crashed" |
+                   "not finished" | "not run" | "skipped", "errors" (the tool's count; null without its
+                   summary), "seconds", "commit", "device"} and the calls run, the filters used, the log's path.
 
 Adding a kind: add a `Kind` to KINDS with its required entry keys and, to show it in the
 README, a render function in utils/report/ (utils.report.readme.RENDERERS). Kinds not in KINDS are still valid
@@ -219,6 +223,8 @@ KINDS: dict[str, Kind] = {
     "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.chapters.scoreboard)",
                        ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps")),
     "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender")),
+    "sanitize": Kind("compute-sanitizer over every kernel and solution (make sanitize)",
+                     ("tool", "target", "verdict", "errors", "seconds", "commit", "device")),
     "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 08)",
                                ("problem", "tier", "contender", "median_ms", "p20_ms", "p80_ms", "max_abs_vs_eager")),
 }
