@@ -126,15 +126,21 @@ def training_loop(pid: int, scale: str, steps: int) -> None:
         b = sizes[i % len(sizes)]
         outs = [step(r, opt, xs[b], grads[b]) for r, opt in zip(replicas, optimizers)]
         if i in checkpoints:
-            assert torch.equal(*outs), f"step {i} (batch {b}): the replicas' outputs differ"
-            for (name, p), q in zip(replicas[0].named_parameters(), replicas[1].parameters()):
-                assert torch.isfinite(p).all(), f"step {i}: {name} is no longer finite"
-                assert torch.equal(p, q), f"step {i} (batch {b}): the replicas' {name} differ"
+            replicas_agree(replicas, outs, f"step {i} (batch {b})")
         del outs
         if i in checkpoints:
             memory.append(settled())
     del replicas, optimizers
     flat_and_back(memory, baseline, "the steps")
+
+
+def replicas_agree(replicas, outs, where: str) -> None:
+    """The replicas' outputs and parameters are bitwise equal and finite. (A function of its own: a loop
+    variable left bound to a parameter would keep it, and its gradient, alive past the replicas.)"""
+    assert torch.equal(*outs), f"{where}: the replicas' outputs differ"
+    for (name, p), q in zip(replicas[0].named_parameters(), replicas[1].parameters()):
+        assert torch.isfinite(p).all(), f"{where}: {name} is no longer finite"
+        assert torch.equal(p, q), f"{where}: the replicas' {name} differ"
 
 
 def step(m: torch.nn.Module, optimizer, x: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:

@@ -98,6 +98,11 @@ def linear(M, N, K, kept=False):
     return [x, w, _uniform(g, N)] + ([_uniform(g, N, K, bound=2.0**-12)] if kept else [])
 
 
+def linear_optional_residual(M, N, K, kept=False):
+    """gemm_10_3xtf32's linear: its w_residual is optional, and a pybind launcher takes it as None."""
+    return linear(M, N, K, kept) + ([] if kept else [None])
+
+
 def two_biases(M, N, K):
     return linear(M, N, K) + [_uniform(_gen(N), N)]
 
@@ -276,7 +281,8 @@ def _rung(stem: str) -> Unit:
     unit = {}
     for shape_class, shapes in (("reduced", GEMM_REDUCED), ("full", GEMM_FULL)):
         unit[shape_class] = (calls(RUNG10, gemm, shapes) + calls(["tf32_residual"], weight, [s[1:] for s in shapes])
-                             + calls(["linear"], linear, shapes, (False, True)) + calls(["linear"], linear, shapes[-1:], kept=True)
+                             + calls(["linear"], linear_optional_residual, shapes, (False, True))
+                             + calls(["linear"], linear_optional_residual, shapes[-1:], kept=True)
                              + calls(["linear_backward"], linear_backward, shapes, (False, True)))
     return Unit(stem, **unit)
 
