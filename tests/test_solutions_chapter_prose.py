@@ -90,3 +90,71 @@ def test_show_final_without_records_prints_one_line(tmp_path, capsys):
     sb.show_final(types.SimpleNamespace(on_gpu=False, results_dir=tmp_path))
     out = capsys.readouterr().out
     assert out.startswith("SKIPPED: the final scoreboard") and out.count("\n") == 1
+
+
+# --------------------------------------------------------------------------- the seeds
+
+def seed_texts() -> dict[str, str]:
+    return {p.name[:3]: " ".join(p.read_text(errors="replace").split()) for p in SEEDS_DIR.glob("*.txt")}
+
+
+def seed_rows(cell_id: str) -> list[tuple[str, list[str]]]:
+    """(seed, the table row's cells) for each row of a markdown cell's table that names a seed."""
+    rows = []
+    for line in markdown_cells()[cell_id].splitlines():
+        if m := re.match(r"\| (\d{3}|all)\b", line):
+            rows.append(("000" if m[1] == "all" else m[1], [c.strip() for c in line.strip().strip("|").split(" | ")]))
+    return rows
+
+
+RECAP = "nb09-58e"  # "## 11. The seeds against the outcome"
+
+
+@pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason=f"the seed documents are not at {SEEDS_DIR}")
+@pytest.mark.parametrize("cell_id", ["nb09-01", RECAP])
+def test_every_quote_of_a_seed_is_verbatim(cell_id):
+    seeds = seed_texts()
+    quoted = 0
+    for seed, cells in seed_rows(cell_id):
+        for quote in re.findall(r'"([^"]+)"', " | ".join(cells)):
+            assert " ".join(quote.replace("`", "").split()) in seeds[seed], f"seed {seed} does not say {quote!r}"
+            quoted += 1
+    assert quoted or cell_id == RECAP  # the seeds' words are quoted at the top; the recap may paraphrase
+
+
+@pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason=f"the seed documents are not at {SEEDS_DIR}")
+def test_only_the_seed_the_prose_names_drafts_a_model_new():
+    drafted = [seed for seed, text in sorted(seed_texts().items()) if "class ModelNew" in text]
+    assert drafted == ["001"]
+    says(f"Only {drafted[0]} drafts a `class ModelNew`")
+    assert "Each seed ends with" not in prose()
+
+
+def test_the_recap_has_one_row_per_seed_and_names_chapters_that_exist():
+    rows = seed_rows(RECAP)
+    assert [seed for seed, _ in rows] == ["000", "001", "002", "003", "004"]
+    for seed, (_, right, slipped, chapters) in rows:
+        assert right and slipped, seed
+        for number in chapters.split(", "):
+            assert list((REPO / "notebooks").glob(f"{number}_*.ipynb")), f"seed {seed}: no chapter {number}"
+
+
+def test_seed_003s_whole_batch_statistics_are_called_a_slip_where_it_is_marked_right():
+    (cells,) = [cells for seed, cells in seed_rows("nb09-01") if seed == "003"]
+    verdict = cells[3]
+    assert verdict.startswith("right") and "across the batch" in verdict and "chapter 06" in verdict
+    (recap,) = [cells for seed, cells in seed_rows(RECAP) if seed == "003"]
+    assert "GroupNorm over the whole batch" in recap[2] and "06" in recap[3]
+
+
+def test_what_the_prose_reads_from_the_final_table_holds_on_every_device():
+    """"With TF32 off ... over 2x torch.compile on all four, forward and training step alike; with TF32
+    allowed and under autocast ... the smallest margins are there": on every device's records."""
+    says("With TF32 off the margin is the GEMM's, over 2x `torch.compile` on all four, forward and training step alike")
+    for device in results.recorded_devices(ROOT):
+        strict, rest = [], []
+        for kind in sb.FINAL_KINDS:
+            if results.load(kind, device, ROOT) is not None:
+                for (_, tf32), r in ratios(device, kind).items():
+                    (rest if tf32 or kind == "autocast" else strict).append(r["vs_compile"])
+        assert not strict or (min(strict) > 2 and max(rest, default=0) < min(strict)), (device, strict, rest)
