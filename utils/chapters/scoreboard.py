@@ -5,6 +5,8 @@ and records it; each chapter shows the stages up to its own from that record.
     python -m utils.chapters.scoreboard                      # on a GPU: check, time and record every stage
     python -m utils.chapters.scoreboard --reps 20 --stages 02 03 --no-record
     scoreboard.show("03", S)                        # chapter 03's last section: plot and table, from the record
+    scoreboard.show_final(S)                        # notebook 09's last table: the drop-ins' forward, training
+                                                    # step and autocast against eager and torch.compile
 
 Stages, all at the strict tier (fp32, TF32 off) and KernelBench's full sizes. "Eager rest" is the
 reference Model's own modules after the GEMM; y is the GEMM's output with Linear's bias:
@@ -407,17 +409,74 @@ def show(stage: str, session) -> None:
         skip("the scoreboard", f"no {KIND} record {where}; on a GPU, `python -m utils.chapters.scoreboard` measures and "
                                "records every stage in one run")
         return
-    fig, text = plot(rec, stage), markdown(rec, stage)
+    _display(markdown(rec, stage), plot(rec, stage))
+
+
+def _display(text: str, fig=None) -> None:
+    """In a notebook the figure (if any) and the Markdown table; elsewhere the table's text."""
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
     except ImportError:
         get_ipython = None
     if get_ipython is not None and get_ipython() is not None:
-        display(fig)
+        if fig is not None:
+            display(fig)
         display(Markdown(text))
     else:
         print(text)
+
+
+# --------------------------------------------------------------------------- the final scoreboard
+
+# Notebook 09's three side-by-side records, and the columns the workbook's last table makes of them:
+# (record kind, TF32 allowed, header). Autocast is timed with TF32 off.
+FINAL_COLUMNS = (("solutions", False, "forward, TF32 off"), ("solutions", True, "forward, TF32 on"),
+                 ("training", False, "training step, TF32 off"), ("training", True, "training step, TF32 on"),
+                 ("autocast", False, "forward under autocast (bf16)"))
+FINAL_KINDS = {"solutions": "the forward", "training": "the training step", "autocast": "the forward under autocast"}
+
+
+def final_markdown(records: Mapping[str, dict | None]) -> str:
+    """The workbook's last table, from notebook 09's records of one device ({kind: record or None}, the
+    kinds of FINAL_KINDS): per problem and setting, the solution by default ("ours", steady state) over
+    eager with the same setting · over the faster torch.compile mode with the same setting
+    (session.solution_ratios). A setting whose record is missing is left out, and the text says so."""
+
+    present = {kind: rec for kind, rec in records.items() if rec is not None}
+    if not present:
+        raise ValueError("no record to tabulate")
+    devices = {rec["device"]["name"] for rec in present.values()}
+    if len(devices) != 1:  # a table that mixed devices would compare what was never run side by side
+        raise ValueError(f"the records come from more than one device: {', '.join(sorted(devices))}")
+    ratios = {(kind, r["tf32"], r["problem"]): r for kind, rec in present.items()
+              for r in chapter.solution_ratios(rec["entries"]) if r["protocol"] == "steady"}
+    columns = [c for c in FINAL_COLUMNS if any(key[:2] == c[:2] for key in ratios)]
+    stamps = ", ".join(f"{FINAL_KINDS[kind]} {rec['date'][:10]} (`{short_commit(rec['git_commit'])}`)"
+                       for kind, rec in present.items())
+    lines = [f"Ours by default, steady state: × eager · × the faster torch.compile mode, each with the same setting; "
+             f"recorded on {devices.pop()}: {stamps}.", "",
+             "| problem | " + " | ".join(head for _, _, head in columns) + " |", "|---|" + "---:|" * len(columns)]
+    for pid in ordered(list(dict.fromkeys(key[2] for key in ratios))):
+        found = [ratios.get((kind, tf32, pid)) for kind, tf32, _ in columns]
+        cells = [f"{r['vs_eager']:.2f}x · {r['vs_compile']:.2f}x" if r else "–" for r in found]
+        lines.append(f"| {pid} | " + " | ".join(cells) + " |")
+    missing = [FINAL_KINDS[kind] for kind in FINAL_KINDS if kind not in present]
+    if missing:
+        lines += ["", f"Not recorded on this device: {', '.join(missing)}."]
+    return "\n".join(lines)
+
+
+def show_final(session) -> None:
+    """Notebook 09's last table (final_markdown), from the records of the device a notebook reads
+    (this GPU's, or without one results.reading_device's). Without any: one line saying so."""
+
+    records = {kind: results.recorded(kind, session.results_dir, on_gpu=session.on_gpu) for kind in FINAL_KINDS}
+    if all(rec is None for rec in records.values()):
+        where = "for this GPU" if session.on_gpu else "in the results"
+        skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebook 09 records them on a GPU")
+        return
+    _display(final_markdown(records))
 
 
 # --------------------------------------------------------------------------- command line
