@@ -51,7 +51,7 @@ def test_record_load_round_trip(tmp_path, on_h100):
     path = results.record("baselines", BASELINES, notes="test", results_dir=tmp_path)
     assert path == tmp_path / "nvidia-h100-80gb-hbm3" / "baselines.json"
     rec = results.load("baselines", device="nvidia-h100-80gb-hbm3", results_root=tmp_path)
-    assert rec["entries"] == BASELINES and rec["notes"] == "test" and rec["schema"] == 1
+    assert rec["entries"] == BASELINES and rec["notes"] == "test" and rec["schema"] == results.SCHEMA
     assert list(rec) == list(results.TOP_KEYS)
     assert results.latest("baselines", tmp_path) == (rec, path)
     assert results.load("ceilings", device="nvidia-h100-80gb-hbm3", results_root=tmp_path) is None
@@ -177,7 +177,7 @@ def _broken(change):
 @pytest.mark.parametrize("change, message", [
     (lambda r: r.pop("git_commit"), "missing \\['git_commit'\\]"),
     (lambda r: r.update(extra=1), "unexpected \\['extra'\\]"),
-    (lambda r: r.update(schema=2), "schema is 2"),
+    (lambda r: r.update(schema=3), "schema is 3, this code reads \\[1, 2\\]"),
     (lambda r: r.update(kind="Bad Kind"), "not a \\[a-z0-9_\\]\\+ name"),
     (lambda r: r.update(date="yesterday"), "not ISO-8601"),
     (lambda r: r.update(date="2025-06-01T12:00:00"), "UTC offset"),
