@@ -328,6 +328,44 @@ def test_repo_readme_table_is_current():
     assert report.main(["--check-readme"]) == 0, "run `python -m utils.report --update-readme`"
 
 
+# The numbers of README.md's Results section outside the generated span, none of them a measurement of a
+# committed record: what each one is. A number added to that prose fails the test below until it is either
+# generated (utils/report/) or named here with where it comes from.
+RESULTS_PROSE_NUMBERS = {
+    "7": "rung 7 (a name)",
+    "03": "notebook 03 (a name)",
+    "04": "notebook 04 (a name)",
+    "1%": "how far notebooks 03 and 04's GEMMs moved when the L2 flush changed: two recordings in git history, "
+          "not a committed record (ladder.json at 9b9ed58 against e877ea9: at most 0.9%)",
+}
+
+
+def test_every_number_in_the_readme_results_section_is_generated():
+    """The committed README's Results section against the records, regenerated in memory: the generated span
+    holds every number of the section, and matches the records line for line; the prose around it holds
+    only the numbers named in RESULTS_PROSE_NUMBERS."""
+    import difflib
+    import re
+
+    text = results.README.read_text()
+    start = text.index("\n## Results\n")
+    section = text[start:text.find("\n## ", start + 1)]
+    assert section.count(report.BEGIN) == 1 and section.count(report.END) == 1, "no generated span in ## Results"
+    head, rest = section.split(report.BEGIN)
+    span, tail = rest.split(report.END)
+    expected = f"\n{report.render_readme_table()}\n"
+    diff = list(difflib.unified_diff(span.splitlines(), expected.splitlines(), "README.md", "results/*/*.json",
+                                     lineterm="", n=0))
+    assert span == expected, "README.md's results disagree with the records (`python -m utils.report " \
+                             "--update-readme`):\n" + "\n".join(diff[:40])
+    prose = re.findall(r"(?<![\w.])\d+(?:\.\d+)?%?", head + tail)
+    assert prose, "no number found in the prose: the pattern no longer reads it"
+    assert set(prose) <= set(RESULTS_PROSE_NUMBERS), (
+        f"numbers in the Results section's prose, outside the generated span: "
+        f"{sorted(set(prose) - set(RESULTS_PROSE_NUMBERS))}; "
+        "generate them from a record (utils/report/) or say in RESULTS_PROSE_NUMBERS what they are")
+
+
 def test_ladder_renders_pct_of_cublas():
     rec = {"entries": [{"contender": "gemm_01_naive", "median_ms": 10.0, "tflops": 1.0, "shape": [1024, 8192, 8192]},
                        {"contender": "cuBLAS", "median_ms": 2.5, "tflops": 4.0, "shape": [1024, 8192, 8192]}]}
