@@ -31,7 +31,7 @@ def entries():
 
 
 def record(kind, device, date, entries_):
-    return {"schema": results.SCHEMA, "kind": kind, "device": {**device, "cc": "9.0", "sm_count": 132,
+    return {"schema": 1, "kind": kind, "device": {**device, "cc": "9.0", "sm_count": 132,
             "memory_gb": 80.0, "l2_mb": 50.0}, "torch": "2.11.0", "cuda": "13.0", "git_commit": "abc1234",
             "date": date, "notes": "test", "entries": entries_}
 

@@ -6,6 +6,10 @@
                targets={"ours": (2.0, 2.5)})                            # with its targets
     roofline([{"label": "94 eager", "flops": c.flops, "bytes": c.bytes, "ms": 12.3}], ceilings)
 
+Bar labels go through label_bars; finish() fits them (fit_bar_labels), so that none runs into another
+or out of its axes however many bars there are. speedup_bars adds a panel over torch.compile wherever
+its rows hold torch.compile.
+
 Every function returns a matplotlib Figure (and saves it with save=path). Every title says
 which device, torch version and date the numbers come from; numbers from a recorded run
 (a record passed as the data, or as `recorded=`) say "recorded on <device>, <date>", so a
@@ -19,10 +23,13 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from pathlib import Path
+from weakref import WeakKeyDictionary
 
 import matplotlib
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.transforms import Bbox
 
 from utils import env
 from utils.bench import Ceilings
@@ -108,9 +115,11 @@ def _figure(what: str, recorded: dict | None, **kw) -> Figure:
 
 
 def finish(fig: Figure, save: str | Path | None = None) -> Figure:
-    """Lay a figure out in the workbook's style and, given a path, save it there (folders made)."""
+    """Lay a figure out in the workbook's style (its bar labels fitted: fit_bar_labels) and, given a path,
+    save it there (folders made)."""
     with matplotlib.rc_context(STYLE):
         fig.tight_layout()
+        fit_bar_labels(fig)
         if save is not None:
             Path(save).parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(save, bbox_inches="tight")
@@ -130,6 +139,97 @@ def _series(row: dict) -> str:
     return _name(row) + (" · TF32" if row.get("tf32") else "")
 
 
+# --------------------------------------------------------------------------- bar labels
+
+# Each bar label's bar (label_bars fills it; fit_bar_labels reads it): a label must fit above its own bar.
+_BAR_OF: WeakKeyDictionary = WeakKeyDictionary()
+LABEL_GAP_PT = 1.5  # the least room between a label and its neighbours, or the top of its axes
+MAX_WIDTH_IN = 40.0  # fit_bar_labels widens a figure up to this, no further
+_LABEL_BOX = {"facecolor": "white", "edgecolor": "none", "pad": 0.3}
+
+
+def label_bars(ax, bars, labels: list[str] | None = None, *, fmt: str = "%.2fx", fontsize: float = 7,
+               color: str = "black", fontweight: str = "normal") -> list:
+    """Label each bar with its value (`fmt`) or `labels`, above it, in a white box that hides a reference line
+    behind it. finish() fits them (fit_bar_labels): horizontal where they fit their bars, else vertical, the
+    figure widened until no label reaches past its own bar, and the axes' top raised above the highest."""
+    texts = ax.bar_label(bars, labels=labels, fmt=fmt, fontsize=fontsize, padding=2, color=color,
+                         fontweight=fontweight, bbox=_LABEL_BOX)
+    for text, bar in zip(texts, bars):
+        _BAR_OF[text] = bar
+    return texts
+
+
+def bar_labels(ax) -> list:
+    """The labels label_bars put on `ax` (those with text)."""
+    return [t for t in ax.texts if t in _BAR_OF and t.get_text()]
+
+
+def text_extent(text, renderer) -> Bbox:
+    """Where a drawn text covers the figure, in pixels: its glyphs and, when it has one, its box."""
+    box = text.get_window_extent(renderer)
+    patch = text.get_bbox_patch()
+    return Bbox.union([box, patch.get_window_extent(renderer)]) if patch is not None else box
+
+
+def fit_bar_labels(fig: Figure, *, passes: int = 8) -> None:
+    """Make every label of label_bars readable, whatever the number of bars: a label that runs into its
+    neighbour's hides part of it ("0.87x" read as "87x"). Each pass draws the figure and, per axes, turns
+    the labels vertical once a horizontal one is wider than its bar, widens the figure until each label
+    (with LABEL_GAP_PT) fits over its own bar, and raises the top of the y axis until every label is
+    inside the axes. Figures without such labels are left alone."""
+    axes = [ax for ax in fig.axes if bar_labels(ax)]
+    if not axes:
+        return
+    canvas = FigureCanvasAgg(fig)
+    for _ in range(passes):
+        fig.tight_layout()
+        renderer = canvas.get_renderer()
+        fig.draw(renderer)
+        gap = LABEL_GAP_PT * fig.dpi / 72
+        extra_in, changed = 0.0, False
+        for ax in axes:
+            labels = bar_labels(ax)
+            # how much wider each label needs its bar to be
+            need = max((text_extent(t, renderer).width + gap) / max(_BAR_OF[t].get_window_extent(renderer).width, 1e-9)
+                       for t in labels)
+            if need > 1 and labels[0].get_rotation() == 0:
+                for t in labels:
+                    t.set_rotation(90)
+                changed = True
+                continue
+            if need > 1:
+                extra_in = max(extra_in, ax.get_window_extent(renderer).width / fig.dpi * (need - 1) * 1.03)
+            changed |= _raise_top(ax, labels, renderer, gap)
+        width, height = fig.get_size_inches()
+        if extra_in > 0 and width < MAX_WIDTH_IN:
+            columns = len({round(ax.get_position().x0, 3) for ax in axes})
+            fig.set_size_inches(min(MAX_WIDTH_IN, width + columns * extra_in), height)
+            changed = True
+        if not changed:
+            return
+    fig.tight_layout()
+
+
+def _raise_top(ax, labels, renderer, gap: float) -> bool:
+    """Raise the y axis' top so that every label ends `gap` pixels inside the axes; True if it moved."""
+    frame = ax.get_window_extent(renderer)
+    log = ax.get_yscale() == "log"
+    scale = (lambda v: np.log10(v)) if log else (lambda v: v)
+    lo, hi = (scale(v) for v in ax.get_ylim())
+    span = hi - lo
+    for t in labels:
+        above = text_extent(t, renderer).y1 - ax.transData.transform((0, t.xy[1]))[1]  # the label's height over its bar
+        room = 1 - (above + gap) / frame.height  # the fraction of the axes the bar's top may reach
+        if t.xy[1] > 0 and room > 0:
+            span = max(span, (scale(t.xy[1]) - lo) / room)
+    if span <= (hi - lo) * (1 + 1e-6):
+        return False
+    top = lo + span * 1.02
+    ax.set_ylim(top=10 ** top if log else top)
+    return True
+
+
 # --------------------------------------------------------------------------- plots
 
 def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "problem", *,
@@ -137,31 +237,70 @@ def speedup_bars(rows_or_record, baseline: str = "eager", group_by: str = "probl
                  where=None) -> Figure:
     """Speedup over `baseline` (TF32 off, same group) of every contender, grouped by problem.
     Accepts compare() rows or a record ("baselines", "solutions"); a line marks 1x. `where`
-    (row -> bool) keeps some rows only; `what` replaces the title's first line."""
+    (row -> bool) keeps some rows only; `what` replaces the title's first line. Where the rows hold
+    torch.compile (a contender named "torch.compile..."), a second panel shows every other contender
+    over the faster torch.compile mode with the same TF32 setting (in the same group)."""
     rows = [r for r in _rows(rows_or_record) if where is None or where(r)]
     recorded = recorded or (rows_or_record if _is_record(rows_or_record) else None)
     groups = list(dict.fromkeys(r.get(group_by) for r in rows))
+    others = [r for r in rows if not _is_compiled(r)]
+    vs_compile = baseline != "torch.compile" and len(others) < len(rows) and any(
+        _fastest_compiled(rows, r, group_by) for r in others)
+
+    def over_baseline(r: dict) -> float:
+        base = _baseline_row([x for x in rows if x.get(group_by) == r.get(group_by)], baseline)
+        return base["median_ms"] / r["median_ms"]
+
+    def over_compile(r: dict) -> float | None:
+        best = _fastest_compiled(rows, r, group_by)
+        return best["median_ms"] / r["median_ms"] if best else None
+
+    panels = [(rows, over_baseline, f"speedup over {baseline} with TF32 off (x)", f"over {baseline}, TF32 off")]
+    if vs_compile:
+        panels.append((others, over_compile, "torch.compile's time / this one's (x)",
+                       "over the faster torch.compile mode, same TF32 setting"))
     series = list(dict.fromkeys(_series(r) for r in rows))
-    fig = _figure(what or f"Speedup over {baseline} (TF32 off)", recorded, figsize=_bars_figsize(groups, series))
+    width, height = _bars_figsize(groups, series)
+    fig = _figure(what or f"Speedup over {baseline} (TF32 off)", recorded,
+                  figsize=(width, height * (1 + 0.8 * (len(panels) - 1))))
     with matplotlib.rc_context(STYLE):
-        ax = fig.add_subplot()
-        width = 0.8 / len(series)
-        for j, s in enumerate(series):
-            xs, ys = [], []
-            for g_i, g in enumerate(groups):
-                in_group = [r for r in rows if r.get(group_by) == g]
-                base = _baseline_row(in_group, baseline)
-                row = next((r for r in in_group if _series(r) == s), None)
-                if row is not None:
-                    xs.append(g_i - 0.4 + width * (j + 0.5))
-                    ys.append(base["median_ms"] / row["median_ms"])
-            _labelled_bars(ax, xs, ys, width, s, _colour(s.removesuffix(" · TF32"), j))
-        ax.axhline(1.0, color=REFERENCE, lw=1, ls="--")
-        ax.set_xticks(range(len(groups)), [_group_label(group_by, g) for g in groups])
-        ax.set_ylabel(f"speedup over {baseline} with TF32 off (x)")
-        ax.margins(y=0.15)  # room for the labels above the tallest bar
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        for i, (shown, value, ylabel, title) in enumerate(panels):
+            ax = fig.add_subplot(len(panels), 1, i + 1)
+            _grouped_bars(ax, shown, groups, group_by, value)
+            ax.set_ylabel(ylabel)
+            if len(panels) > 1:
+                ax.set_title(title, loc="left", fontsize=10)
     return finish(fig, save)
+
+
+def _grouped_bars(ax, rows: list[dict], groups: list, group_by: str, value) -> None:
+    """A bar per row, value(row) high (no bar where it is None), grouped along x by row[group_by], one labelled
+    series per _series(row); a dashed line at 1x; the legend beside the axes."""
+    series = list(dict.fromkeys(_series(r) for r in rows))
+    width = 0.8 / len(series)
+    for j, s in enumerate(series):
+        xs, ys = [], []
+        for g_i, g in enumerate(groups):
+            row = next((r for r in rows if r.get(group_by) == g and _series(r) == s), None)
+            v = value(row) if row is not None else None
+            if v is not None:
+                xs.append(g_i - 0.4 + width * (j + 0.5))
+                ys.append(v)
+        _labelled_bars(ax, xs, ys, width, s, _colour(s.removesuffix(" · TF32"), j))
+    ax.axhline(1.0, color=REFERENCE, lw=1, ls="--")
+    ax.set_xticks(range(len(groups)), [_group_label(group_by, g) for g in groups])
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def _is_compiled(row: dict) -> bool:
+    return _name(row).startswith("torch.compile")
+
+
+def _fastest_compiled(rows: list[dict], row: dict, group_by: str) -> dict | None:
+    """The faster torch.compile row of `row`'s group with its TF32 setting; None if there is none."""
+    same = [r for r in rows if _is_compiled(r) and r.get(group_by) == row.get(group_by)
+            and bool(r.get("tf32")) == bool(row.get("tf32"))]
+    return min(same, key=lambda r: r["median_ms"]) if same else None
 
 
 def _bars_figsize(groups: list, series: list) -> tuple[float, float]:
@@ -171,13 +310,10 @@ def _bars_figsize(groups: list, series: list) -> tuple[float, float]:
 
 
 def _labelled_bars(ax, xs: list[float], ys: list[float], width: float, series: str, colour: str):
-    """One series of bars (hatched when its label says TF32), each labelled with its value, vertically:
-    side by side, horizontal labels overlap once there are 6 bars a group. The label's white box hides a
-    target line behind it."""
+    """One series of bars (hatched when its label says TF32), each labelled with its value (label_bars)."""
     bars = ax.bar(xs, ys, width, label=series, color=colour, hatch="//" if "TF32" in series else None,
                   edgecolor="white")
-    ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2, rotation=90,
-                 bbox={"facecolor": "white", "edgecolor": "none", "pad": 0.3})
+    label_bars(ax, bars)
     return bars
 
 

@@ -5,18 +5,27 @@ shows them is utils/report/).
     rec = load("baselines")            # this GPU's record; without a GPU, that of the one device
                                        # reading_device() picks for every kind (never mixed)
     python -m utils.results --commit          # the git_commit a record made here carries (for a GPU runner)
+    python -m utils.results --stale           # the records whose kernel sources changed since they were made
 
-A record (schema 1) is one JSON object:
+A record (schema 2) is one JSON object:
 
-    {"schema": 1,
+    {"schema": 2,
      "kind": "baselines",                       # [a-z0-9_]+, also the file name
      "device": {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3",
                 "cc": "9.0", "sm_count": 132, "memory_gb": 85.0, "l2_mb": 50.0},  # l2_mb may be null
      "torch": "2.11.0+cu128", "cuda": "12.8",
      "git_commit": "1a2b3c4" | "1a2b3c4-dirty" | "unknown",
+     "kernels": {"sha256": "...",               # the kernel sources it ran (kernel_sources): over every file,
+                 "files": {"kernels/activations.cu": "<sha256>", ...}},   # and file by file
      "date": "2025-06-01T12:34:56+00:00",       # ISO-8601, UTC
      "notes": "free text",
      "entries": [{...}, ...]}
+
+Schema 1, the records made before records carried "kernels", is the same without that key: still read,
+of unknown provenance (kernel_drift says None). A record's kernels are hashed from the files that ran,
+not from git: a runner without .git records them too, and a record stays checkable when git_commit
+is "-dirty". `python -m utils.results --stale` (and tests/test_record_provenance.py) names the records
+whose kernel sources have changed since.
 
 Results are GPU recordings: `record` refuses to write one on a machine without a GPU.
 One file per kind and device; recording again replaces it (git keeps the history).
@@ -121,7 +130,7 @@ from pathlib import Path
 
 from utils import REPO, env
 
-SCHEMA = 1
+SCHEMA = 2  # what record() writes; validate() reads SCHEMAS
 README = REPO / "README.md"
 RESULTS = REPO / "results"
 RECORD_DIR_ENV = "WORKBOOK_RECORD_DIR"  # where writes aimed at results/ go instead (the test session's temp folder)
@@ -129,7 +138,9 @@ DEVICE_ENV = "WORKBOOK_RESULTS_DEVICE"  # without a GPU: the device (a slug) who
 # What a recorded measurement depends on: a record made with any of these differing from HEAD is "-dirty".
 CODE_PATHS = ("kernels", "notebooks", "solutions", "utils", "pyproject.toml", "Makefile")
 DEVICE_KEYS = ("name", "slug", "cc", "sm_count", "memory_gb", "l2_mb")
-TOP_KEYS = ("schema", "kind", "device", "torch", "cuda", "git_commit", "date", "notes", "entries")
+TOP_KEYS = ("schema", "kind", "device", "torch", "cuda", "git_commit", "kernels", "date", "notes", "entries")
+SCHEMAS = {1: tuple(k for k in TOP_KEYS if k != "kernels"), 2: TOP_KEYS}  # schema -> its top-level keys
+KERNEL_SUFFIXES = (".cu", ".cuh")  # the files under kernels/ whose contents a record's hash covers
 _KIND_RE = re.compile(r"[a-z0-9_]+")
 
 
@@ -188,6 +199,54 @@ def metadata() -> dict:
     }
 
 
+def kernel_sources(repo: Path | None = None) -> dict:
+    """The kernel sources as they are now: {"sha256": one hash over every file, "files": {path: its sha256}},
+    over every kernels/**/*.cu and *.cuh (paths relative to `repo`, sorted). All of them, not only the
+    files a kind loads: a build includes kernels/common/ headers, and one file's set is hard to state
+    soundly; a change anywhere under kernels/ makes every record stale. `repo`: REPO by default."""
+    repo = repo or REPO
+    files = {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+             for p in (repo / "kernels").rglob("*") if p.suffix in KERNEL_SUFFIXES and p.is_file()}
+    files = dict(sorted(files.items()))
+    return {"sha256": _combined(files), "files": files}
+
+
+def _combined(files: dict[str, str]) -> str:
+    """One hash over the files' paths and hashes, in sorted path order."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        h.update(f"{path}\0{files[path]}\n".encode())
+    return h.hexdigest()
+
+
+def kernel_drift(rec: dict, repo: Path | None = None) -> list[str] | None:
+    """How the kernel sources under `repo` differ from those the record ran: [] when they are the same, else
+    one line per file ("modified kernels/x.cu", "added ...", "removed ...", as changes() writes them);
+    None for a record that does not say (schema 1: unknown provenance)."""
+    if "kernels" not in rec:
+        return None
+    now = kernel_sources(repo)
+    if now["sha256"] == rec["kernels"]["sha256"]:
+        return []
+    return changes(rec["kernels"]["files"], now["files"])
+
+
+def provenance(results_root: str | Path | None = None, repo: Path | None = None
+               ) -> tuple[dict[str, list[str]], list[str]]:
+    """Every record under the results root against the kernel sources under `repo`: ({record: its
+    kernel_drift} for the stale ones, [records that do not say]). Records are named device/kind.json."""
+    root = root_dir(results_root)
+    stale, unknown = {}, []
+    for path in sorted(root.glob("*/*.json")):
+        name = path.relative_to(root).as_posix()
+        drift = kernel_drift(read(path), repo)
+        if drift is None:
+            unknown.append(name)
+        elif drift:
+            stale[name] = drift
+    return stale, unknown
+
+
 # --------------------------------------------------------------------------- kinds
 
 @dataclass(frozen=True)
@@ -233,15 +292,19 @@ KINDS: dict[str, Kind] = {
 # --------------------------------------------------------------------------- validate, record, load
 
 def validate(rec: dict) -> dict:
-    """Check a record against schema 1 (and its kind's entry keys); return it, or raise ValueError."""
+    """Check a record against its schema (SCHEMAS) and its kind's entry keys; return it, or raise ValueError."""
     errors = []
     if not isinstance(rec, dict):
         raise ValueError(f"a record is a JSON object, got {type(rec).__name__}")
-    missing, extra = [k for k in TOP_KEYS if k not in rec], [k for k in rec if k not in TOP_KEYS]
+    if rec.get("schema") not in SCHEMAS:
+        raise ValueError(f"schema is {rec.get('schema')!r}, this code reads {sorted(SCHEMAS)}")
+    keys = SCHEMAS[rec["schema"]]
+    missing, extra = [k for k in keys if k not in rec], [k for k in rec if k not in keys]
     if missing or extra:
-        raise ValueError(f"record keys: missing {missing}, unexpected {extra} (schema {SCHEMA} has {list(TOP_KEYS)})")
-    if rec["schema"] != SCHEMA:
-        errors.append(f"schema is {rec['schema']!r}, this code reads {SCHEMA}")
+        raise ValueError(f"record keys: missing {missing}, unexpected {extra} "
+                         f"(schema {rec['schema']} has {list(keys)})")
+    if "kernels" in rec:
+        errors += _kernels_errors(rec["kernels"])
     if not (isinstance(rec["kind"], str) and _KIND_RE.fullmatch(rec["kind"])):
         errors.append(f"kind {rec['kind']!r} is not a [a-z0-9_]+ name")
     dev = rec["device"]
@@ -274,6 +337,15 @@ def validate(rec: dict) -> dict:
     return rec
 
 
+def _kernels_errors(kernels) -> list[str]:
+    if not (isinstance(kernels, dict) and sorted(kernels) == ["files", "sha256"] and isinstance(kernels["files"], dict)
+            and all(isinstance(k, str) and isinstance(v, str) for k, v in kernels["files"].items())):
+        return [f"kernels must be {{'sha256': str, 'files': {{path: sha256}}}}, got {kernels!r}"]
+    if kernels["sha256"] != _combined(kernels["files"]):
+        return ["kernels.sha256 is not the hash of kernels.files (edited by hand?)"]
+    return []
+
+
 def root_dir(results_dir: str | Path | None = None) -> Path:
     """The results root that records are read from: the argument, else $WORKBOOK_RESULTS_DIR, else REPO/results."""
     return Path(results_dir or os.environ.get("WORKBOOK_RESULTS_DIR") or RESULTS)
@@ -303,7 +375,8 @@ def record(kind: str, entries: list[dict], *, notes: str = "", results_dir: str 
     if meta["device"]["slug"] == "cpu":
         raise RuntimeError(f"not recording {kind!r}: there is no GPU here, and results/ holds GPU recordings only "
                            "(run this on a GPU, or read the recorded runs with utils.results.load)")
-    rec = validate({"schema": SCHEMA, **meta, "kind": kind, "notes": notes, "entries": list(entries)})
+    rec = validate({"schema": SCHEMA, **meta, "kind": kind, "kernels": kernel_sources(), "notes": notes,
+                    "entries": list(entries)})
     rec = {k: rec[k] for k in TOP_KEYS}  # a stable key order in the file
     path = write_root(results_dir) / rec["device"]["slug"] / f"{kind}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -395,12 +468,24 @@ def changes(before: dict, after: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m utils.results", description="the commit a record carries")
-    ap.add_argument("--commit", action="store_true", required=True,
-                    help="print the git_commit a record made here carries (a GPU runner's WORKBOOK_GIT_COMMIT)")
-    ap.parse_args(argv)
-    print(git_commit())
-    return 0
+    ap = argparse.ArgumentParser(prog="python -m utils.results", description="what records carry, and which are stale")
+    what = ap.add_mutually_exclusive_group(required=True)
+    what.add_argument("--commit", action="store_true",
+                      help="print the git_commit a record made here carries (a GPU runner's WORKBOOK_GIT_COMMIT)")
+    what.add_argument("--stale", action="store_true",
+                      help="list the records whose kernel sources changed since they were recorded (exit 1 if any)")
+    args = ap.parse_args(argv)
+    if args.commit:
+        print(git_commit())
+        return 0
+    stale, unknown = provenance()
+    for name, drift in stale.items():
+        print(f"stale: {name}: {', '.join(drift)}")
+    if unknown:
+        print(f"unknown provenance (recorded before records carried their kernels' hash): {', '.join(unknown)}")
+    if not stale:
+        print("no record is stale")
+    return 1 if stale else 0
 
 
 if __name__ == "__main__":

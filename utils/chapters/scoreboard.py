@@ -359,26 +359,18 @@ def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kerne
 
 def plot(rec: dict, stage: str, *, save=None):
     """Per problem, a bar per stage up to `stage` (earlier ones faded, `stage` solid and outlined),
-    speedup over eager fp32 on a log axis; the faster torch.compile mode as a dashed line per problem."""
+    speedup over eager fp32 on a log axis, the faster torch.compile mode as a dashed line per problem;
+    below, where the record has torch.compile, the same stages over the faster torch.compile mode."""
     table = speedups(rec)
     shown = [s for s in stages_upto(stage) if any(s in row for row in table.values())]
     pids = ordered(list(table))
     what = f"Scoreboard after chapter {stage}: speedup over eager fp32 (TF32 off), log scale"
-    fig = plots._figure(what, rec)
+    compiled = any("compile" in row for row in table.values())
+    fig = plots._figure(what, rec, figsize=(8.0, 8.1 if compiled else 4.5))
     fig.suptitle(f"{what}\n{plots.provenance(rec)} · commit {short_commit(rec['git_commit'])}")
-    values = [1.0]
     with matplotlib.rc_context(plots.STYLE):
-        ax = fig.add_subplot()
-        width = 0.8 / max(1, len(shown))
-        for j, s in enumerate(shown):
-            xs = [i - 0.4 + width * (j + 0.5) for i, p in enumerate(pids) if s in table[p]]
-            ys = [table[p][s] for p in pids if s in table[p]]
-            values += ys
-            mine = s == stage
-            bars = ax.bar(xs, ys, width, color=STAGE_COLOURS[s], alpha=1.0 if mine else 0.35, label=STAGES[s].label,
-                          edgecolor="black" if mine else "white", linewidth=1.2 if mine else 0.5)
-            ax.bar_label(bars, labels=[fmt_x(v) for v in ys], fontsize=7, padding=2, rotation=90,
-                         color="black" if mine else "#777777", fontweight="bold" if mine else "normal")
+        ax = fig.add_subplot(2 if compiled else 1, 1, 1)
+        values = _stage_bars(ax, table, pids, shown, stage, over="eager")
         label = "torch.compile, the faster mode"
         for i, p in enumerate(pids):
             if "compile" in table[p]:
@@ -387,13 +379,43 @@ def plot(rec: dict, stage: str, *, save=None):
                           label=label, zorder=3)
                 label = None  # one legend entry
         ax.axhline(1.0, color=plots.REFERENCE, lw=1, label="eager fp32 (1x)")
-        ax.set_yscale("log")
-        ax.set_ylim(min(values) / 3, max(values) * 4)  # room for the labels above the bars
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-        ax.set_xticks(range(len(pids)), [f"problem {p}" for p in pids])
-        ax.set_ylabel("speedup over eager fp32, TF32 off (log scale)")
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        _log_axis(ax, values, pids, "speedup over eager fp32, TF32 off (log scale)")
+        if compiled:
+            ax.set_title("over eager fp32", loc="left", fontsize=10)
+            below = fig.add_subplot(2, 1, 2)
+            values = _stage_bars(below, table, pids, shown, stage, over="compile")
+            below.axhline(1.0, color=COMPILE_COLOUR, lw=1.5, ls="--", label="torch.compile, the faster mode (1x)")
+            _log_axis(below, values, pids, "torch.compile's time / the stage's (log scale)")
+            below.set_title("over the faster torch.compile mode, TF32 off", loc="left", fontsize=10)
     return plots.finish(fig, save)
+
+
+def _stage_bars(ax, table: dict, pids: list[int], shown: list[str], stage: str, over: str) -> list[float]:
+    """A bar per stage and problem: its speedup over eager fp32 (over="eager") or over the faster torch.compile
+    mode (over="compile", problems without compile left out), labelled; `stage` solid and outlined, earlier
+    stages faded. Returns the values drawn, and 1."""
+    values = [1.0]
+    width = 0.8 / max(1, len(shown))
+    for j, s in enumerate(shown):
+        at = [(i, table[p][s] / (table[p]["compile"] if over == "compile" else 1.0)) for i, p in enumerate(pids)
+              if s in table[p] and (over == "eager" or "compile" in table[p])]
+        xs, ys = [i - 0.4 + width * (j + 0.5) for i, _ in at], [v for _, v in at]
+        values += ys
+        mine = s == stage
+        bars = ax.bar(xs, ys, width, color=STAGE_COLOURS[s], alpha=1.0 if mine else 0.35, label=STAGES[s].label,
+                      edgecolor="black" if mine else "white", linewidth=1.2 if mine else 0.5)
+        plots.label_bars(ax, bars, [fmt_x(v) for v in ys], color="black" if mine else "#555555",
+                         fontweight="bold" if mine else "normal")
+    return values
+
+
+def _log_axis(ax, values: list[float], pids: list[int], ylabel: str) -> None:
+    ax.set_yscale("log")
+    ax.set_ylim(min(values) / 3, max(values) * 4)  # room below the lowest bar; plots.finish raises the top for labels
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+    ax.set_xticks(range(len(pids)), [f"problem {p}" for p in pids])
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
 
 
 def show(stage: str, session) -> None:
