@@ -66,6 +66,20 @@ def test_08_rung_10_on_mma_sync_does_three_times_the_work_in_less_than_three_tim
             assert t[("gemm_10_3xtf32 mma.sync", shape)]["median_ms"] < 3 * t[("gemm_08_mma_tf32", shape)]["median_ms"]
 
 
+def test_08_rung_10_met_the_tier_as_predicted_with_less_error_than_predicted():
+    text = " ".join(prose(NB08).split())
+    assert "the strict tier met with promotion and missed without it" in text
+    assert "the largest error came out below the figure it named" in text
+    for rec in records(tcr.KIND):
+        for shape in tcr.SHAPES:
+            checked = timed(rec)[("gemm_10_3xtf32", shape)]
+            assert checked["tier"] == "strict" and float(re.search(r"max abs err ([\d.e+-]+),", checked["verified"])[1]) < 1e-5
+        promoted = [e for e in rec["entries"] if e.get("source") == "rung 10"]
+        default = tcr.record_default(rec)
+        assert max(e["excess"] for e in promoted if e["promote_k"] == default) <= 1
+        assert max(e["excess"] for e in promoted if e["promote_k"] == 0) > 1
+
+
 # --- notebook 09 ----------------------------------------------------------------------------------
 
 def test_09_rung_9_came_in_above_its_range_and_misses_its_target_only_at_k_1024():
@@ -95,6 +109,15 @@ def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
             gemm = t[("gemm_10_3xtf32", shape)]
             assert tcc.outside(gemm["x_cublas_sgemm"], tcr.predicted("gemm_10_3xtf32", shape)[1]) == "above"
         assert t[("gemm_10_3xtf32", (1024, 8192, 8192))]["x_cublas_sgemm"] < tcr.TARGETS["gemm_10_3xtf32"][1]
+
+
+def test_09_the_split_in_shared_memory_came_near_its_prediction_only_at_k_1024():
+    assert "Near the prediction at K = 1024, well under it at K = 8192" in " ".join(prose(NB09).split())
+    for rec in records(tcr.KIND):
+        t = timed(rec)
+        ratio = {K: t[("gemm_10_3xtf32 split in shared memory", s)]["median_ms"] / t[("gemm_10_3xtf32", s)]["median_ms"]
+                 for s in tcr.SHAPES for K in [s[2]]}
+        assert tcc.outside(ratio[1024], (1.5, 1.5)) is None and tcc.outside(ratio[8192], (1.5, 1.5)) == "below"
 
 
 def test_09_the_fused_kernels_misses_are_the_ones_its_debrief_explains():

@@ -296,6 +296,11 @@ def test_missed_names_every_prediction_outside_and_nothing_else():
     assert tcc.missed(fine, tcc.MMA_SYNC_PATHS) == "- Every prediction of these paths held."
 
 
+def test_verified_says_what_the_check_found_at_each_shape():
+    text = tcc.verified(fake_record(), "gemm_10_3xtf32").splitlines()
+    assert text == ["- at 1024 x 8192 x 8192: ok (strict tier)", "- at 32768 x 4096 x 1024: ok (strict tier)"]
+
+
 def test_time_ratios_are_read_per_shape():
     text = tcc.time_ratios(fake_record(), "gemm_10_3xtf32 mma.sync", "gemm_08_mma_tf32")
     assert text.count("\n") == 1 and "**2.67x** its time" in text and "at 32768 x 4096 x 1024" in text

@@ -406,6 +406,12 @@ def missed(record: dict, contenders) -> str:
     return "\n".join(lines) or "- Every prediction of these paths held."
 
 
+def verified(record: dict, contender: str) -> str:
+    """Markdown bullets: what the run's check against float64 found for `contender` at each shape, before timing."""
+    return "\n".join(f"- at {' x '.join(map(str, e['shape']))}: {e['verified']} ({e['tier']} tier)" for e in record["entries"]
+                     if e.get("section") == "timing" and e["contender"] == contender)
+
+
 def time_ratios(record: dict, slower: str, faster: str) -> str:
     """Markdown bullets: at each timed shape, how many times `faster`'s time `slower` took, from the record."""
     timed = {(e["contender"], tuple(e["shape"])): e["median_ms"] for e in record["entries"] if e.get("section") == "timing"}
