@@ -33,10 +33,10 @@ def timed(rec: dict) -> dict:
 # --- notebook 08 ----------------------------------------------------------------------------------
 
 def test_08_states_the_gemms_share_of_eager_time_as_notebook_01_recorded_it():
-    """08's first paragraph: "87-91% of it for problems 94, 75 and 62, and 64-67% for problem 37, on both GPUs
+    """08's first paragraph: "87-91% for problems 94, 75 and 62, and 64-67% for problem 37, on both GPUs
     recorded" (it once said "over 90% of every model's time", which problem 37's 64-67% contradicts)."""
     text = " ".join(prose(NB08).split())
-    said = re.search(r"(\d+)-(\d+)% of it for problems 94, 75 and 62, and (\d+)-(\d+)% for problem 37", text)
+    said = re.search(r"(\d+)-(\d+)% for problems 94, 75 and 62, and (\d+)-(\d+)% for problem 37", text)
     assert said, "08's opening no longer states the GEMM's share: update this test with it"
     share = {}
     for rec in records("eager_profile"):
