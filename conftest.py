@@ -10,7 +10,8 @@ snapshotted; at the end, a file added, removed or modified under results/ fails 
 Notebooks are committed without outputs, so nbval alone has nothing to compare a cell
 marked `# NBVAL_CHECK_OUTPUT` with: it would only execute it. Before the run, each such
 cell gets as its reference the outputs of the same cell (same source) in the executed
-copies recorded under results/*/notebooks/. A marked cell must print the same thing on a
+copies recorded under results/*/notebooks/ (utils.run.recorded_copies: a renumbered chapter's
+copies under its former names too, utils.run.RECORDED_AS). A marked cell must print the same thing on a
 laptop as on the H100 — that is what the mark claims. A marked cell with no recorded
 counterpart (new, or changed since the recording) is only executed, and the terminal
 summary lists it, so an unchecked cell is never mistaken for a checked one.
@@ -61,11 +62,14 @@ def pytest_unconfigure(config):
 
 
 def recorded_outputs(notebook: str) -> dict[str, list]:
-    """cell source -> outputs, over every recorded executed copy of `notebook` (newest last wins)."""
+    """cell source -> outputs, over every recorded executed copy of `notebook`, those under its former names
+    included (utils.run.recorded_copies; its own newest last, and the last wins)."""
     import nbformat  # here, not at the top: `pytest tests` needs no notebook packages
 
+    from utils import run
+
     found: dict[str, list] = {}
-    for copy in sorted(RESULTS.glob(f"*/notebooks/{notebook}"), key=lambda p: p.stat().st_mtime):
+    for copy in run.recorded_copies(notebook, RESULTS):
         for cell in nbformat.read(copy, as_version=4).cells:  # NotebookNodes, as nbval expects
             if cell.cell_type == "code" and MARK in cell.source:
                 found[cell.source] = cell.outputs

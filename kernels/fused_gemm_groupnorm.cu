@@ -1,7 +1,7 @@
 // fused_gemm_groupnorm.cu: each of the four models in one GEMM kernel: x @ w.T on the tensor
 // cores (rung 9's or rung 10's wgmma kernel, common/gemm_wgmma.cuh) with the rest of the model in
-// its epilogue (common/gemm_epilogue_groupnorm.cuh). Notebook 08's last part; the drop-ins of
-// notebook 09 call these through utils/ops.py.
+// its epilogue (common/gemm_epilogue_groupnorm.cuh). Notebook 09's last part; the drop-ins of
+// notebook 10 call these through utils/ops.py.
 //
 //   linear_bias_hardtanh_mish_group_norm(x, w, lb, bias, lo, hi, G, gamma, beta, eps)   problem 94
 //   linear_swish_bias_group_norm(x, w, lb, bias, G, gamma, beta, eps)                   problem 37

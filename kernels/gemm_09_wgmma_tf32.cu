@@ -1,6 +1,6 @@
 // gemm_09_wgmma_tf32.cu: out = x @ w.T with Hopper's TF32 tensor cores the Hopper way, x (M, K)
 // and w (N, K) row-major as nn.Linear stores them, out (M, N) in float32. Rung 9 of the GEMM
-// ladder (notebooks/08_tensor_cores_and_precision.ipynb). The kernel is in common/gemm_wgmma.cuh
+// ladder (notebooks/09_hopper_gemm_and_epilogue.ipynb). The kernel is in common/gemm_wgmma.cuh
 // (rung 10 runs it with the 3xTF32 split); the instruction wrappers are in common/hopper.cuh.
 //
 // PRECISION: TF32 (the tf32 tier, atol = rtol = 1e-2). wgmma reads the fp32 words that TMA copied
@@ -49,19 +49,21 @@
 // PREDICTION (written before measuring): 65-80% of cuBLAS with TF32 on at 1024 x 8192 x 8192 (one
 // wave and a bit: 256 tiles on 132 SMs), 60-75% at 32768 x 4096 x 1024 (K = 1024 is only 32 k tiles,
 // so the prologue and the epilogue, not overlapped with another tile's main loop, weigh more).
-// What cuBLAS runs instead (its kernel names, torch.profiler): at 1024 x 8192 x 8192 this rung's
-// own shape of work, a 128 x 256 x 32 tile for two consumer warp groups, "segment_k_off"; at 32768
-// x 4096 x 1024 a 128 x 128 x 32 tile for one warp group, "segment_k_on", after a memset (by the
-// name and the memset, K cut into segments that blocks share, as in stream-K). The schedule is
-// persistent: one block per SM loops over tiles (common/gemm_wgmma.cuh), 5% faster than one tile
-// per block at K = 1024 and level at K = 8192, timed in turn. Clusters with TMA multicast, an
-// epilogue through shared memory and TMA stores, ping-pong warp groups and stream-K were measured
-// too and made this kernel slower (clusters of 2: 2-10%, the staged epilogue 5-8% at K = 8192,
-// stream-K 2.8x at K = 8192; experiments/wgmma_schedule/README.md). The tensor cores alone, rung
-// 9's k tile and nothing else (probes/wgmma_peak_probe.cu), held for seconds at the H100's 700 W limit:
-// 0.63 us per k tile at 1680 MHz. Rung 9 and cuBLAS, which also move their operands, hold only
-// 1365-1455 MHz at the same power; in a burst rung 9's main loop takes 0.67 us. Power, not the
-// instruction stream, sets the ceiling.
+//
+// MEASURED (after the prediction, on the H100: notebook 09 has this rung's timing; the runs below
+// are in experiments/wgmma_schedule/README.md). What cuBLAS runs instead (its kernel names,
+// torch.profiler): at 1024 x 8192 x 8192 this rung's own shape of work, a 128 x 256 x 32 tile for
+// two consumer warp groups, "segment_k_off"; at 32768 x 4096 x 1024 a 128 x 128 x 32 tile for one
+// warp group, "segment_k_on", after a memset (by the name and the memset, K cut into segments that
+// blocks share, as in stream-K). The schedule is persistent: one block per SM loops over tiles
+// (common/gemm_wgmma.cuh), 4.6% faster than one tile per block at K = 1024 and level at K = 8192,
+// timed in turn. Clusters with TMA multicast, an epilogue through shared memory and TMA stores,
+// ping-pong warp groups and stream-K were measured too and made this kernel slower (clusters of 2:
+// 2-10%, the staged epilogue 5-8% at K = 8192, stream-K 2.8x at K = 8192). The tensor cores alone,
+// rung 9's k tile and nothing else (probes/wgmma_peak_probe.cu), held for seconds at the H100's
+// 700 W limit: 0.63 us per k tile at 1680 MHz. Rung 9 and cuBLAS, which also move their operands,
+// hold only 1365-1455 MHz at the same power; in a burst rung 9's main loop takes 0.67 us. Power,
+// not the instruction stream, sets the ceiling.
 
 #include "common/gemm_mma.cuh"
 #include "common/gemm_wgmma_host.cuh"

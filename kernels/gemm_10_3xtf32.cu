@@ -1,6 +1,7 @@
 // gemm_10_3xtf32.cu: out = x @ w.T at fp32 accuracy on TF32 tensor cores (3xTF32), x (M, K) and
 // w (N, K) row-major as nn.Linear stores them, out (M, N) in float32. Rung 10 of the GEMM ladder
-// (notebooks/08_tensor_cores_and_precision.ipynb). The main loops are rung 9's (wgmma,
+// (notebooks/08_tensor_cores_and_precision.ipynb: the split, promotion, the mma.sync path;
+// notebooks/09_hopper_gemm_and_epilogue.ipynb: the wgmma paths). The main loops are rung 9's (wgmma,
 // common/gemm_wgmma.cuh) and rung 8's (mma.sync, common/gemm_mma.cuh) with two changes: every
 // operand is split, and the accumulation is promoted.
 //
@@ -78,9 +79,12 @@
 // 3.2-3.7x cuBLAS TF32's time (which does a third of the work), i.e. 27-31% of its rate, 2.2-2.6x
 // cuBLAS SGEMM for linear() with a kept weight split; gemm() adds the split of both operands (at 1024 x 8192 x 8192 the 256 MB
 // weight: read 4 + write 8 bytes per element, ~0.25 ms at ~3 TB/s), ~1.8-2.0x cuBLAS SGEMM. The
-// in-shared-memory split (measured first: 1.49x and 1.63x cuBLAS SGEMM at the two shapes) should
-// be ~1.5x slower than the pre-split kernel. mma.sync path: 3x rung 8's work plus the split at half
-// rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
+// in-shared-memory split should be ~1.5x slower than the pre-split kernel. mma.sync path: 3x rung
+// 8's work plus the split at half rung 8's resident warps: 1.0-1.4x cuBLAS SGEMM.
+//
+// MEASURED (before the prediction was written, and the reason for the pre-split kernel): the
+// in-shared-memory split, built first, ran at 1.49x and 1.63x cuBLAS SGEMM at the two shapes.
+// What came after the prediction is measured in notebooks 08 (mma.sync) and 09 (wgmma).
 
 #include <ATen/Context.h>      // at::globalContext(): PyTorch's fp32 matmul setting
 #include <ATen/ops/addmm.h>    // nn.Linear's GEMM, for the TF32 setting and GPUs other than sm_90

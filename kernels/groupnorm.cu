@@ -1,6 +1,6 @@
 // groupnorm.cu: GroupNorm on (N, C) float32 tensors, alone and fused with the activations around
 // it in problems 94, 37 and 62 (notebooks/06_groupnorm_reduction.ipynb; the drop-ins of
-// notebooks/09_fused_solutions.ipynb).
+// notebooks/10_fused_solutions.ipynb).
 //
 //   group_norm_welford(x, G, gamma, beta, eps)       F.group_norm, Welford statistics
 //   group_norm_sumsq(x, G, gamma, beta, eps)         the same with sum and sum of squares

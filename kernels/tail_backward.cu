@@ -1,6 +1,6 @@
 // tail_backward.cu: the backward of each problem's tail, everything after the GEMM, as fused kernels
 // (the training step of the drop-ins: utils/ops.py registers these as the tail ops' backward;
-// notebook 09). y is the GEMM's output (nn.Linear's bias included), which the forward keeps.
+// notebook 10). y is the GEMM's output (nn.Linear's bias included), which the forward keeps.
 //
 //   bias_hardtanh_mish_group_norm_backward(grad, y, bias, lo, hi, G, gamma, beta, eps)
 //       94: out = group_norm(mish(hardtanh(y + bias, lo, hi)))   -> (dy, dbias, dgamma, dbeta)

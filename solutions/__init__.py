@@ -16,12 +16,12 @@ Each module follows the drop-in contract (docs/ARCHITECTURE.md, "The drop-in con
   workbook::linear_bias_hardtanh_mish_group_norm (94), linear_group_norm_min_bias (75),
   linear_swish_bias_group_norm (37) and linear_group_norm_leaky_relu_x2 (62), each called with
   nn.Linear's weight and bias and then the tail's own arguments. On an sm_90 GPU it is one kernel,
-  kernels/fused_gemm_groupnorm.cu (notebook 08): x @ W.T on the tensor cores with the bias, the
+  kernels/fused_gemm_groupnorm.cu (notebook 09): x @ W.T on the tensor cores with the bias, the
   activations, GroupNorm and, for 75, each row's minimum in the GEMM's epilogue, so the GEMM's
   output goes to memory only when training keeps it; the model's output is written once.
 - Its precision follows PyTorch's fp32 matmul setting, as nn.Linear's would. At the default (IEEE
   fp32, the strict tier) the GEMM is rung 10 of the GEMM ladder, 3xTF32 with promoted accumulation:
-  fp32's accuracy at over twice cuBLAS SGEMM's speed (notebook 08). With TF32 allowed it is rung 9's
+  fp32's accuracy at over twice cuBLAS SGEMM's speed (notebooks 08 and 09). With TF32 allowed it is rung 9's
   1xTF32 with the same epilogue, held to the TF32 tier.
 - Every write to a parameter is seen, whatever made it (`.data` included): by default nothing derived
   from a parameter is kept between calls. The 3xTF32 split of x and of the weight is made on every

@@ -1,7 +1,7 @@
 """Problem 75, Gemm_GroupNorm_Min_BiasAdd, as a drop-in `ModelNew`.
 
 What runs where, for a float32 x (N, in_features) on a CUDA device: the whole model is one GEMM
-kernel, workbook::linear_group_norm_min_bias (kernels/fused_gemm_groupnorm.cu, notebook 08): x @ W.T
+kernel, workbook::linear_group_norm_min_bias (kernels/fused_gemm_groupnorm.cu, notebook 09): x @ W.T
 on the tensor cores with Linear's bias, GroupNorm and each row's minimum in its epilogue, so the GEMM's output goes to memory only in training (kept once for the backward). Its precision follows PyTorch's fp32 matmul setting, as
 nn.Linear's would: at the default (IEEE fp32, the strict tier) the GEMM is 3xTF32 with promoted
 accumulation (rung 10 of the GEMM ladder), fp32-accurate, `self.gemm`'s weight split on every call
@@ -15,7 +15,7 @@ small kernel reduces those, and the (1, C, N, 1) broadcast write follows (notebo
 
 Why this shape, and what all four solutions share (the inherited constructor, the CPU path,
 training, autocast, freeze(), torch.compile): solutions/__init__.py. Measured against eager and
-torch.compile, TF32 off and on: notebooks/09_fused_solutions.ipynb, recorded in results/<device>/solutions.json.
+torch.compile, TF32 off and on: notebooks/10_fused_solutions.ipynb, recorded in results/<device>/solutions.json.
 """
 from utils import ops
 from utils.freezing import Freezable

@@ -2,7 +2,7 @@
 
 What runs where, for a float32 x (N, in_features) on a CUDA device: the whole model is one GEMM
 kernel, workbook::linear_bias_hardtanh_mish_group_norm (kernels/fused_gemm_groupnorm.cu, notebook
-08): x @ W.T on the tensor cores with Linear's bias, the second bias, Hardtanh, Mish and GroupNorm
+09): x @ W.T on the tensor cores with Linear's bias, the second bias, Hardtanh, Mish and GroupNorm
 in its epilogue, so the GEMM's output goes to memory only in training (kept once for the backward). Its precision follows PyTorch's fp32
 matmul setting, as nn.Linear's would: at the default (IEEE fp32, the strict tier) the GEMM is 3xTF32
 with promoted accumulation (rung 10 of the GEMM ladder), fp32-accurate, `self.gemm`'s weight split on every call
@@ -16,7 +16,7 @@ that order.
 
 Why this shape, and what all four solutions share (the inherited constructor, the CPU path,
 training, autocast, freeze(), torch.compile): solutions/__init__.py. Measured against eager and
-torch.compile, TF32 off and on: notebooks/09_fused_solutions.ipynb, recorded in results/<device>/solutions.json.
+torch.compile, TF32 off and on: notebooks/10_fused_solutions.ipynb, recorded in results/<device>/solutions.json.
 """
 from utils import ops
 from utils.freezing import Freezable

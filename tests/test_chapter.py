@@ -1,4 +1,4 @@
-"""utils.chapters.session: the notebooks' shared helpers, and notebook 09's exercise checkers (exercise 2's
+"""utils.chapters.session: the notebooks' shared helpers, and notebook 10's exercise checkers (exercise 2's
 is utils.chapters.solution_exercises's).
 
 The checkers' starting points are the notebook's own cells, run here: each must say "Not yet"
@@ -16,7 +16,7 @@ from utils.check import CheckReport, CheckResult
 
 from kernel_tests import notebook_cell
 
-NB09 = "09_fused_solutions.ipynb"
+NB10 = "10_fused_solutions.ipynb"
 
 
 def notebook_cells(name: str) -> list[dict]:
@@ -149,11 +149,11 @@ def test_the_solutions_record_renders_for_the_readme():
     assert "| eager | off | 3.000 | 3.300 | 1.00x |" in text
 
 
-# --- notebook 09's exercises --------------------------------------------------------------------
+# --- notebook 10's exercises --------------------------------------------------------------------
 
 
 def test_the_backward_exercise_fails_until_the_reader_acts():
-    draft = notebook_cell(NB09, "my_backward")["my_backward"]
+    draft = notebook_cell(NB10, "my_backward")["my_backward"]
     verdict = chapter.backward_verdict(draft)
     assert verdict.startswith("Not yet") and "0.500 times autograd's" in verdict and "y + y" in verdict
     # what is off and a question, not the fix: nothing of the gradient doubled
@@ -161,7 +161,7 @@ def test_the_backward_exercise_fails_until_the_reader_acts():
 
 
 def test_the_backward_exercise_passes_when_solved():
-    namespace = notebook_cell(NB09, "my_backward")
+    namespace = notebook_cell(NB10, "my_backward")
 
     def solved(grad, x, num_groups, gamma, beta, eps, negative_slope):
         return namespace["my_backward"](grad + grad, x, num_groups, gamma, beta, eps, negative_slope)
@@ -183,14 +183,14 @@ def _op_shapes() -> list[tuple[int, ...]]:
 
 
 def test_the_fake_exercise_fails_until_the_reader_acts():
-    draft = notebook_cell(NB09, "my_fake")["my_fake"]
+    draft = notebook_cell(NB10, "my_fake")["my_fake"]
     verdict = exercises.fake_verdict(draft)
     assert verdict.startswith("Not yet") and "(37, 115)" in verdict  # which input it failed on
     assert "2 dimensions, a different number from the op's" in verdict  # what is wrong with the draft's (N, 1)
 
 
 def test_the_fake_exercise_says_what_is_wrong_without_the_shape_it_wants():
-    draft = notebook_cell(NB09, "my_fake")["my_fake"]
+    draft = notebook_cell(NB10, "my_fake")["my_fake"]
 
     def transposed(x, num_groups, gamma, beta, eps, bias):  # the right number of dimensions, N and C swapped
         N, C = x.shape
@@ -216,7 +216,7 @@ def test_the_fake_exercise_passes_when_solved():
 
 
 def test_the_fake_exercise_cell_calls_the_checker_that_keeps_the_answer():
-    cell = next(c for c in notebook_cells(NB09) if c["cell_type"] == "code" and "fake_verdict(my_fake)" in code(c))
+    cell = next(c for c in notebook_cells(NB10) if c["cell_type"] == "code" and "fake_verdict(my_fake)" in code(c))
     assert "solution_exercises.fake_verdict(my_fake)" in code(cell)
 
 
@@ -224,7 +224,7 @@ def test_no_cell_before_the_exercises_prints_the_backward_they_ask_for():
     """Exercise 1 asks for problem 62's tail backward: its reference (and the kernel's tail with the same
     `grad + grad`) is shown only after the exercise's checker, and the prose before says nothing of the gradient
     reaching y twice."""
-    cells = notebook_cells(NB09)
+    cells = notebook_cells(NB10)
     exercise = next(i for i, c in enumerate(cells) if code(c).startswith("## Your turn"))
     checker = next(i for i, c in enumerate(cells) if "backward_verdict(my_backward)" in code(c))
     shown = [i for i, c in enumerate(cells) if "_group_norm_leaky_relu_x2_backward_reference" in code(c)]

@@ -1,4 +1,4 @@
-"""The "Your turn" sections of notebooks 01-07: no checker says PASS before the reader acts.
+"""The "Your turn" sections of notebooks 01-09: no checker says PASS before the reader acts.
 
 - Every exercise heading of a "Your turn" section is known here (EXERCISES), so a new exercise
   cannot arrive without a test of its checker.
@@ -50,6 +50,12 @@ EXERCISES = {
                                      "2": THINK},
     "07_broadcasting_pitfall.ipynb": {"1": ["test_memory_bound_exercises::test_starting_point_fails_the_intended_way"],
                                       "2": THINK},
+    "08_tensor_cores_and_precision.ipynb": {
+        "1": ["test_tensor_core_chapter::test_exercise_1_is_not_yet_at_the_start_and_passes_with_the_two_products"],
+        "2": ["test_tensor_core_chapter::test_exercise_2_is_not_yet_at_the_start_and_passes_on_the_largest_interval_with_a_margin"],
+        "3": THINK},
+    "09_hopper_gemm_and_epilogue.ipynb": {
+        "1": ["test_hopper_chapter::test_exercise_1_is_not_yet_at_the_start_and_passes_on_the_deepest_rings"], "2": THINK},
 }
 
 

@@ -468,7 +468,7 @@ AUTOCAST = [step_entry(62, c, False, ms, autocast="bf16")
     ("autocast", AUTOCAST, ["The forward under torch.autocast (bf16)", "| 62 | ours | 0.800 | 1.25x | 0.62x |"]),
 ])
 def test_training_and_autocast_are_validated_and_rendered(tmp_path, on_h100, kind, entries, goldens):
-    path = results.record(kind, entries, notes="notebooks/09", results_dir=tmp_path)
+    path = results.record(kind, entries, notes="notebooks/10", results_dir=tmp_path)
     assert results.read(path)["entries"] == entries
     with pytest.raises(ValueError, match=r"entry 0 lacks \['protocol'\]"):
         results.validate(make_record(kind, [{k: v for k, v in entries[0].items() if k != "protocol"}]))

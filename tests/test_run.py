@@ -1,4 +1,7 @@
-"""The papermill runner: parameters, skips collected, failures and timeouts reported, never a hang."""
+"""The papermill runner: parameters, skips collected, failures and timeouts reported, never a hang; where the
+executed copies of a renumbered chapter are found."""
+import os
+
 import nbformat
 import pytest
 
@@ -50,3 +53,27 @@ def test_default_parameters_by_mode(tmp_path):
     assert run.default_parameters("gpu", None, tmp_path)["SCALE"] == "full"
     cpu = run.default_parameters("compile-only", None, tmp_path)
     assert cpu["SCALE"] == "small" and cpu["DEVICE"] == "cpu" and cpu["RESULTS_DIR"] == str(tmp_path)
+
+
+def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tmp_path):
+    """nbval compares a marked cell with the executed copies of its notebook (conftest.py); a chapter renumbered
+    since the last recording finds them under its former name (run.RECORDED_AS), its own newest last."""
+    new, (former,) = "10_fused_solutions.ipynb", run.RECORDED_AS["10_fused_solutions.ipynb"]
+    for i, (device, name) in enumerate([("gpu-b", new), ("gpu-a", former), ("gpu-b", former)]):
+        path = tmp_path / device / "notebooks" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+        os.utime(path, (1000 + i, 1000 + i))
+    copies = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(new, tmp_path)]
+    assert copies == [f"gpu-a/notebooks/{former}", f"gpu-b/notebooks/{former}", f"gpu-b/notebooks/{new}"]
+    assert run.recorded_copies("07_broadcasting_pitfall.ipynb", tmp_path) == []
+
+
+def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
+    """A stale entry fails here: once `make run` has recorded a chapter under its own name on every device and the
+    old copies are gone, its entry of run.RECORDED_AS goes too."""
+    for name, formers in run.RECORDED_AS.items():
+        assert (run.NOTEBOOKS_DIR / name).is_file(), f"RECORDED_AS maps {name}, which is no notebook"
+        for former in formers:
+            assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
+    assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded run of the fused solutions

@@ -1,11 +1,12 @@
-"""utils.chapters.tensor_cores, the helpers of notebook 08, without a GPU: TF32 rounding and the split against
-their definitions, the float64 emulation, the modeled adder, the predictions read from the rungs' headers,
-the tables, figures and exercise checkers on a synthetic record, and the notebook's exercises: each checker
-says Not yet on the notebook's starting value and PASS on a right answer. Section 6 (whole models in the
-GEMM's epilogue): the fit and the quad layout against the kernels' constants, the bytes, measure_fusion's
-logic on the CPU with the timing replaced, its tables, plot and the header's prediction on a synthetic
-record. The GPU runs themselves (measure, measure_fusion) are exercised by the notebook on a GPU and by
-the one gpu-marked test below."""
+"""utils.chapters.tensor_cores, the helpers of notebooks 08 and 09, without a GPU: TF32 rounding and the split
+against their definitions, the float64 emulation, the modeled adder, the predictions read from the rungs'
+headers, the tables, figures and exercise checkers on a synthetic record, each chapter's share of the run, and
+notebook 08's exercises: each checker says Not yet on the notebook's starting value and PASS on a right answer.
+Notebook 09's section 4 (whole models in the GEMM's epilogue): the fit and the quad layout against the
+kernels' constants, the bytes, measure_fusion's logic on the CPU with the timing replaced, its tables, plot and
+the header's prediction on a synthetic record. Notebook 09's own helpers are tests/test_hopper_chapter.py's.
+The GPU runs themselves (measure, measure_fusion) are exercised by the notebooks on a GPU and by the one
+gpu-marked test below."""
 import ast
 import json
 import math
@@ -23,6 +24,7 @@ from utils.report import readme
 from utils.report import tensor_cores as tcr
 
 NB08 = REPO / "notebooks" / "08_tensor_cores_and_precision.ipynb"
+NB09 = REPO / "notebooks" / "09_hopper_gemm_and_epilogue.ipynb"
 
 
 # --- TF32 and the split -------------------------------------------------------------------------
@@ -147,7 +149,7 @@ def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
     entries = tcc.measure(3, seeds=1, progress=False, scale="odd", device="cpu")
     sections = {e["section"] for e in entries}
     assert sections == {"accuracy", "promotion_k", "timing"}
-    assert loaded == [tcc.build_jobs()]
+    assert loaded == [tcc.build_jobs(fused=False)]  # notebook 08's builds: the whole-model kernel is 09's
     assert {e["promote_k"] for e in entries if e.get("source") == "rung 10"} == set(tcc.PROMOTE_KS)
     assert len(timed) == 2 and {tcr.SGEMM, tcr.TF32_CUBLAS, *tcr.PATHS} <= set(timed[0])
     rec = fake_record() | {"entries": entries}
@@ -257,7 +259,52 @@ def test_build_jobs_are_the_rungs_and_the_other_intervals():
     builds = [build.as_variant(kernel) for kernel in jobs.values()]  # what build.load_kernels reads them as
     variants = {v.extra_cuda_cflags for v in builds if v.name == tcr.RUNG10 and v.extra_cuda_cflags}
     assert variants == {(f"-DGEMM10_PROMOTE_K={k}",) for k in tcc.PROMOTE_KS if k != tcc.default_promote_k()}
-    assert set(tcc.build_jobs(variants=False)) == {*tcr.RUNGS, tcr.FUSED_KERNEL}  # section 6's kernel compiles too
+    assert set(tcc.build_jobs(variants=False)) == {*tcr.RUNGS, tcr.FUSED_KERNEL}
+    assert set(tcc.build_jobs(variants=False, fused=False)) == set(tcr.RUNGS)  # notebook 08 (its run times all three)
+    wgmma = tcc.build_jobs(variants=False, rungs=tcc.WGMMA_RUNGS)  # notebook 09: the wgmma rungs and the whole models
+    assert set(wgmma) == {"gemm_09_wgmma_tf32", tcr.RUNG10, tcr.FUSED_KERNEL}
+
+
+def test_the_two_chapters_share_the_timed_paths_between_them():
+    assert set(tcc.MMA_SYNC_PATHS) | set(tcc.WGMMA_PATHS) == set(tcr.PATHS)
+    assert not set(tcc.MMA_SYNC_PATHS) & set(tcc.WGMMA_PATHS)
+    assert tcc.MMA_SYNC_PATHS == ("gemm_08_mma_tf32", f"{tcr.RUNG10} mma.sync")
+    rec = fake_record()
+    view = tcc.timed_view(rec, tcc.MMA_SYNC_PATHS)
+    timed = {e["contender"] for e in view["entries"] if e["section"] == "timing"}
+    assert timed == {tcr.SGEMM, tcr.TF32_CUBLAS, *tcc.MMA_SYNC_PATHS}  # the yardsticks stay for the plot's references
+    assert [e for e in view["entries"] if e["section"] != "timing"] == [e for e in rec["entries"] if e["section"] != "timing"]
+    assert "gemm_09" not in tcr.prediction_table(view) and isinstance(tcf.timing_figure(view, title="t"), Figure)
+
+
+def test_outside_reads_a_band_as_the_prediction_tables_do():
+    assert tcc.outside(33.9, (45.0, 60.0)) == "below" and tcc.outside(98.3, (65.0, 80.0)) == "above"
+    assert tcc.outside(50.0, (45.0, 60.0)) is None and tcc.outside(5.0, None) is None
+    assert tcc.outside(2.83, (4.0, 4.0)) == "below" and tcc.outside(3.7, (4.0, 4.0)) is None  # "~4x": +-10%
+
+
+def test_missed_names_every_prediction_outside_and_nothing_else():
+    rec = fake_record()  # rung 8 at 0.9 ms: 36.7% of cuBLAS TF32 (predicted 45-60%), 3.0x SGEMM (predicted ~4x)
+    text = tcc.missed(rec, tcc.MMA_SYNC_PATHS)
+    assert text.count("`gemm_08_mma_tf32`") == 4 and "predicted 45-60% of cuBLAS TF32, measured **36.7% of" in text
+    assert "predicted ~4x cuBLAS SGEMM, measured **3x cuBLAS SGEMM**, below" in text
+    assert "mma.sync`" not in text  # 2.7 / 2.4 = 1.12x: inside its 1.0-1.4x
+    fine = fake_record()
+    for e in fine["entries"]:
+        if e.get("contender") == "gemm_08_mma_tf32":
+            e["pct_of_cublas_tf32"], e["x_cublas_sgemm"] = 50.0, 4.0
+    assert tcc.missed(fine, tcc.MMA_SYNC_PATHS) == "- Every prediction of these paths held."
+
+
+def test_verified_says_what_the_check_found_at_each_shape():
+    text = tcc.verified(fake_record(), "gemm_10_3xtf32").splitlines()
+    assert text == ["- at 1024 x 8192 x 8192: ok (strict tier)", "- at 32768 x 4096 x 1024: ok (strict tier)"]
+
+
+def test_time_ratios_are_read_per_shape():
+    text = tcc.time_ratios(fake_record(), "gemm_10_3xtf32 mma.sync", "gemm_08_mma_tf32")
+    assert text.count("\n") == 1 and "**2.67x** its time" in text and "at 32768 x 4096 x 1024" in text
+    assert tcc.time_ratios(fake_record(), "no such path", "gemm_08_mma_tf32") == ""
 
 
 # --- a synthetic record: tables, figures, the README, exercise 2 --------------------------------
@@ -344,27 +391,41 @@ def test_show_excerpt_renders_from_the_file_and_says_when_markers_are_gone(capsy
 
 # --- the notebook: its excerpts exist, its exercises wait for the reader --------------------------
 
-def notebook_cells():
-    return json.loads(NB08.read_text())["cells"]
+def notebook_cells(notebook=NB08):
+    return json.loads(notebook.read_text())["cells"]
 
 
 def code(cell):
     return "".join(cell["source"])
 
 
-def test_every_excerpt_the_notebook_shows_is_in_its_file():
+@pytest.mark.parametrize("notebook", [NB08, NB09], ids=lambda p: p.name[:2])
+def test_every_excerpt_the_notebook_shows_is_in_its_file(notebook):
     calls = []
-    for cell in notebook_cells():
+    for cell in notebook_cells(notebook):
         if cell["cell_type"] != "code":
             continue
         for node in ast.walk(ast.parse(code(cell).replace("%matplotlib inline", ""))):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "show_excerpt":
-                calls.append([a.value for a in node.args])
+                calls.append([a.value for a in node.args] + [k.value.value for k in node.keywords if k.arg == "after"])
     assert calls
-    for name, first, last in calls:
+    for name, first, last, *after in calls:
         path = REPO / "kernels" / (name if name.endswith(".cuh") else f"{name}.cu")
         text = path.read_text()
-        assert first in text and last in text[text.index(first):], f"{name}: {first!r} .. {last!r}"
+        text = text[text.index(after[0]):] if after else text
+        assert first in text and last in text[text.index(first):], f"{name}: {first!r} .. {last!r} after {after}"
+        lines = len(text[text.index(first):text.index(last, text.index(first))].splitlines())
+        assert lines <= 30, f"{notebook.name} shows {lines} lines of {name} at once: a short excerpt, please"
+
+
+def test_an_excerpt_can_start_after_a_marker(capsys):
+    consumers = tcc.show_excerpt("common/gemm_wgmma.cuh", "for (int kt = 0; kt < k_tiles; ++kt, ++it) {",
+                                 "const uint64_t b_big", after="// ---- consumers ----")
+    producer = tcc.show_excerpt("common/gemm_wgmma.cuh", "for (int kt = 0; kt < k_tiles; ++kt, ++it) {", "full[s]")
+    assert "mbar_wait(&full[s]" in consumers and "mbar_wait(&empty[s]" in producer
+    assert consumers.first_line > producer.first_line
+    assert tcc.show_excerpt("common/gemm_wgmma.cuh", "{", "}", after="no such marker") is None
+    assert "no longer in" in capsys.readouterr().out
 
 
 def starting_value(name):
@@ -410,22 +471,24 @@ def test_exercise_2s_answer_is_not_told_before_it_is_asked():
     assert "costs **" in findings  # the promotion's price is still told
 
 
-def test_think_it_through_answers_are_hidden():
-    text = "\n".join(code(c) for c in notebook_cells() if c["cell_type"] == "markdown")
+@pytest.mark.parametrize("notebook", [NB08, NB09], ids=lambda p: p.name[:2])
+def test_think_it_through_answers_are_hidden(notebook):
+    text = "\n".join(code(c) for c in notebook_cells(notebook) if c["cell_type"] == "markdown")
     think = text[text.index("Think it through"):text.index("## Summary")]
     questions = re.findall(r"^- ", think, re.MULTILINE)
     answers = re.findall(r"^  <details><summary>Answer</summary>\n(?:.*\n)+?  </details>$", think, re.MULTILINE)
     assert questions and len(answers) == len(questions)
 
 
-def test_the_chapter_has_no_more_code_words_than_prose_words():
+@pytest.mark.parametrize("notebook", [NB08, NB09], ids=lambda p: p.name[:2])
+def test_the_chapter_has_no_more_code_words_than_prose_words(notebook):
     words = {"code": 0, "markdown": 0}
-    for cell in notebook_cells():
+    for cell in notebook_cells(notebook):
         words[cell["cell_type"]] += len(code(cell).split())
     assert words["code"] <= words["markdown"], words
 
 
-# --- section 6: whole models in the GEMM's epilogue ------------------------------------------------
+# --- notebook 09, section 4: whole models in the GEMM's epilogue -----------------------------------
 
 def test_every_group_width_divides_both_tile_widths():
     assert fusion.tile_widths() == {"strict": 128, "tf32": 256}  # rung 10's PresplitConfig, rung 9's Tf32Config

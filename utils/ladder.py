@@ -8,7 +8,7 @@ against float64 at its precision's tier, then timed side by side with cuBLAS.
 
 A rung is a file kernels/gemm_NN_<idea>.cu exporting `gemm(x, w) = x @ w.T` for x (M, K) and
 w (N, K), nn.Linear's layout. Rungs 1-7 run on the FP32 units (SIMT, notebooks 02-03), rungs 8 on
-on tensor cores (notebook 08): `rungs()` is the first family, `rungs("tensor_cores")` the second,
+on tensor cores (notebooks 08-09): `rungs()` is the first family, `rungs("tensor_cores")` the second,
 `all_rungs()` both.
 
 Each rung declares its precision in a line of its own, `// @precision: tf32` (absent: fp32). Its
@@ -41,7 +41,7 @@ from utils.check import TIERS
 REFERENCE = "cuBLAS"  # cuBLAS SGEMM, TF32 off: the yardstick of the fp32 rungs
 TF32_REFERENCE = "cuBLAS TF32"  # the same call with TF32 allowed: the yardstick of the tf32 rungs
 SHAPE = (1024, 8192, 8192)  # M, N, K of problems 94, 75 and 62
-TENSOR_CORES_FROM = 8  # rungs 1-7 run on the FP32 units (notebooks 02-03), 8 on on tensor cores (notebook 08)
+TENSOR_CORES_FROM = 8  # rungs 1-7 run on the FP32 units (notebooks 02-03), 8 on on tensor cores (notebooks 08-09)
 FAMILIES = ("simt", "tensor_cores", "all")
 
 # A rung's declared precision -> the tier it is verified at, and the cuBLAS it is timed against.

@@ -66,7 +66,7 @@ Entry conventions of the kinds known so far (every listed key is required):
                    contender's work must move (each input read once, each output written once);
                    GBps = bytes / median; pct_of_copy = 100 * GBps / the GBps of the problem's
                    "copy" row, a copy of a tensor of the same size timed in the same run.
-    solutions      notebook 09: the drop-ins against eager and torch.compile, TF32 off and on,
+    solutions      notebook 10: the drop-ins against eager and torch.compile, TF32 off and on,
                    {"problem", "contender": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "ours" | "ours, frozen" |
                     "ours + torch.compile", "tf32", "protocol": "steady" | "per_call", "median_ms",
@@ -76,13 +76,13 @@ Entry conventions of the kinds known so far (every listed key is required):
                    frozen": after freeze() (utils/freezing.py). "steady": calls queued back to back
                    (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
                    per-trial protocol), the CPU's launch cost included.
-    training       notebook 09 (utils.chapters.session.measure_training): a training step (forward and backward,
+    training       notebook 10 (utils.chapters.session.measure_training): a training step (forward and backward,
                    the gradients of the input and every parameter), TF32 off and on, compare() rows of
                    one run {"problem", "contender": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "ours", "tf32", "protocol": "steady",
                     "median_ms", "p20_ms", "p80_ms"} and "gradients" (the check's verdict before
                    timing), "compile_s" for the compiled contenders.
-    autocast       notebook 09 (utils.chapters.session.measure_autocast): the forward under torch.autocast,
+    autocast       notebook 10 (utils.chapters.session.measure_autocast): the forward under torch.autocast,
                    compare() rows of one run {"problem", "contender" (as training's), "autocast":
                    "bf16" | "fp16", "tf32", "protocol": "steady", "median_ms", "p20_ms", "p80_ms",
                    "max_abs_vs_eager"}, every contender checked against eager under autocast first.
@@ -91,14 +91,14 @@ Entry conventions of the kinds known so far (every listed key is required):
                     "torch.compile max-autotune-no-cudagraphs" | "02" ... "09", "contender", "median_ms",
                     "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
                    reps differ between entries: a slow contender (rung 1) is timed fewer times.
-    tensor_cores   notebook 08 (utils.chapters.tensor_cores.measure), one GPU run, {"section", "contender"}, and
-                   by section: "accuracy" {"problem", "excess" (largest allclose excess against eager fp32 at
-                   1e-4 over the seeds), "excess_by_seed", "max_abs", "seeds", "source": "cuBLAS" (TF32
-                   GEMMs on pre-split operands) | "rung 10" (with "promote_k")}; "promotion_k" {"M", "N",
-                   "K", "max_abs_err", "strict_ratio"}; "timing" compare() rows with "shape", "tflops",
-                   "pct_of_cublas_tf32", "x_cublas_sgemm", "tier".
+    tensor_cores   notebook 08 (utils.chapters.tensor_cores.measure; notebook 09 reads it too), one GPU run,
+                   {"section", "contender"}, and by section: "accuracy" {"problem", "excess" (largest
+                   allclose excess against eager fp32 at 1e-4 over the seeds), "excess_by_seed", "max_abs",
+                   "seeds", "source": "cuBLAS" (TF32 GEMMs on pre-split operands) | "rung 10" (with
+                   "promote_k")}; "promotion_k" {"M", "N", "K", "max_abs_err", "strict_ratio"}; "timing"
+                   compare() rows with "shape", "tflops", "pct_of_cublas_tf32", "x_cublas_sgemm", "tier".
     whole_model_fusion
-                   notebook 08, section 6 (utils.chapters.epilogue_fusion.measure_fusion): each model with its
+                   notebook 09, section 4 (utils.chapters.epilogue_fusion.measure_fusion): each model with its
                    tail in the GEMM's epilogue, compare() rows of one run per problem and tier, {"problem",
                    "tier": "strict" | "tf32", "contender": "eager" | "torch.compile" | "unfused" | "fused" |
                    "fused, atomic fold" (75) | "its GEMM alone", "median_ms", "p20_ms", "p80_ms",
@@ -272,19 +272,20 @@ KINDS: dict[str, Kind] = {
     "fused_activations": Kind("Fused activations (notebook 05)", _MEMORY_BOUND_KEYS),
     "groupnorm_fusion": Kind("GroupNorm, alone and fused (notebook 06)", _MEMORY_BOUND_KEYS),
     "broadcast_min": Kind("GroupNorm + row min + broadcast, problem 75 (notebook 07)", _MEMORY_BOUND_KEYS),
-    "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 09)",
+    "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 10)",
                       ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
                        "floor_ms", "pct_of_floor")),
-    "training": Kind("A training step against eager and torch.compile (notebook 09)",
+    "training": Kind("A training step against eager and torch.compile (notebook 10)",
                      ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
-    "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 09)",
+    "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 10)",
                      ("problem", "contender", "autocast", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
     "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.chapters.scoreboard)",
                        ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps")),
-    "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebook 08)", ("section", "contender")),
+    "tensor_cores": Kind("Tensor cores: 3xTF32 accuracy and the tensor-core rungs (notebooks 08 and 09)",
+                         ("section", "contender")),
     "sanitize": Kind("compute-sanitizer over every kernel and solution (make sanitize)",
                      ("tool", "target", "verdict", "errors", "seconds", "commit", "device")),
-    "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 08)",
+    "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 09)",
                                ("problem", "tier", "contender", "median_ms", "p20_ms", "p80_ms", "max_abs_vs_eager")),
 }
 

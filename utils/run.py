@@ -30,6 +30,12 @@ from utils import REPO, build, env, results
 
 NOTEBOOKS_DIR = REPO / "notebooks"
 SKIP_MARKER = "SKIPPED:"
+# Chapters renumbered since a GPU run recorded them: notebook -> the names its executed copies under
+# results/<device>/notebooks/ may still carry, until `make run` records it under its own name. Chapter 08
+# was split in two (its precision part kept the name; wgmma, TMA and the epilogue became 09), and the
+# fused solutions moved from 09 to 10.
+RECORDED_AS = {"09_hopper_gemm_and_epilogue.ipynb": ("08_tensor_cores_and_precision.ipynb",),
+               "10_fused_solutions.ipynb": ("09_fused_solutions.ipynb",)}
 
 
 def skip(what: str, why: str) -> None:
@@ -57,6 +63,16 @@ def find_notebooks(selection: list[str] | None = None) -> list[Path]:
     if missing:
         raise SystemExit(f"no notebook matches {missing}; there are: {[nb.stem for nb in found]}")
     return chosen
+
+
+def recorded_copies(notebook: str, results_root: Path = results.RESULTS) -> list[Path]:
+    """The executed copies of notebooks/<notebook> recorded under results_root/<device>/notebooks/: those under
+    the names it had before (RECORDED_AS), then those under its own name, each group oldest first, so that
+    a reader taking the last one found takes the notebook's own newest copy."""
+    copies = []
+    for name in (*RECORDED_AS.get(notebook, ()), notebook):
+        copies += sorted(Path(results_root).glob(f"*/notebooks/{name}"), key=lambda p: p.stat().st_mtime)
+    return copies
 
 
 def default_parameters(mode: str, reps: int | None, results_root: Path) -> dict:

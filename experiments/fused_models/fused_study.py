@@ -6,7 +6,7 @@ compared with eager's before it is timed. Writes $OUT/o/fused_study.json and pri
     python -m experiments.fused_models.fused_study [--reps 50]
 
 linear_and_rest was defined here when the two runs of README.md ran; it moved, unchanged, to
-utils/chapters/epilogue_fusion.py, whose measure_fusion (notebook 08, section 6) records the same comparison.
+utils/chapters/epilogue_fusion.py, whose measure_fusion (notebook 09, section 4) records the same comparison.
 """
 import argparse
 import json

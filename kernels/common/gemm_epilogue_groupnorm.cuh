@@ -2,7 +2,7 @@
 // (common/gemm_wgmma.cuh): nn.Linear's bias, the activations, GroupNorm and, for problem 75, the
 // row minimum, finished on the GEMM's output while it is still in registers. The GEMM's output
 // never goes to memory: the model's output is written once (for 75, only one minimum per row
-// and tile leaves the block). kernels/fused_gemm_groupnorm.cu launches it; notebook 08 explains it.
+// and tile leaves the block). kernels/fused_gemm_groupnorm.cu launches it; notebook 09 explains it.
 //
 // Why it fits. A block's tile is BM = 128 rows by BN = 128 (3xTF32) or 256 (TF32) columns, and a
 // group of GroupNorm is D consecutive channels of one row. When D divides BN (the problems' D are
@@ -28,7 +28,7 @@
 //
 // Problem 75's minimum spans all C channels of a row, i.e. every column tile. Each block reduces
 // its part of a row over the quad (two shuffles) and leaves one value per (row, tile), in one of
-// two ways (notebook 08 times both):
+// two ways (notebook 09 times both):
 //   partials  stored into a (tiles_n, M) array, which a second small kernel reduces per row;
 //   atomic    folded into one int per row with atomicMin on an order-preserving integer image of
 //             the float (ordered_key), the row's start set to +inf's key by a fill before the GEMM.

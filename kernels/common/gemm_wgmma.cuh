@@ -36,7 +36,7 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 // The schedule, chosen by type as CUTLASS's Hopper GEMMs choose theirs (KernelTmaWarpSpecialized
 // Cooperative / Persistent / Pingpong): Config's Schedule. SchedulePersistent is the default and
 // the only one the rungs and the whole models run: with every contender timed in turn
-// (utils.bench.time_interleaved) it was 5% faster than one tile per block at 32768 x 4096 x 1024
+// (utils.bench.time_interleaved) it was 4.6% faster than one tile per block at 32768 x 4096 x 1024
 // and level at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours
 // whoever runs first after a pause). The others, and clusters of 2 (Config's CLUSTER: 2 blocks
 // stacked in M share the loads of their common w tile, TMA multicast), are for measuring:

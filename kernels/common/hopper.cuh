@@ -1,6 +1,6 @@
 // kernels/common/hopper.cuh: Hopper's (sm_90a) asynchronous machinery, as the wgmma rungs of the
-// GEMM ladder use it (gemm_09_wgmma_tf32.cu, gemm_10_3xtf32.cu; notebooks/08_tensor_cores_and_
-// precision.ipynb). Every function is a thin wrapper over one PTX instruction, with why it exists.
+// GEMM ladder use it (gemm_09_wgmma_tf32.cu, gemm_10_3xtf32.cu; notebooks/09_hopper_gemm_and_
+// epilogue.ipynb). Every function is a thin wrapper over one PTX instruction, with why it exists.
 //
 //   make_tensor_map_2d        (host) a TMA descriptor of a row-major float matrix, 128-byte swizzle;
 //   mbar_*                    mbarriers: the producer/consumer handshake of the shared-memory ring;

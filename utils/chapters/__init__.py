@@ -2,7 +2,7 @@
 import the library (utils/*.py), utils/report/ and solutions/; nothing in those imports a chapter
 (tests/test_layering.py).
 
-session             every notebook: the parameters resolved, contenders, side-by-side runs, notebook 09's
+session             every notebook: the parameters resolved, contenders, side-by-side runs, notebook 10's
                     measurements and exercise checkers
 baselines           notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
 gemm_ladder         notebooks 02-03: the rungs' headers and PREDICTIONs, building and measuring them
@@ -14,11 +14,14 @@ bias_diagram        notebook 04: the drawing of where a bias goes
 memory              notebooks 05-07: kernels timed beside a same-size copy, tables, plots, findings
 memory_exercises    notebooks 05-07: the exercise checkers (GELU, Welford, the broadcast layout)
 memory_diagrams     notebooks 05-07: the drawings
-tensor_cores        notebook 08: TF32 and the split as tables and verdicts, the models with the GEMM swapped,
-                    the accumulation, the chapter's GPU run (kind tensor_cores), exercise checkers
-tensor_core_figures notebook 08's figures
-epilogue_fusion     notebook 08, section 6: whole models in the GEMM's epilogue (kind whole_model_fusion)
-solution_exercises  notebook 09: the fake-implementation exercise's checker, which names no shape it wants
+tensor_cores        notebooks 08-09: TF32 and the split as tables and verdicts, the models with the GEMM swapped,
+                    the accumulation, the GPU run both read (kind tensor_cores), each one's share of it and the
+                    predictions it missed, notebook 08's exercise checkers
+tensor_core_figures notebooks 08-09's figures
+hopper_gemm         notebook 09: the wgmma ring's shared-memory budget and exercise 1's checker
+epilogue_fusion     notebook 09, section 4: whole models in the GEMM's epilogue (kind whole_model_fusion), the
+                    chapter's scoreboard from that run
+solution_exercises  notebook 10: the fake-implementation exercise's checker, which names no shape it wants
 scoreboard          the four models after each chapter: `python -m utils.chapters.scoreboard` records it on a
                     GPU, every chapter shows it
 """

@@ -1,9 +1,10 @@
-"""Notebook 08, section 6: whole models in the GEMM's epilogue.
+"""Notebook 09, section 4: whole models in the GEMM's epilogue, and the chapter's scoreboard.
 
 kernels/fused_gemm_groupnorm.cu runs each model in one GEMM kernel: rung 10's (strict) or rung 9's (TF32)
 wgmma kernel with the rest of the model in its epilogue (kernels/common/gemm_epilogue_groupnorm.cuh).
 What the section computes on any machine (the fit, the quad layout, the bytes), its one GPU run
-(measure_fusion, kind "whole_model_fusion") and the plot drawn from that record; the record's tables are
+(measure_fusion, kind "whole_model_fusion"), and what the chapter draws and computes from that record (the plot,
+the predictions it missed, the stores 75 saves, the scoreboard); the record's tables are
 utils/report/tensor_cores.py's. Tested in tests/test_tensor_core_chapter.py.
 
     entries = measure_fusion(reps=50)                # on an H100: fused against unfused, eager, torch.compile
@@ -18,14 +19,15 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+from matplotlib.ticker import FuncFormatter
 from torch import Tensor
 
 from utils import bench, build, check, env, ops, plots, precision
 from utils.chapters import session as chapter
-from utils.chapters.tensor_cores import PIDS
+from utils.chapters.tensor_cores import PIDS, outside
 from utils.problems import get_problem
 from utils.report.tensor_cores import (ATOMIC, COMPILE, FUSED, FUSED_KERNEL, GEMM_ALONE, TIERS, UNFUSED, fusion_at,
-                                       fusion_groups, tier_name)
+                                       fusion_groups, fusion_predictions, tier_name)
 
 # problem -> (the tail op of utils.ops that runs after workbook::linear, the whole-model op of ops.WHOLE_MODELS)
 FUSION_OPS = {94: ("bias_hardtanh_mish_group_norm", "linear_bias_hardtanh_mish_group_norm"),
@@ -223,7 +225,7 @@ def fusion_contenders(pid: int, model: torch.nn.Module, x: Tensor, *, tf32: bool
 
 def measure_fusion(reps: int = 50, *, pids=PIDS, scale: str = "full", device: str = "cuda", seed: int = 0,
                    progress: bool = True, compiler=None) -> list[dict]:
-    """Section 6's GPU run (an sm_90 GPU): for each problem, at both tiers (TF32 off, then on), every contender of
+    """Notebook 09's section 4 GPU run (an sm_90 GPU): for each problem, at both tiers (TF32 off, then on), every contender of
     fusion_contenders checked against eager at that tier's tolerance (utils.check.TIERS; a miss raises, nothing
     wrong is timed), then all timed in turn (bench.compare with interleave, utils.bench.time_interleaved: CUDA
     events, a clean L2, medians, rep by rep after a warm-up) in two rounds, the second in the reverse order, each
@@ -309,5 +311,111 @@ def fusion_figure(record: dict, save=None) -> Figure:
             if i == 0:
                 ax.legend(loc="upper left", fontsize=8)
         fig.suptitle(f"The whole model in the GEMM's epilogue: fused over unfused and over torch.compile\n"
+                     f"{plots.provenance(record)}")
+    return plots.finish(fig, save)
+
+
+# --------------------------------------------------------------------------- read from the record
+
+def epilogue_price(record: dict, pid: int) -> dict[str, float]:
+    """{tier: % the fused kernel takes over its own GEMM alone (a plain store)} for one problem of the record."""
+    at = fusion_at(record)
+    return {tier: 100 * (at[(pid, tier, FUSED)]["median_ms"] / at[(pid, tier, GEMM_ALONE)]["median_ms"] - 1)
+            for p, tier in fusion_groups(record) if p == pid and (pid, tier, GEMM_ALONE) in at}
+
+
+def stores_findings(record: dict) -> str:
+    """A computed sentence on problem 75, whose fused kernel writes one float per row and column tile where its
+    GEMM alone writes the whole M x C matrix: whether, in the record, that saving outweighs the epilogue."""
+    price = epilogue_price(record, 75)
+    if not price:
+        return "(no problem 75 in this record)"
+    said = " and ".join(f"{v:+.1f}% at the {tier_name(t)} tier" for t, v in price.items())
+    if all(v > 0 for v in price.values()):
+        verdict = "the epilogue's arithmetic costs more than the stores it saves"
+    elif all(v <= 0 for v in price.values()):
+        verdict = "the stores it saves outweigh the epilogue's arithmetic"
+    else:
+        verdict = "the stores it saves outweigh the epilogue at one tier and not at the other"
+    return (f"Problem 75's fused kernel writes one float per row and column tile, where its GEMM alone writes the "
+            f"whole M x C matrix. Against that GEMM it takes {said}: {verdict}.")
+
+
+def fusion_missed(record: dict, text: str | None = None) -> str:
+    """Markdown bullets, computed from the record and fused_gemm_groupnorm.cu's PREDICTION: each predicted
+    epilogue cost and saving that the measurement fell outside of (a single predicted value counts as +-10%)."""
+    want, at = fusion_predictions(text), fusion_at(record)
+    lines = []
+    for pid, tier in fusion_groups(record):
+        fused, unfused = at[(pid, tier, FUSED)]["median_ms"], at[(pid, tier, UNFUSED)]["median_ms"]
+        measured = {"epilogue": epilogue_price(record, pid).get(tier), "saving": 100 * (unfused - fused) / unfused}
+        bands = {"epilogue": want[tier]["epilogue"], "saving": want[tier]["saving"].get(pid)}
+        for what, value in measured.items():
+            band = bands[what]
+            if value is not None and (where := outside(value, band)):
+                said = f"~{band[0]:g}%" if band[0] == band[1] else f"{band[0]:g} to {band[1]:g}%"
+                lines.append(f"- problem {pid}, {tier_name(tier)} tier, the {what}: predicted {said}, measured "
+                             f"**{value:+.1f}%**, {where} the prediction.")
+    return "\n".join(lines) or "- Every prediction held."
+
+
+SCOREBOARD = (("strict", COMPILE), ("strict", UNFUSED), ("strict", FUSED),
+              ("tf32", "eager"), ("tf32", COMPILE), ("tf32", UNFUSED), ("tf32", FUSED))
+
+
+def scoreboard(record: dict) -> dict[int, dict]:
+    """{problem: {"eager_ms": eager fp32's median, (tier, contender): speedup over eager fp32}} for SCOREBOARD's
+    contenders, all from the one "whole_model_fusion" record (eager fp32 is the strict tier's eager: TF32 off)."""
+    at = fusion_at(record)
+    out = {}
+    for pid in dict.fromkeys(p for p, _ in fusion_groups(record)):
+        eager = at[(pid, "strict", "eager")]["median_ms"]
+        out[pid] = {"eager_ms": eager} | {key: eager / at[(pid, *key)]["median_ms"] for key in SCOREBOARD
+                                          if (pid, *key) in at}
+    return out
+
+
+def scoreboard_table(record: dict) -> str:
+    """Markdown: the scoreboard (speedup over eager fp32, TF32 off) of torch.compile, the unfused path and the
+    fused kernel at each tier, and eager with TF32 on; the fused kernel in bold."""
+    board = scoreboard(record)
+    head = ["problem", "eager fp32 ms", *(f"{'**fused**' if c == FUSED else c}, {tier_name(t)}" for t, c in SCOREBOARD)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for pid, row in board.items():
+        cells = [(f"**{row[k]:.2f}x**" if k[1] == FUSED else f"{row[k]:.2f}x") if k in row else "–" for k in SCOREBOARD]
+        lines.append(f"| {pid} | {row['eager_ms']:.3f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def scoreboard_figure(record: dict, save=None) -> Figure:
+    """Per problem, the speedup over eager fp32 (TF32 off) of torch.compile, the unfused path and the fused kernel,
+    one panel per tier (the TF32 panel with eager, TF32 on, too), log scale, all from the one record."""
+    board = scoreboard(record)
+    pids = list(board)
+    colours = {"eager": plots.COLOURS["eager"], COMPILE: plots.COLOURS["torch.compile"], UNFUSED: plots.CYCLE[1],
+               FUSED: plots.CYCLE[0]}
+    labels = {"eager": "eager, TF32 on", COMPILE: "torch.compile (default mode)",
+              UNFUSED: "unfused: workbook::linear, then the tail op", FUSED: "fused: the whole model in one kernel"}
+    with matplotlib.rc_context(plots.STYLE):
+        fig = Figure(figsize=(11.0, 4.4))
+        for i, tier in enumerate(TIERS):
+            ax = fig.add_subplot(1, len(TIERS), i + 1)
+            shown = [c for t, c in SCOREBOARD if t == tier]
+            width = 0.8 / len(shown)
+            for j, c in enumerate(shown):
+                xs = [k - 0.4 + width * (j + 0.5) for k, pid in enumerate(pids) if (tier, c) in board[pid]]
+                ys = [board[pid][(tier, c)] for pid in pids if (tier, c) in board[pid]]
+                bars = ax.bar(xs, ys, width, color=colours[c], edgecolor="black" if c == FUSED else "white",
+                              label=labels[c])
+                ax.bar_label(bars, fmt="%.2fx", fontsize=7, padding=2, rotation=90)
+            ax.axhline(1.0, color=plots.REFERENCE, lw=1, label="eager fp32 (1x)")
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
+            ax.set_ylim(0.8, 4 * max(max(b.get_height() for b in c) for c in ax.containers))
+            ax.set_xticks(range(len(pids)), [f"problem {pid}" for pid in pids])
+            ax.set_ylabel("speedup over eager fp32, TF32 off (log scale)")
+            ax.set_title(f"{tier_name(tier)} tier", fontsize=10)
+            ax.legend(loc="upper left", fontsize=7)
+        fig.suptitle(f"Scoreboard after chapter 09: the whole model in one GEMM kernel, against PyTorch\n"
                      f"{plots.provenance(record)}")
     return plots.finish(fig, save)

@@ -1,4 +1,4 @@
-"""Notebook 09's exercise checkers that say what is wrong without giving the answer away. Tested by
+"""Notebook 10's exercise checkers that say what is wrong without giving the answer away. Tested by
 tests/test_chapter.py.
 
     print(fake_verdict(my_fake))   # exercise 2: a fake implementation of problem 75's op

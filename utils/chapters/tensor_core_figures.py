@@ -1,5 +1,6 @@
-"""Notebook 08's figures: TF32's bits, the 3xTF32 split's products, the accumulation's error against K, the
-rungs' timing against their predictions (from a record), mma.sync's fragments and the wgmma pipeline.
+"""The tensor-core chapters' figures: TF32's bits, the 3xTF32 split's products, the accumulation's error against K,
+mma.sync's fragments (notebook 08), the wgmma pipeline (notebook 09) and the rungs' timing against their
+predictions, from a record (both, each with its own rungs).
 """
 from __future__ import annotations
 
@@ -131,9 +132,10 @@ def _loglog(ax) -> None:
     ax.legend(fontsize=8)
 
 
-def timing_figure(record: dict, save=None) -> Figure:
+def timing_figure(record: dict, save=None, title: str = "The tensor-core rungs against cuBLAS, one run") -> Figure:
     """TFLOP/s of every timed contender, one panel per shape, on a log axis; the predicted ranges of the
-    rungs (their % of cuBLAS TF32, turned into TFLOP/s with this run's cuBLAS TF32) as brackets."""
+    rungs (their % of cuBLAS TF32, turned into TFLOP/s with this run's cuBLAS TF32) as brackets. A chapter
+    shows its own rungs: tensor_cores.timed_view cuts the record to them."""
     timed = [e for e in record["entries"] if e.get("section") == "timing"]
     shapes = list(dict.fromkeys(tuple(e["shape"]) for e in timed))
     with matplotlib.rc_context(plots.STYLE):
@@ -160,7 +162,7 @@ def timing_figure(record: dict, save=None) -> Figure:
             ax.set_title(" x ".join(map(str, shape)), fontsize=10)
         fig.legend(handles=[Line2D([], [], color="#e6550d", lw=2.5, label="the header's predicted range")],
                    loc="lower right", fontsize=8)
-        fig.suptitle(f"The tensor-core rungs against cuBLAS, one run\n{plots.provenance(record)}")
+        fig.suptitle(f"{title}\n{plots.provenance(record)}")
     return plots.finish(fig, save)
 
 

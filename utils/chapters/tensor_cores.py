@@ -1,9 +1,10 @@
-"""The helpers of the tensor-core chapter (notebook 08): TF32's rounding and the 3xTF32 split as tables and
-verdicts (the emulation itself is utils/tf32.py), the four models' accuracy with the GEMM swapped for a
-variant, the tensor core's accumulation modelled, the rungs quoted from their headers, the chapter's GPU
-measurement (recorded as kind "tensor_cores") and its exercise checkers. Its figures are
-tensor_core_figures.py's, section 6 (whole models in the GEMM's epilogue) is epilogue_fusion.py's, and the
-record's tables are utils/report/tensor_cores.py's. Tested in tests/test_tensor_core_chapter.py.
+"""The helpers of the tensor-core chapters (notebooks 08 and 09): TF32's rounding and the 3xTF32 split as tables
+and verdicts (the emulation itself is utils/tf32.py), the four models' accuracy with the GEMM swapped for a
+variant, the tensor core's accumulation modelled, the rungs quoted from their headers, the one GPU measurement
+both chapters read (recorded by notebook 08 as kind "tensor_cores"), each chapter's share of it and the
+predictions it missed, and notebook 08's exercise checkers. Their figures are tensor_core_figures.py's, notebook
+09's own helpers hopper_gemm.py's and epilogue_fusion.py's, and the record's tables utils/report/tensor_cores.py's.
+Tested in tests/test_tensor_core_chapter.py.
 
     rows = accuracy([94], cpu_variants(), scale="small", seeds=5, device="cpu")
     entries = measure(reps=30)                       # on an H100: the rungs and the accuracy, in one run
@@ -25,7 +26,7 @@ from utils import bench, build, check, env, ladder, precision
 from utils.chapters.gemm_ladder import quote
 from utils.problems import get_problem
 from utils.report.tensor_cores import (FUSED_KERNEL, PATHS, RUNG10, RUNGS, SGEMM, SHAPES, TF32_CUBLAS, accuracy_rows,
-                                       promote_label)
+                                       predicted, promote_label)
 from utils.show import KernelText, source_path
 from utils.tf32 import (PRODUCTS, bits, fadd_dot, normalise_products, split_gemm64, split_tf32, tensor_core_dot,
                         tensor_core_step, to_tf32)
@@ -37,6 +38,12 @@ PIDS = (94, 75, 37, 62)
 SEEDS = 5
 ATOL = RTOL = 1e-4  # the strict tier (utils.check.TIERS["strict"])
 MARGIN = 0.5  # exercise 2: a worst excess of at most 0.5 leaves the tier a 2x margin
+# Each chapter's share of the timed paths (utils/report/tensor_cores.py's PATHS): notebook 08 the mma.sync
+# ones (rung 8, rung 10's mma.sync kernel), notebook 09 the wgmma ones (rung 9, rung 10's other kernels).
+MMA_SYNC_PATHS = tuple(name for name, (rung, export) in PATHS.items() if rung == RUNGS[0] or export == "gemm_mma_sync")
+WGMMA_PATHS = tuple(name for name in PATHS if name not in MMA_SYNC_PATHS)
+WGMMA_RUNGS = RUNGS[1:]  # what notebook 09 builds: rungs 9 and 10 (rung 8 is mma.sync only)
+PROMOTE_LABELS = tuple(promote_label(k) for k in PROMOTE_KS)  # rung 10's promotion builds, as the timing names them
 
 
 def split_table(values=(0.1, 1 / 3, 0.7234567, -2.7182817, 1e-3)) -> str:
@@ -344,16 +351,17 @@ def quote_paths() -> None:
         quote(RUNG10, label)
 
 
-def show_excerpt(name: str, first: str, last: str):
+def show_excerpt(name: str, first: str, last: str, *, after: str | None = None):
     """Display the lines of a kernel file (or a "common/....cuh" header) from the first line containing
-    `first` to the next line containing `last`, under a line naming the file and line range: an excerpt
-    of the source as it is compiled, never a pasted copy. Returns the text, or None (with a line saying so)
-    when the markers are no longer in the file."""
+    `first` (the first after the line containing `after`, when given) to the next line containing `last`,
+    under a line naming the file and line range: an excerpt of the source as it is compiled, never a pasted
+    copy. Returns the text, or None (with a line saying so) when the markers are no longer in the file."""
     from IPython.display import Code, Markdown, display
 
     path = source_path(name)
     lines = path.read_text().splitlines()
-    start = next((i for i, line in enumerate(lines) if first in line), None)
+    begin = 0 if after is None else next((i for i, line in enumerate(lines) if after in line), len(lines))
+    start = next((i for i in range(begin, len(lines)) if first in lines[i]), None)
     end = None if start is None else next((i for i in range(start, len(lines)) if last in lines[i]), None)
     if end is None:
         print(f"(the excerpt from {first!r} to {last!r} is no longer in {build.display_path(path)}: see the file)")
@@ -365,14 +373,61 @@ def show_excerpt(name: str, first: str, last: str):
     return text
 
 
+# --------------------------------------------------------------------------- one chapter's share of the run
+
+def timed_view(record: dict, contenders) -> dict:
+    """The record with its timing entries cut to `contenders` and the two cuBLAS yardsticks: what one chapter's
+    table and plot show of the one run both chapters read. The other sections are left as they are."""
+    keep = {SGEMM, TF32_CUBLAS, *contenders}
+    return {**record, "entries": [e for e in record["entries"] if e.get("section") != "timing" or e["contender"] in keep]}
+
+
+def outside(value: float, band) -> str | None:
+    """"above" or "below" where `value` falls outside a predicted (lo, hi) band, None inside it or without one.
+    A single value ("~4x": lo == hi) stands for a band of +-10%, as the prediction tables read it."""
+    if band is None:
+        return None
+    lo, hi = (0.9 * band[0], 1.1 * band[1]) if band[0] == band[1] else band
+    return None if lo <= value <= hi else ("above" if value > hi else "below")
+
+
+def missed(record: dict, contenders) -> str:
+    """Markdown bullets, computed from the record and the headers: every prediction of `contenders` (timed
+    paths) that the measurement fell outside of, predicted against measured, at each shape."""
+    lines = []
+    timed = [e for e in record["entries"] if e.get("section") == "timing" and e["contender"] in contenders]
+    for e in sorted(timed, key=lambda e: list(contenders).index(e["contender"])):  # path by path
+        pct, x = predicted(e["contender"], e["shape"])
+        for band, value, unit in ((pct, e["pct_of_cublas_tf32"], "% of cuBLAS TF32"), (x, e["x_cublas_sgemm"], "x cuBLAS SGEMM")):
+            if where := outside(value, band):
+                said = f"~{band[0]:g}" if band[0] == band[1] else f"{band[0]:g}-{band[1]:g}"
+                lines.append(f"- `{e['contender']}` at {' x '.join(map(str, e['shape']))}: predicted {said}{unit}, "
+                             f"measured **{value:.3g}{unit}**, {where} the prediction.")
+    return "\n".join(lines) or "- Every prediction of these paths held."
+
+
+def verified(record: dict, contender: str) -> str:
+    """Markdown bullets: what the run's check against float64 found for `contender` at each shape, before timing."""
+    return "\n".join(f"- at {' x '.join(map(str, e['shape']))}: {e['verified']} ({e['tier']} tier)" for e in record["entries"]
+                     if e.get("section") == "timing" and e["contender"] == contender)
+
+
+def time_ratios(record: dict, slower: str, faster: str) -> str:
+    """Markdown bullets: at each timed shape, how many times `faster`'s time `slower` took, from the record."""
+    timed = {(e["contender"], tuple(e["shape"])): e["median_ms"] for e in record["entries"] if e.get("section") == "timing"}
+    return "\n".join(f"- at {' x '.join(map(str, shape))}: `{slower}` {timed[(slower, shape)]:.3f} ms, `{faster}` "
+                     f"{timed[(faster, shape)]:.3f} ms: **{timed[(slower, shape)] / timed[(faster, shape)]:.2f}x** its time"
+                     for shape in map(tuple, SHAPES) if (slower, shape) in timed and (faster, shape) in timed)
+
+
 # --------------------------------------------------------------------------- the GPU run
 
-def build_jobs(variants: bool = True) -> dict[str, str | build.Variant]:
-    """What the chapter compiles, for build.load_kernels: {label: kernel}, the three rungs, section 6's
-    whole-model kernel and, with variants, rung 10 at each promotion interval of PROMOTE_KS other than its
-    default. Only what this machine can build (build.builds_here: rungs 9 and 10 and the whole-model kernel
-    are sm_90a)."""
-    jobs = {name: name for name in (*RUNGS, FUSED_KERNEL) if build.builds_here(name)}
+def build_jobs(variants: bool = True, rungs=RUNGS, fused: bool = True) -> dict[str, str | build.Variant]:
+    """What a chapter compiles, for build.load_kernels: {label: kernel}, the `rungs` (notebook 08: all three, which
+    its run times; notebook 09: the wgmma ones), with `fused` the whole-model kernel (notebook 09) and, with
+    variants, rung 10 at each promotion interval of PROMOTE_KS other than its default. Only what this machine
+    can build (build.builds_here: rungs 9 and 10 and the whole-model kernel are sm_90a)."""
+    jobs = {name: name for name in (*rungs, *([FUSED_KERNEL] if fused else [])) if build.builds_here(name)}
     if variants and RUNG10 in jobs:
         jobs |= {promote_label(k): _promote_variant(k) for k in PROMOTE_KS if k != default_promote_k()}
     return jobs
@@ -390,9 +445,9 @@ def _promote_variant(k: int) -> str | build.Variant:
 
 
 def _modules() -> tuple[dict, dict]:
-    """The rungs' modules by name, and rung 10's by promotion interval: every build of build_jobs(), the
-    cold ones side by side (all warm when the notebook's build cell ran first)."""
-    built = build.load_kernels(build_jobs())
+    """The rungs' modules by name, and rung 10's by promotion interval: every build of build_jobs(fused=False),
+    the cold ones side by side (all warm when notebook 08's build cell ran first)."""
+    built = build.load_kernels(build_jobs(fused=False))
     promoted = {k: built[RUNG10 if k == default_promote_k() else promote_label(k)] for k in PROMOTE_KS}
     return {name: built[name] for name in RUNGS}, promoted
 
@@ -457,7 +512,8 @@ def _timing(mods: dict, promoted: dict, reps: int, progress: bool, device: str =
 
 def measure(reps: int = 30, *, seeds: int = SEEDS, progress: bool = True, scale: str = "full",
             device: str = "cuda") -> list[dict]:
-    """The chapter's one GPU run (an sm_90 GPU; its builds, build_jobs(), are loaded first, the cold ones side by side):
+    """Notebook 08's one GPU run, which notebook 09 reads too (an sm_90 GPU; its builds, build_jobs(fused=False), are
+    loaded first, the cold ones side by side):
       1. accuracy: the four models at full size with cuBLAS TF32 GEMMs on pre-split operands (gpu_variants),
          and with rung 10 built at each promotion interval of PROMOTE_KS, `seeds` seeds each;
       2. promotion_k: rung 10 at each interval and cuBLAS SGEMM, largest error against float64 as K grows;
