@@ -27,7 +27,7 @@ def entry(problem, stage, ms, reps=50) -> dict:
 
 def fake_record(device=H100, stages=tuple(sb.STAGES), date="2025-06-01T12:00:00+00:00") -> dict:
     """Eager 10 ms on every problem; compile 9 and 8 ms (8: the faster mode); stage s at 10 / speedup."""
-    speed = {"02": 0.01, "03": 0.8, "04": 0.82, "05": 0.9, "06": 1.2, "07": 1.25, "08": 1.6, "09": 1.58}
+    speed = {"02": 0.01, "03": 0.8, "04": 0.82, "05": 0.9, "06": 1.2, "07": 1.25, "09": 1.6, "10": 1.58}
     entries = []
     for pid in sb.PROBLEM_IDS:
         entries += [entry(pid, "eager", 10.0), entry(pid, "torch.compile", 9.0),
@@ -50,7 +50,7 @@ def session(root, on_gpu=False):
 # --------------------------------------------------------------------------- the stages
 
 def test_stages_cover_chapters_02_to_09_in_order():
-    assert list(sb.STAGES) == ["02", "03", "04", "05", "06", "07", "08", "09"]
+    assert list(sb.STAGES) == ["02", "03", "04", "05", "06", "07", "09", "10"]
     assert set(sb.STAGE_COLOURS) == set(sb.STAGES)
     for stage in sb.STAGES.values():
         assert stage.tier == "strict"  # TF32 off everywhere: one definition of "fp32"
@@ -111,11 +111,11 @@ CALLS = {
                                62: {"activations.leaky_relu_x2"}, 75: set()}[pid],
     "06": lambda pid: {LIN, TAILS.get(pid, "groupnorm.group_norm_welford")},
     "07": lambda pid: {LIN, TAILS.get(pid, "min_bias_broadcast.group_norm_min_bias")},
-    "08": lambda pid: {"fused_gemm_groupnorm.fusable"} | {{94: "fused_gemm_groupnorm.linear_bias_hardtanh_mish_group_norm",
+    "09": lambda pid: {"fused_gemm_groupnorm.fusable"} | {{94: "fused_gemm_groupnorm.linear_bias_hardtanh_mish_group_norm",
                         37: "fused_gemm_groupnorm.linear_swish_bias_group_norm",
                         62: "fused_gemm_groupnorm.linear_group_norm_leaky_relu_x2",
                         75: "fused_gemm_groupnorm.linear_group_norm_min_bias"}[pid]},
-    "09": lambda pid: set(),  # the drop-in calls the registered ops, not the kernel modules
+    "10": lambda pid: set(),  # the drop-in calls the registered ops, not the kernel modules
 }
 
 
@@ -129,7 +129,7 @@ def test_each_stage_calls_the_kernels_of_its_chapter(pid, stage):
         forward = sb.contender(stage, pid, model, kernels, "small")
         forward(x)
     assert calls == CALLS[stage](pid)
-    if stage == "09":
+    if stage == "10":
         from solutions import solution
 
         assert isinstance(forward, solution(pid).ModelNew)
@@ -218,7 +218,7 @@ def test_speedups_take_the_faster_compile_mode():
     table = sb.speedups(fake_record())
     assert table[62]["compile"] == pytest.approx(1.25)
     assert table[62]["compile_mode"] == "torch.compile max-autotune-no-cudagraphs"
-    assert table[62]["02"] == pytest.approx(0.01) and table[62]["08"] == pytest.approx(1.6)
+    assert table[62]["02"] == pytest.approx(0.01) and table[62]["09"] == pytest.approx(1.6)
 
 
 def test_a_stage_missing_from_the_record_is_named():

@@ -15,7 +15,7 @@ from utils import REPO, results
 from utils.chapters import scoreboard as sb
 from utils.chapters import session as chapter
 
-NB09 = REPO / "notebooks" / "09_fused_solutions.ipynb"
+NB09 = REPO / "notebooks" / "10_fused_solutions.ipynb"
 ROOT = REPO / "results"
 H200, H100 = "nvidia-h200", "nvidia-h100-80gb-hbm3"
 SEEDS_DIR = REPO.parent / "shared" / "seeds"
@@ -36,7 +36,7 @@ def prose() -> str:
 def says(*phrases: str) -> None:
     text = prose()
     missing = [p for p in phrases if p not in text]
-    assert not missing, f"notebooks/09 does not say (its records do): {missing}"
+    assert not missing, f"notebooks/10 does not say (its records do): {missing}"
 
 
 def record(device: str, kind: str) -> dict:

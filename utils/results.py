@@ -88,7 +88,7 @@ Entry conventions of the kinds known so far (every listed key is required):
                    "max_abs_vs_eager"}, every contender checked against eager under autocast first.
     scoreboard     python -m utils.chapters.scoreboard: every chapter's composition of the four models, one run,
                    TF32 off, {"problem", "stage": "eager" | "torch.compile" |
-                    "torch.compile max-autotune-no-cudagraphs" | "02" ... "09", "contender", "median_ms",
+                    "torch.compile max-autotune-no-cudagraphs" | "02" ... "10", "contender", "median_ms",
                     "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
                    reps differ between entries: a slow contender (rung 1) is timed fewer times.
     tensor_cores   notebook 08 (utils.chapters.tensor_cores.measure; notebook 09 reads it too), one GPU run,

@@ -39,7 +39,7 @@ reference line) and every stage, problem by problem, in one run. A contender slo
 per call (rung 1 takes 0.3-0.6 s at these sizes) gets fewer repetitions, at least MIN_REPS, about
 SLOW_BUDGET_S of timing; every entry records its reps. Record kind "scoreboard":
 
-    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "09", "contender", "median_ms",
+    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "10", "contender", "median_ms",
      "p20_ms", "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager"}
 
 Tested on the CPU with STAND_INS, PyTorch functions with the kernels' exported names and
@@ -79,7 +79,7 @@ MIN_REPS = 5
 
 # One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.
 STAGE_COLOURS = {"02": "#9e9ac8", "03": "#6baed6", "04": "#31a354", "05": "#fdae6b", "06": "#fd8d3c",
-                 "07": "#e6550d", "08": "#a63603", "09": "#7f2704"}
+                 "07": "#e6550d", "09": "#a63603", "10": "#7f2704"}
 COMPILE_COLOUR = "#1f77b4"
 
 
@@ -227,7 +227,7 @@ def contender(stage: str, pid: int, model: nn.Module, kernels: Mapping[str, obje
         return lambda x: _fused_tail(pid, m, fused.linear_bias(x, w, b), k["groupnorm"])
     if stage == "07":
         return lambda x: _fused_tail(pid, m, fused.linear_bias(x, w, b), k["groupnorm"], k["min_bias_broadcast"])
-    if stage == "08":
+    if stage == "09":
         fk = k["fused_gemm_groupnorm"]
         whole = _whole_model(pid, m, fk)
         # inputs the fused kernel does not take (the "odd" scale's K % 4 != 0): rung 10 + 07's tails
@@ -235,7 +235,7 @@ def contender(stage: str, pid: int, model: nn.Module, kernels: Mapping[str, obje
                                         k["min_bias_broadcast"])
         G = _group_norm(pid, m).num_groups
         return lambda x: whole(x) if fk.fusable(x, w, G) else unfused(x)
-    return _drop_in(pid, m, scale)  # 09
+    return _drop_in(pid, m, scale)  # 10
 
 
 # --------------------------------------------------------------------------- checking and timing

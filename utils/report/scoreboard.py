@@ -17,7 +17,7 @@ COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cuda
 
 @dataclass(frozen=True)
 class Stage:
-    id: str  # the chapter that adds it, "02" ... "09"
+    id: str  # the chapter that adds it, "02" ... "10"
     label: str  # legend and table header
     kernels: tuple[str, ...]  # the kernel files (kernels/<name>.cu) it calls
     tier: str = "strict"
@@ -30,9 +30,9 @@ STAGES: dict[str, Stage] = {s.id: s for s in (
     Stage("05", "05 + fused activations", ("gemm_bias", "activations")),
     Stage("06", "06 + fused GroupNorm", ("gemm_bias", "groupnorm")),
     Stage("07", "07 + 75's fused tail", ("gemm_bias", "groupnorm", "min_bias_broadcast")),
-    Stage("08", "08 whole model in the 3xTF32 GEMM", ("fused_gemm_groupnorm", "gemm_10_3xtf32", "groupnorm",
-                                                      "min_bias_broadcast")),
-    Stage("09", "09 the drop-ins", ("fused_gemm_groupnorm",)),
+    Stage("09", "09 whole model in the 3xTF32 GEMM", ("fused_gemm_groupnorm", "gemm_10_3xtf32", "groupnorm",
+                                                     "min_bias_broadcast")),
+    Stage("10", "10 the drop-ins", ("fused_gemm_groupnorm",)),
 )}
 
 
