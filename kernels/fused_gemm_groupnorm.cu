@@ -141,11 +141,14 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "M, C and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ",
               shape_string(w));
   const int64_t C = w.size(0);
-  for (const auto* p : {&lb, &gamma, &beta}) {
-    CHECK_FLOAT_CUDA_INPUT(*p);
-    CHECK_SAME_DEVICE(x, *p);
-  }
-  TORCH_CHECK(lb.dim() == 1 && lb.size(0) == C, "the linear bias must have shape [", num(C), "], got ", shape_string(lb));
+  const auto check = [&x](const torch::Tensor& t, const char* name) {
+    check_float_cuda_input(t, name);
+    check_same_device(x, "x", t, name);
+  };
+  check(lb, "linear_bias");
+  check(gamma, "gamma");
+  check(beta, "beta");
+  TORCH_CHECK(lb.dim() == 1 && lb.size(0) == C, "linear_bias must have shape [", num(C), "], got ", shape_string(lb));
   TORCH_CHECK(num_groups > 0, "num_groups must be positive, got ", num(num_groups));
   TORCH_CHECK(C % num_groups == 0, "the number of channels C = ", num(C), " must be divisible by num_groups = ",
               num(num_groups));
@@ -217,7 +220,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                                                    const torch::Tensor& bias, bool atomic) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
   TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
-  check_broadcast_bias(o.x, bias);
+  check_broadcast_bias(o.x, bias, "x");
   TORCH_CHECK(bias.size(1) == C, "bias must have shape [1, ", num(C), ", 1, 1], got ", shape_string(bias));
   TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());

@@ -228,11 +228,14 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
 // @export: nn.Linear's backward for out = x @ w.T + bias: (dx, dw) = (dy @ w, dy.T @ x), each an empty tensor when not needed (need_dx, need_dw), at the tier of PyTorch's fp32 matmul setting: rung 10's 3xTF32 (strict) or rung 9's TF32 (dw; dx with TF32 is cuBLAS's, faster there) on sm_90, the operands that reduce along their rows copied transposed; cuBLAS's mm elsewhere. (The bias's gradient, dy summed over rows, comes with dy from the tail's backward.)
 std::tuple<torch::Tensor, torch::Tensor> linear_backward(torch::Tensor dy, torch::Tensor x, torch::Tensor w, bool need_dx,
                                                          bool need_dw) {
-  for (const auto* t : {&dy, &x, &w}) {
-    CHECK_CUDA(*t);
-    CHECK_FLOAT(*t);
-    CHECK_SAME_DEVICE(dy, *t);
-  }
+  const auto check = [&dy](const torch::Tensor& t, const char* name) {
+    check_cuda(t, name);
+    check_float(t, name);
+    check_same_device(dy, "dy", t, name);
+  };
+  check(dy, "dy");
+  check(x, "x");
+  check(w, "w");
   TORCH_CHECK(dy.dim() == 2 && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && dy.size(0) == x.size(0) &&
                   dy.size(1) == w.size(0),
               "dy (M, N), x (M, K) and w (N, K) must agree, got dy ", shape_string(dy), ", x ", shape_string(x),

@@ -172,7 +172,7 @@ torch::Tensor min_bias_broadcast(torch::Tensor rowmin, torch::Tensor bias) {
   CHECK_FLOAT_CUDA_INPUT(rowmin);
   TORCH_CHECK(rowmin.dim() == 2 && rowmin.size(1) == 1,
               "rowmin must have shape [N, 1] (torch.min(..., dim=1, keepdim=True)), got ", shape_string(rowmin));
-  check_broadcast_bias(rowmin, bias);
+  check_broadcast_bias(rowmin, bias, "rowmin");
   const c10::cuda::CUDAGuard guard(rowmin.device());
   return broadcast_add(rowmin, bias, /*dependent=*/false);
 }
@@ -182,7 +182,7 @@ torch::Tensor group_norm_min_bias(torch::Tensor x, int64_t num_groups, torch::Te
                                   double eps, torch::Tensor bias) {
   check_group_norm_inputs(x, gamma, beta, num_groups);
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
-  check_broadcast_bias(x, bias);
+  check_broadcast_bias(x, bias, "x");
   const c10::cuda::CUDAGuard guard(x.device());
   // The broadcast is launched while the row minimum's last blocks run (programmatic dependent
   // launch): that removes the gap between the two kernels (notebook 07 measures what it saves).

@@ -818,11 +818,11 @@ inline RowChunks plan_row_chunks(int64_t M, int64_t col_tiles, int64_t resident)
 }
 
 // The checks every launcher makes of the saved tensors: y (M, C), GroupNorm's gamma and beta (C,)
-// and num_groups as the forward's launchers check them (common/groupnorm.cuh, whose messages call
-// the tensor x), and eps.
+// and num_groups as the forward's launchers check them (common/groupnorm.cuh, the messages calling
+// the tensor y), and eps.
 static void check_saved(const torch::Tensor& y, const torch::Tensor& gamma, const torch::Tensor& beta,
                         int64_t num_groups, double eps) {
-  check_group_norm_inputs(y, gamma, beta, num_groups);
+  check_group_norm_inputs(y, gamma, beta, num_groups, "y");
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
 }
 
@@ -933,7 +933,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bias_hard
     torch::Tensor grad, torch::Tensor y, torch::Tensor bias, double min_val, double max_val, int64_t num_groups,
     torch::Tensor gamma, torch::Tensor beta, double eps) {
   check_saved(y, gamma, beta, num_groups, eps);
-  check_channel_bias(y, bias);
+  check_channel_bias(y, bias, "y");
   check_grad(grad, y);
   CHECK_SAME_SHAPE(grad, y);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
@@ -947,7 +947,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor, torch::Te
     torch::Tensor grad, torch::Tensor y, torch::Tensor bias, int64_t num_groups, torch::Tensor gamma,
     torch::Tensor beta, double eps) {
   check_saved(y, gamma, beta, num_groups, eps);
-  check_channel_bias(y, bias);
+  check_channel_bias(y, bias, "y");
   check_grad(grad, y);
   CHECK_SAME_SHAPE(grad, y);
   const auto r = tail_backward(grad, y, gamma, beta, num_groups, eps, SwishBiasTail{bias.data_ptr<float>()});

@@ -333,16 +333,16 @@ def test_rejects_bad_input(kernels, cuda, problem):
     M, C, G = 4, 12, 3
     good = to(inputs(problem, M, C, G), cuda)
     grad_shape = r"grad must have the output's shape \[1, 12, 4, 1\]" if problem == 75 else "same shape"
-    # y, gamma, beta and num_groups go through the forward's checks (common/groupnorm.cuh), which call y x.
+    # y, gamma, beta and num_groups go through the forward's checks (common/groupnorm.cuh), naming y.
     bad = [
-        ({"y": good["y"].double()}, "x must be float32"),
+        ({"y": good["y"].double()}, "y must be float32"),
         ({"grad": good["grad"].double()}, "grad must be float32"),
         ({"gamma": good["gamma"].double()}, "gamma must be float32"),
-        ({"y": good["y"].cpu()}, "x must be a CUDA tensor"),
+        ({"y": good["y"].cpu()}, "y must be a CUDA tensor"),
         ({"grad": good["grad"].cpu()}, "grad must be a CUDA tensor"),
         ({"beta": good["beta"].cpu()}, "beta must be a CUDA tensor"),
-        ({"y": torch.randn(C, M, device=cuda).t()}, "x must be contiguous"),
-        ({"y": good["y"].view(M, 3, 4)}, "must be 2-D"),
+        ({"y": torch.randn(C, M, device=cuda).t()}, "y must be contiguous"),
+        ({"y": good["y"].view(M, 3, 4)}, "y must be 2-D"),
         ({"gamma": good["gamma"][:11]}, r"gamma .*must have shape \[12\].*\[11\]"),
         ({"beta": good["beta"].view(1, C)}, r"beta .*must have shape \[12\].*\[1, 12\]"),
         ({"grad": torch.randn(M + 1, C, device=cuda)}, grad_shape),

@@ -153,6 +153,28 @@ def _parse_export(source: str, mark: re.Match, filename: str) -> Export:
     return Export(name, head, (mark.group("doc") or "").strip() or name)
 
 
+@dataclass(frozen=True)
+class Parameter:
+    ctype: str  # "torch::Tensor", "c10::optional<torch::Tensor>", "int64_t", ... (const and & dropped)
+    name: str
+    default: str  # as written ("c10::nullopt", "false"), or ""
+    text: str  # the whole declaration
+
+    @property
+    def is_tensor(self) -> bool:
+        return "Tensor" in self.ctype
+
+
+def parameters(export: Export) -> list[Parameter]:
+    """A launcher's parameters, in order, from its prototype."""
+    found = []
+    for text in filter(None, (p.strip() for p in _PROTOTYPE.fullmatch(export.prototype).group("params").split(","))):
+        declaration, _, default = (part.strip() for part in text.partition("="))
+        ctype, _, name = declaration.rpartition(" ")
+        found.append(Parameter(ctype.replace("const ", "").replace("&", "").strip(), name.lstrip("&*"), default, text))
+    return found
+
+
 def required_arch(source: str, filename: str = "<kernel source>") -> str | None:
     """The arch a kernel's `// @arch: 9.0a` line asks for, or None (it builds for any GPU)."""
     marks = {m.group("arch") for m in _ARCH_MARK.finditer(source)}
@@ -739,17 +761,15 @@ def op_schema(export: Export) -> str:
         raise KernelSourceError(f"{export.name}: an operator returns new tensors (a tensor or a std::tuple of "
                                 f"tensors); this launcher returns {returns!r}")
     params = []
-    for param in filter(None, (p.strip() for p in prototype.group("params").split(","))):
-        declaration, _, default = (part.strip() for part in param.partition("="))
-        ctype, _, name = declaration.rpartition(" ")
-        ctype = ctype.replace("const ", "").replace("&", "").strip()
-        if ctype not in _SCHEMA_TYPES:
-            raise KernelSourceError(f"{export.name}: parameter {param!r} has a type an operator schema cannot take "
-                                    f"(known: {', '.join(_SCHEMA_TYPES)})")
-        if default and default not in _SCHEMA_DEFAULTS:
-            raise KernelSourceError(f"{export.name}: parameter {param!r} has a default an operator schema cannot "
-                                    f"take (known: {', '.join(_SCHEMA_DEFAULTS)})")
-        params.append(f"{_SCHEMA_TYPES[ctype]} {name.lstrip('&*')}" + (f"={_SCHEMA_DEFAULTS[default]}" if default else ""))
+    for param in parameters(export):
+        if param.ctype not in _SCHEMA_TYPES:
+            raise KernelSourceError(f"{export.name}: parameter {param.text!r} has a type an operator schema cannot "
+                                    f"take (known: {', '.join(_SCHEMA_TYPES)})")
+        if param.default and param.default not in _SCHEMA_DEFAULTS:
+            raise KernelSourceError(f"{export.name}: parameter {param.text!r} has a default an operator schema "
+                                    f"cannot take (known: {', '.join(_SCHEMA_DEFAULTS)})")
+        params.append(f"{_SCHEMA_TYPES[param.ctype]} {param.name}"
+                      + (f"={_SCHEMA_DEFAULTS[param.default]}" if param.default else ""))
     return f"({', '.join(params)}) -> {result}"
 
 
@@ -919,6 +939,11 @@ def launcher(kernel: str, name: str):
 def is_registered(qualname: str) -> bool:
     """Whether register_op has registered the op `namespace::name` in this process."""
     return qualname in _op_kernels
+
+
+def registered_ops() -> list[str]:
+    """The qualified names of the ops register_op has registered in this process, sorted."""
+    return sorted(_op_kernels)
 
 
 def op_kernel(qualname: str) -> str:

@@ -72,25 +72,46 @@ from utils import build
 aten = torch.ops.aten
 
 
-def _require_float32(op: str, **tensors: Tensor) -> None:
-    for name, t in tensors.items():
-        if t is not None and t.dtype != torch.float32:
+def _require(op: str, **tensors: Tensor) -> None:
+    """float32 tensors (None: an optional one left out) on one device, as the launchers require: the
+    fake implementation refuses what the CUDA kernel would, and the CPU path what the kernel's
+    float32 would not give. Arguments by the launcher's names, the first one's device the reference."""
+    given = [(name, t) for name, t in tensors.items() if t is not None]
+    for name, t in given:
+        if t.dtype != torch.float32:
             raise TypeError(f"workbook::{op} supports float32 only: {name} is {t.dtype} "
                             "(the kernels are float32; convert the module with .float())")
+    first, there = given[0]
+    for name, t in given[1:]:
+        if t.device != there.device:
+            raise RuntimeError(f"workbook::{op}: {name} is on {t.device} and {first} on {there.device}: "
+                               "every tensor must be on the same device")
 
 
-def _check_group_norm(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor, **more: Tensor) -> None:
-    """What the launchers check about shapes and dtypes, for the paths that run no launcher (CPU, fake)."""
-    _require_float32(op, x=x, gamma=gamma, beta=beta, **more)
+def _check_group_norm(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor, *, x_name: str = "x",
+                      channel_bias: Tensor | None = None, **more: Tensor) -> None:
+    """What the launchers check about shapes, dtypes and devices, for the paths that run no launcher
+    (CPU, fake). x_name: what the op's schema calls x (the backward ops: y); channel_bias: the (C,)
+    bias added before GroupNorm (94, 37); more: other tensors, checked for dtype and device."""
+    _require(op, **{x_name: x, "gamma": gamma, "beta": beta, "bias": channel_bias, **more})
     if x.dim() != 2:
-        raise ValueError(f"workbook::{op}: x must be 2-D (N, C), got shape {tuple(x.shape)}")
+        raise ValueError(f"workbook::{op}: {x_name} must be 2-D (N, C), got shape {tuple(x.shape)}")
     C = x.shape[1]
     if num_groups <= 0 or C % num_groups != 0:
         raise ValueError(f"workbook::{op}: the number of channels C = {C} must be divisible by "
-                         f"num_groups = {num_groups}")
-    for name, t in (("gamma", gamma), ("beta", beta)):
-        if tuple(t.shape) != (C,):
+                         f"num_groups = {num_groups} ({x_name} has shape {tuple(x.shape)})")
+    for name, t in (("gamma", gamma), ("beta", beta), ("bias", channel_bias)):
+        if t is not None and tuple(t.shape) != (C,):
             raise ValueError(f"workbook::{op}: {name} must have shape ({C},), got {tuple(t.shape)}")
+
+
+def _check_tail_backward(op: str, grad: Tensor, y: Tensor, num_groups: int, gamma: Tensor, beta: Tensor,
+                         bias: Tensor | None = None) -> None:
+    """A tail's backward op (tail_backward.cu's launchers): y, the tail's arguments and the output's
+    gradient grad, which has y's shape ((N, C) in, (N, C) out)."""
+    _check_group_norm(op, y, num_groups, gamma, beta, x_name="y", channel_bias=bias, grad=grad)
+    if grad.shape != y.shape:
+        raise ValueError(f"workbook::{op}: grad must have y's shape {tuple(y.shape)}, got {tuple(grad.shape)}")
 
 
 def _group_norm_backward(grad: Tensor, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor,
@@ -108,25 +129,27 @@ def _empty(like: Tensor) -> Tensor:
 
 # --- the GEMM: nn.Linear's forward and backward ------------------------------------------------------
 
-def _check_linear(x, weight, bias, weight_residual=None):
-    _require_float32("linear", x=x, weight=weight, bias=bias, w_residual=weight_residual)
+def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name="bias"):
+    """The checks of linear's launcher, named as the op's schema names its arguments (x, w, bias,
+    w_residual; a whole model's linear bias is linear_bias)."""
+    _require(op, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
-        raise ValueError(f"workbook::linear: x (M, K) and weight (N, K) must be 2-D with the same K, "
-                         f"got x {tuple(x.shape)} and weight {tuple(weight.shape)}")
+        raise ValueError(f"workbook::{op}: x (M, K) and w (N, K) must be 2-D with the same K, "
+                         f"got x {tuple(x.shape)} and w {tuple(weight.shape)}")
     if tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"workbook::linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+        raise ValueError(f"workbook::{op}: {bias_name} must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     if weight_residual is not None and weight_residual.shape != weight.shape:
-        raise ValueError(f"workbook::linear: w_residual must have the weight's shape {tuple(weight.shape)}, "
+        raise ValueError(f"workbook::{op}: w_residual must have w's shape {tuple(weight.shape)}, "
                          f"got {tuple(weight_residual.shape)}")
 
 
-def _linear_reference(x, weight, bias, w_residual=None):
-    _check_linear(x, weight, bias, w_residual)
+def _linear_reference(x, weight, bias, w_residual=None, **names):
+    _check_linear(x, weight, bias, w_residual, **names)
     return F.linear(x, weight, bias)  # the residual is the GPU kernel's business: the CPU needs none
 
 
-def _linear_fake(x, weight, bias, w_residual=None):
-    _check_linear(x, weight, bias, w_residual)
+def _linear_fake(x, weight, bias, w_residual=None, **names):
+    _check_linear(x, weight, bias, w_residual, **names)
     return x.new_empty((x.shape[0], weight.shape[0]))
 
 
@@ -141,11 +164,11 @@ linear = build.register_op("gemm_10_3xtf32", "linear", reference=_linear_referen
 
 
 def _check_linear_backward(dy, x, weight):
-    _require_float32("linear_backward", dy=dy, x=x, weight=weight)
+    _require("linear_backward", dy=dy, x=x, w=weight)
     if not (dy.dim() == x.dim() == weight.dim() == 2 and dy.shape == (x.shape[0], weight.shape[0])
             and x.shape[1] == weight.shape[1]):
-        raise ValueError(f"workbook::linear_backward: dy (M, N), x (M, K) and weight (N, K) must agree, got "
-                         f"dy {tuple(dy.shape)}, x {tuple(x.shape)} and weight {tuple(weight.shape)}")
+        raise ValueError(f"workbook::linear_backward: dy (M, N), x (M, K) and w (N, K) must agree, got "
+                         f"dy {tuple(dy.shape)}, x {tuple(x.shape)} and w {tuple(weight.shape)}")
 
 
 def _linear_backward_reference(dy, x, weight, need_dx, need_dw):
@@ -163,19 +186,29 @@ linear_backward = build.register_op("gemm_10_3xtf32", "linear_backward", referen
                                     fake=_linear_backward_fake)
 
 
+def _check_tf32_residual(w):
+    _require("tf32_residual", w=w)
+    if w.dim() != 2:
+        raise ValueError(f"workbook::tf32_residual: w must be 2-D (N, K), got shape {tuple(w.shape)}")
+
+
 def _tf32_residual_reference(w):
     """w's small parts, bit for bit as the kernel makes them: rna(w - trunc(w)), 0 where w is not finite."""
-    _require_float32("tf32_residual", w=w)
+    _check_tf32_residual(w)
     big = (w.view(torch.int32) & -8192).view(torch.float32)  # the 19 bits the tensor cores read
     rest = (w - big).view(torch.int32)
     small = ((rest + 4096) & -8192).view(torch.float32)  # to the nearest TF32, ties away from zero
     return torch.where(torch.isfinite(w), small, torch.zeros_like(w))
 
 
+def _tf32_residual_fake(w):
+    _check_tf32_residual(w)
+    return torch.empty_like(w, memory_format=torch.contiguous_format)
+
+
 # the small parts of a weight's 3xTF32 split, for a caller that keeps them (a drop-in's freeze())
-tf32_residual = build.register_op(
-    "gemm_10_3xtf32", "tf32_residual", reference=_tf32_residual_reference,
-    fake=lambda w: torch.empty_like(w, memory_format=torch.contiguous_format))
+tf32_residual = build.register_op("gemm_10_3xtf32", "tf32_residual", reference=_tf32_residual_reference,
+                                  fake=_tf32_residual_fake)
 
 
 # --- the tails, and their backward ----------------------------------------------------------------
@@ -207,18 +240,18 @@ def _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, g
 
 
 def _bias_hardtanh_mish_group_norm_reference(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, bias=bias)
+    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
     return _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, gamma, beta, eps)
 
 
 def _bias_hardtanh_mish_group_norm_fake(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, bias=bias)
+    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
     return x.new_empty(x.shape)
 
 
 def _bias_hardtanh_mish_group_norm_backward_reference(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
     """(dx, dbias, dgamma, dbeta)."""
-    _check_group_norm("bias_hardtanh_mish_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    _check_tail_backward("bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     z = x + bias
     h = F.hardtanh(z, min_val, max_val)
     dm, dgamma, dbeta = _group_norm_backward(grad, F.mish(h), num_groups, gamma, beta, eps)
@@ -227,7 +260,7 @@ def _bias_hardtanh_mish_group_norm_backward_reference(grad, x, bias, min_val, ma
 
 
 def _bias_hardtanh_mish_group_norm_backward_fake(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_group_norm("bias_hardtanh_mish_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    _check_tail_backward("bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     return x.new_empty(x.shape), bias.new_empty(bias.shape), gamma.new_empty(gamma.shape), beta.new_empty(beta.shape)
 
 
@@ -244,18 +277,18 @@ def _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps):
 
 
 def _swish_bias_group_norm_reference(x, bias, num_groups, gamma, beta, eps):
-    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, bias=bias)
+    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
     return _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps)
 
 
 def _swish_bias_group_norm_fake(x, bias, num_groups, gamma, beta, eps):
-    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, bias=bias)
+    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
     return x.new_empty(x.shape)
 
 
 def _swish_bias_group_norm_backward_reference(grad, x, bias, num_groups, gamma, beta, eps):
     """(dx, dbias, dgamma, dbeta, dx summed over rows)."""
-    _check_group_norm("swish_bias_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    _check_tail_backward("swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     s = torch.sigmoid(x)
     dz, dgamma, dbeta = _group_norm_backward(grad, s * x + bias, num_groups, gamma, beta, eps)
     # d(s·x)/dx = s + x·s·(1 - s): the product rule, as autograd applies it to torch.sigmoid(x) * x
@@ -264,7 +297,7 @@ def _swish_bias_group_norm_backward_reference(grad, x, bias, num_groups, gamma, 
 
 
 def _swish_bias_group_norm_backward_fake(grad, x, bias, num_groups, gamma, beta, eps):
-    _check_group_norm("swish_bias_group_norm_backward", x, num_groups, gamma, beta, bias=bias, grad=grad)
+    _check_tail_backward("swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     C = x.shape[1]
     return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(4))
 
@@ -293,7 +326,7 @@ def _group_norm_leaky_relu_x2_fake(x, num_groups, gamma, beta, eps, negative_slo
 
 def _group_norm_leaky_relu_x2_backward_reference(grad, x, num_groups, gamma, beta, eps, negative_slope):
     """(dx, dgamma, dbeta, dx summed over rows)."""
-    _check_group_norm("group_norm_leaky_relu_x2_backward", x, num_groups, gamma, beta, grad=grad)
+    _check_tail_backward("group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta)
     n = F.group_norm(x, num_groups, gamma, beta, eps)
     dn = aten.leaky_relu_backward(grad + grad, n, negative_slope, False)  # y + y: each y gets the gradient once
     dx, dgamma, dbeta = _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
@@ -301,7 +334,7 @@ def _group_norm_leaky_relu_x2_backward_reference(grad, x, num_groups, gamma, bet
 
 
 def _group_norm_leaky_relu_x2_backward_fake(grad, x, num_groups, gamma, beta, eps, negative_slope):
-    _check_group_norm("group_norm_leaky_relu_x2_backward", x, num_groups, gamma, beta, grad=grad)
+    _check_tail_backward("group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta)
     C = x.shape[1]
     return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(3))
 
@@ -338,7 +371,7 @@ def _group_norm_min_bias_fake(x, num_groups, gamma, beta, eps, bias):
 
 
 def _check_min_bias_backward(grad, x, num_groups, gamma, beta):
-    _check_group_norm("group_norm_min_bias_backward", x, num_groups, gamma, beta, grad=grad)
+    _check_group_norm("group_norm_min_bias_backward", x, num_groups, gamma, beta, x_name="y", grad=grad)
     N, C = x.shape
     if tuple(grad.shape) != (1, C, N, 1):
         raise ValueError(f"workbook::group_norm_min_bias_backward: grad must have shape (1, {C}, {N}, 1), "
@@ -420,7 +453,7 @@ class WholeModel:
 
     def _reference(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        y = _linear_reference(x, weight, linear_bias, w_residual)
+        y = _linear_reference(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
         return self._tail_reference(y, *rest), y if save else _empty(x)
 
     def _unfused(self, *args):
@@ -432,7 +465,7 @@ class WholeModel:
 
     def _fake(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        y = _linear_fake(x, weight, linear_bias, w_residual)
+        y = _linear_fake(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
         return self._tail_fake(y, *rest), y if save else _empty(x)
 
     def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):

@@ -40,10 +40,10 @@ __global__ void __launch_bounds__(kBroadcastThreads)
   }
 }
 
-// bias (1, C, 1, 1), float32 CUDA contiguous on `like`'s device.
-inline void check_broadcast_bias(const torch::Tensor& like, const torch::Tensor& bias) {
+// bias (1, C, 1, 1), float32 CUDA contiguous on `like`'s device; like_name: what the launcher calls like.
+inline void check_broadcast_bias(const torch::Tensor& like, const torch::Tensor& bias, const char* like_name) {
   CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(like, bias);
+  check_same_device(like, like_name, bias, "bias");
   TORCH_CHECK(bias.dim() == 4 && bias.size(0) == 1 && bias.size(2) == 1 && bias.size(3) == 1,
               "bias must have shape [1, C, 1, 1] (problem 75's bias_shape), got ", shape_string(bias));
 }

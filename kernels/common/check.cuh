@@ -40,26 +40,43 @@ namespace torch {
 using namespace at;  // NOLINT
 }  // namespace torch
 
-#define CHECK_CUDA(x) \
-  TORCH_CHECK((x).is_cuda(), #x " must be a CUDA tensor, got one on ", (x).device(), " (move it with .cuda())")
-
-#define CHECK_CONTIGUOUS(x) TORCH_CHECK((x).is_contiguous(), #x " must be contiguous (call .contiguous())")
-
-#define CHECK_DTYPE(x, dtype) \
-  TORCH_CHECK((x).scalar_type() == (dtype), #x " must have dtype ", (dtype), ", got ", (x).scalar_type())
+// Each check names the tensor it refuses. The macros take the name from the argument's spelling
+// (#x); the functions take it as text, for a helper whose tensor has a different name in each
+// caller (GroupNorm's input is x in the forward launchers and y in the backward ones) or for a
+// loop over several tensors.
+inline void check_cuda(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got one on ", t.device(), " (move it with .cuda())");
+}
 
 // float32 specifically, so the message can say how to convert.
-#define CHECK_FLOAT(x) \
-  TORCH_CHECK((x).scalar_type() == at::kFloat, #x " must be float32, got ", (x).scalar_type(), " (call .float())")
+inline void check_float(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat, name, " must be float32, got ", t.scalar_type(), " (call .float())");
+}
+
+inline void check_contiguous(const at::Tensor& t, const char* name) {
+  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous (call .contiguous())");
+}
 
 // The usual input of a kernel here: a float32 CUDA tensor whose elements sit densely in memory,
 // so element i is at data_ptr<float>()[i].
-#define CHECK_FLOAT_CUDA_INPUT(x) \
-  do {                            \
-    CHECK_CUDA(x);                \
-    CHECK_FLOAT(x);               \
-    CHECK_CONTIGUOUS(x);          \
-  } while (0)
+inline void check_float_cuda_input(const at::Tensor& t, const char* name) {
+  check_cuda(t, name);
+  check_float(t, name);
+  check_contiguous(t, name);
+}
+
+inline void check_same_device(const at::Tensor& a, const char* a_name, const at::Tensor& b, const char* b_name) {
+  TORCH_CHECK(a.device() == b.device(), a_name, " and ", b_name, " must be on the same device, got ", a.device(),
+              " and ", b.device());
+}
+
+#define CHECK_CUDA(x) check_cuda((x), #x)
+#define CHECK_CONTIGUOUS(x) check_contiguous((x), #x)
+#define CHECK_FLOAT(x) check_float((x), #x)
+#define CHECK_FLOAT_CUDA_INPUT(x) check_float_cuda_input((x), #x)
+
+#define CHECK_DTYPE(x, dtype) \
+  TORCH_CHECK((x).scalar_type() == (dtype), #x " must have dtype ", (dtype), ", got ", (x).scalar_type())
 
 // Numbers in messages. On the GPU machines here (torch 2.11's wheels, nvcc 13.0, g++ 13), streaming
 // any number into TORCH_CHECK's message -- an int, a double, a tensor's sizes() -- crashes the
@@ -96,8 +113,7 @@ inline std::string shape_string(const at::Tensor& t) {
 #define CHECK_SAME_SHAPE(a, b) \
   TORCH_CHECK((a).sizes() == (b).sizes(), #a " and " #b " must have the same shape, got ", shape_string(a), " and ", shape_string(b))
 
-#define CHECK_SAME_DEVICE(a, b) \
-  TORCH_CHECK((a).device() == (b).device(), #a " and " #b " must be on the same device, got ", (a).device(), " and ", (b).device())
+#define CHECK_SAME_DEVICE(a, b) check_same_device((a), #a, (b), #b)
 
 #define LAUNCH_CHECK() C10_CUDA_KERNEL_LAUNCH_CHECK()
 

@@ -415,35 +415,35 @@ void with_team_lanes(int64_t D, Launch&& launch) {
 constexpr int64_t kMaxGroupSize = int64_t{1} << 24;
 
 // The launcher's checks for GroupNorm of x (N, C) with `num_groups` groups and affine gamma,
-// beta of shape (C,), the messages naming what to fix.
+// beta of shape (C,), the messages naming what to fix. `x_name`: what the launcher calls x (the
+// backward launchers of kernels/tail_backward.cu call it y).
 inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
-                                    int64_t num_groups) {
-  CHECK_FLOAT_CUDA_INPUT(x);
+                                    int64_t num_groups, const char* x_name = "x") {
+  check_float_cuda_input(x, x_name);
   CHECK_FLOAT_CUDA_INPUT(gamma);
   CHECK_FLOAT_CUDA_INPUT(beta);
-  CHECK_SAME_DEVICE(x, gamma);
-  CHECK_SAME_DEVICE(x, beta);
-  TORCH_CHECK(x.dim() == 2, "x must be 2-D (N, C), got shape ", shape_string(x));
+  check_same_device(x, x_name, gamma, "gamma");
+  check_same_device(x, x_name, beta, "beta");
+  TORCH_CHECK(x.dim() == 2, x_name, " must be 2-D (N, C), got shape ", shape_string(x));
   const int64_t C = x.size(1);
   TORCH_CHECK(num_groups > 0, "num_groups must be positive, got ", num(num_groups));
   TORCH_CHECK(C % num_groups == 0, "the number of channels C = ", num(C),
-              " must be divisible by num_groups = ", num(num_groups), " (x has shape ", shape_string(x), ")");
+              " must be divisible by num_groups = ", num(num_groups), " (", x_name, " has shape ", shape_string(x), ")");
   TORCH_CHECK(gamma.dim() == 1 && gamma.size(0) == C, "gamma (the GroupNorm weight) must have shape [",
-              num(C), "] to match x ", shape_string(x), ", got ", shape_string(gamma));
+              num(C), "] to match ", x_name, " ", shape_string(x), ", got ", shape_string(gamma));
   TORCH_CHECK(beta.dim() == 1 && beta.size(0) == C, "beta (the GroupNorm bias) must have shape [", num(C),
-              "] to match x ", shape_string(x), ", got ", shape_string(beta));
+              "] to match ", x_name, " ", shape_string(x), ", got ", shape_string(beta));
   TORCH_CHECK(C / num_groups <= kMaxGroupSize, "a group of ", num(C / num_groups), " channels (C = ", num(C),
               ", num_groups = ", num(num_groups), ") is more than the kernels handle (", num(kMaxGroupSize),
               " = 2^24): use more groups, or F.group_norm");
 }
 
-// A per-channel bias (C,) applied before GroupNorm (problems 94 and 37).
-inline void check_channel_bias(const torch::Tensor& x, const torch::Tensor& bias) {
+// A per-channel bias (C,) applied before GroupNorm (problems 94 and 37); x_name as above.
+inline void check_channel_bias(const torch::Tensor& x, const torch::Tensor& bias, const char* x_name = "x") {
   CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(x, bias);
+  check_same_device(x, x_name, bias, "bias");
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == x.size(1), "bias must have shape [", num(x.size(1)),
-              "] (one per column of x ",
-              shape_string(x), "), got ", shape_string(bias));
+              "] (one per column of ", x_name, " ", shape_string(x), "), got ", shape_string(bias));
 }
 
 // Launches GroupNorm (with pre and post) of x into y, both (N, C) contiguous, on the current

@@ -185,8 +185,8 @@ inline Operand prepare(const torch::Tensor& v, bool transpose, bool with_residua
 inline torch::Tensor kept_residual(const c10::optional<torch::Tensor>& r, const torch::Tensor& w) {
   if (!r.has_value() || !r->defined()) return {};
   const torch::Tensor& ws = *r;
-  CHECK_FLOAT_CUDA_INPUT(ws);
-  CHECK_SAME_DEVICE(w, ws);
+  check_float_cuda_input(ws, "w_residual");
+  check_same_device(w, "w", ws, "w_residual");
   TORCH_CHECK(ws.sizes() == w.sizes() && ws.is_contiguous() && aligned16(ws.data_ptr()),
               "w_residual must be tf32_residual(w): contiguous, of w's shape ", shape_string(w), ", got ",
               shape_string(ws));
