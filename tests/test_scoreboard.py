@@ -139,10 +139,10 @@ def test_each_stage_calls_the_kernels_of_its_chapter(pid, stage):
 
 def test_an_unknown_stage_is_refused(tmp_path):
     model, _ = sb.reference_model(94, "small", "cpu")
-    with pytest.raises(ValueError, match="no stage '10'"):
-        sb.contender("10", 94, model, sb.STAND_INS)
-    with pytest.raises(ValueError, match="no stage '10'"):
-        sb.show("10", session(tmp_path))
+    with pytest.raises(ValueError, match="no stage '11'"):
+        sb.contender("11", 94, model, sb.STAND_INS)
+    with pytest.raises(ValueError, match="no stage '11'"):
+        sb.show("11", session(tmp_path))
 
 
 # --------------------------------------------------------------------------- checking, then timing
@@ -211,7 +211,7 @@ def test_a_fake_record_renders_as_a_table():
     rows = [line.split(" |")[0] for line in text.splitlines() if re.match(r"\| \d", line)]
     assert rows == ["| 94", "| 75", "| 37", "| 62"]
     full = readme.render(rec)  # the README's rendering: every stage
-    assert full == sb.markdown(rec) and "**" not in full.split("\n", 1)[1] and "09 the drop-ins" in full
+    assert full == sb.markdown(rec) and "**" not in full.split("\n", 1)[1] and "10 the drop-ins" in full
 
 
 def test_speedups_take_the_faster_compile_mode():

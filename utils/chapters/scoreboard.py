@@ -206,7 +206,7 @@ def contender(stage: str, pid: int, model: nn.Module, kernels: Mapping[str, obje
               scale: str = "full") -> Callable[[Tensor], Tensor]:
     """Stage `stage`'s forward of problem `pid` on `model`'s parameters, x -> output, calling the
     kernel modules in `kernels` ({kernel file name: module}: build.load_kernels' result, or STAND_INS).
-    `scale`: the model's, for stage 09's ModelNew."""
+    `scale`: the model's, for stage 10's ModelNew."""
     if stage not in STAGES:
         raise ValueError(f"no stage {stage!r}; the stages are {', '.join(STAGES)}")
     m, pid = model, get_problem(pid).id
