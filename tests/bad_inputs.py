@@ -227,8 +227,8 @@ _SPLIT_INF = ("3xTF32's split (tc::split_tf32, kernels/common/tensor_core.cuh: d
               "part inf - inf = NaN, so x's rows holding an inf come out NaN where F.linear gives ±inf; linear and "
               "the fused models split with tf32_operands::residual instead, which keeps inf in the big part")
 _SUMSQ = ("SumSqStats::finish (kernels/common/groupnorm.cuh: device code) takes fmaxf(E[x²] - E[x]², 0): inf - inf "
-          "is NaN and fmaxf makes it 0, so a group holding an inf or a near-max value is scaled by 1/sqrt(eps) into "
-          "±inf where F.group_norm gives NaN (inf) or beta (near max); the kernel is kept to show the cancellation")
+          "is NaN and fmaxf makes it 0, so a group holding an inf is scaled by 1/sqrt(eps) into ±inf where "
+          "F.group_norm gives NaN; the kernel is kept to show the cancellation (near-max values pass: seen on the H200)")
 
 _GEMM = Spec(_gemm, F.linear)
 _EXERCISE_GEMM = Spec(_gemm, F.linear, tol=None)  # the starting point is wrong on purpose: shapes only
@@ -244,7 +244,7 @@ SPECS: dict[str, Spec] = {
     "activations:leaky_relu_x2": Spec(lambda n, g: [_x(n, g), SLOPE], _leaky_relu_x2),
     "activations:mish": Spec(lambda n, g: [_x(n, g)], F.mish),
     "groupnorm:group_norm_welford": Spec(_group_norm, F.group_norm),
-    "groupnorm:group_norm_sumsq": Spec(_group_norm, F.group_norm, known={"inf": _SUMSQ, "near_max": _SUMSQ}),
+    "groupnorm:group_norm_sumsq": Spec(_group_norm, F.group_norm, known={"inf": _SUMSQ}),
     **{f"groupnorm:{name}": Spec(lambda n, g, name=name: _tail(name, n, g), getattr(ops, f"_{name}_math"))
        for name in ("bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2")},
     "min_bias_broadcast:group_norm_row_min": Spec(_group_norm, _row_min),

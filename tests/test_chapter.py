@@ -306,3 +306,15 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     text = chapter.record_markdown(shown)
     assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text
 
+
+
+def test_a_training_steps_gradients_verdict_judges_against_float64_and_its_draws():
+    # the path measure_training takes on the GPU, run here: a wrong gradient sends the judge to
+    # float64 and to its moved draws (a list of them: check.judge_gradients' contract)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    g = torch.Generator().manual_seed(0)
+    x, grad = torch.randn(5, 8, generator=g), torch.randn(5, 4, generator=g)
+    want = chapter._training_step(model, x, grad)()
+    assert chapter._gradients_verdict(want, want, model, x, grad, False)[0] == "pass"
+    status, detail = chapter._gradients_verdict(tuple(w * 1.5 for w in want), want, model, x, grad, False)
+    assert status == "fail" and "wrong gradients" in detail

@@ -22,7 +22,7 @@ from torch import Tensor, nn
 
 from solutions import solution
 from utils import bench, env, ops, precision, results
-from utils.check import TIERS, autocast_tier, judge_gradients
+from utils.check import MOVED_DRAWS, TIERS, autocast_tier, judge_gradients
 from utils.problems import get_problem
 from utils.report import readme
 from utils.run import skip
@@ -194,12 +194,12 @@ def _training_step(model: nn.Module, x: Tensor, grad: Tensor) -> Callable[[], tu
     return step
 
 
-def _float64_step(model: nn.Module, x: Tensor, grad: Tensor, moved: float = 0.0) -> tuple[Tensor, ...]:
+def _float64_step(model: nn.Module, x: Tensor, grad: Tensor, moved: float = 0.0, draw: int = 0) -> tuple[Tensor, ...]:
     """The training step's gradients in float64, on a float64 copy of the model (the reference); moved:
-    the input moved by that relative amount, each element at random (check.judge_gradients)."""
+    the input moved by that relative amount, each element at random, the draw-th draw (check.judge_gradients)."""
     import copy
 
-    g = torch.Generator(x.device).manual_seed(10_901)  # the same move in every run
+    g = torch.Generator(x.device).manual_seed(10_901 + 7_919 * draw)  # the same moves in every run
     x64 = x.double() * (1 + moved * (2 * torch.rand(x.shape, device=x.device, dtype=torch.float64, generator=g) - 1))
     grads = _training_step(copy.deepcopy(model).double(), x64, grad.double())()
     return tuple(g.float() for g in grads)
@@ -213,7 +213,7 @@ def _gradients_verdict(got: tuple[Tensor, ...], want: tuple[Tensor, ...], model:
         return {str(i): g for i, g in enumerate(grads)}
     tier = TIERS["tf32" if tf32 else "strict"]
     return judge_gradients(named(got), named(want), lambda: named(_float64_step(model, x, grad)), tier,
-                           lambda: named(_float64_step(model, x, grad, tier.noise)))
+                           lambda: [named(_float64_step(model, x, grad, tier.noise, d)) for d in range(MOVED_DRAWS)])
 
 
 def measure_training(pids, *, scale: str = "full", reps: int = 20, seed: int = 0, progress: bool = True) -> list[dict]:
