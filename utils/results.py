@@ -91,7 +91,7 @@ Entry conventions of the kinds known so far (every listed key is required):
                     "torch.compile max-autotune-no-cudagraphs" | "02" ... "10", "contender", "median_ms",
                     "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
                    reps differ between entries: a slow contender (rung 1) is timed fewer times.
-    tensor_cores   notebook 08 (utils.chapters.tensor_cores.measure; notebook 09 reads it too), one GPU run,
+    tensor_cores   notebooks 08 and 09 (utils.chapters.tensor_cores.measure), one GPU run,
                    {"section", "contender"}, and by section: "accuracy" {"problem", "excess" (largest
                    allclose excess against eager fp32 at 1e-4 over the seeds), "excess_by_seed", "max_abs",
                    "seeds", "source": "cuBLAS" (TF32 GEMMs on pre-split operands) | "rung 10" (with

@@ -3,5 +3,5 @@
 readme        the README's results table from results/*/*.json (`python -m utils.report --update-readme`)
 records       the tables of the kinds the library's measurements record (ceilings, baselines, ladder, ...)
 scoreboard    the scoreboard record: stages, speedups over eager fp32, its table
-tensor_cores  notebook 08's records: accuracy, promotion, the rungs against their predictions, section 6's fusion
+tensor_cores  notebooks 08 and 09's records: accuracy, promotion, the rungs against their predictions, the fusion
 """

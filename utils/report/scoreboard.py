@@ -10,7 +10,7 @@ from utils.results import short_commit
 KIND = "scoreboard"
 PROBLEM_IDS = (94, 75, 37, 62)
 EAGER = "eager"
-# torch.compile's modes, as notebook 09 times them: "max-autotune" would also capture CUDA graphs,
+# torch.compile's modes, as notebook 10 times them: "max-autotune" would also capture CUDA graphs,
 # which no other contender gets; "-no-cudagraphs" autotunes the same kernels without them.
 COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 

@@ -1,7 +1,7 @@
-"""Notebook 08's records read back, as Markdown: kind "tensor_cores" (the pre-split accuracy, rung 10's
+"""Notebooks 08's and 09's records read back, as Markdown: kind "tensor_cores" (the pre-split accuracy, rung 10's
 promotion intervals, the rungs' timing against their headers' PREDICTIONs and the chapter's targets) and kind
-"whole_model_fusion" (section 6: the whole models in the GEMM's epilogue against the unfused path). The README
-shows `render` and `render_fusion`; the notebook shows the same tables. The numbers come from the record and
+"whole_model_fusion" (notebook 09, section 4: the whole models in the GEMM's epilogue against the unfused path).
+The README shows `render` and `render_fusion`; the notebooks show the same tables. The numbers come from the record and
 from the kernels' headers (utils.show.header_section): nothing here holds a measured number.
 """
 from __future__ import annotations
@@ -241,7 +241,7 @@ def render(record: dict) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- section 6: whole models in the epilogue
+# --------------------------------------------------------------------------- notebook 09, section 4: whole models in the epilogue
 
 FUSED_KERNEL = "fused_gemm_groupnorm"
 FUSION_KIND = "whole_model_fusion"  # utils.results kind of measure_fusion's run
