@@ -169,7 +169,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, wa
     raises it again when idle. Timed one after another, the first contender after a pause gets the
     high clock: on an H100 cuBLAS's TF32 GEMM at 32768 x 4096 x 1024 measured 0.73 ms timed first
     and 0.81-0.84 ms timed after the others, and the spread of a kernel between runs followed where
-    it stood in the order (experiments/wgmma_schedule/variance_probe.py).
+    it stood in the order (experiments/wgmma_schedule/README.md, "The spread at K = 1024 is the clock").
     """
     _check_timing_args(l2, reps)
     if not fns:

@@ -11,7 +11,7 @@ the main loop. Two candidates, each measured as a ceiling:
                       M = 33792 (4224 tiles) fills every wave exactly. Its time scaled down by the
                       work (256/264, 4096/4224) is what perfect balance would give: the ceiling of
                       any split of the last wave (stream-K and its kin).
-  the epilogue        a patched copy of kernels/ (as cluster_probe.py makes them) whose
+  the epilogue        a patched copy of kernels/ (probe_kit.patched_kernels) whose
                       DirectWriter stores only an element equal to a NaN bit pattern no sum makes:
                       every accumulator is still computed and compared, nothing is written. Its
                       time is the ceiling of hiding the epilogue's stores behind the next tile's
@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, patched_kernels, timed
+from experiments.wgmma_schedule.probe_kit import FUSED, output_dir, patched_kernels, timed
 from utils import build, ladder, precision
 from utils.chapters import session as chapter
 from utils.problems import get_problem

@@ -1,7 +1,8 @@
 """How fast can rung 9's main loop go on this device? The tensor cores' own ceiling, the clock they
 hold while they work, and cuBLAS's kernels beside them.
 
-Rung 9's main loop runs a 128 x 256 x 32 k tile in 0.67-0.69 us at both shapes (timeline_probe.py).
+Rung 9's main loop runs a 128 x 256 x 32 k tile in 0.67-0.69 us at both shapes (README.md, "Where a
+block's time goes").
 Is that the tensor cores' rate, or is there room inside the loop? kernels/probes/wgmma_peak_probe.cu runs
 the same k tile (4 wgmma m64n256k8 per warp group, one group in flight behind another) on a stage
 that never changes: no TMA, no barriers, no epilogue. In one run:
@@ -12,10 +13,11 @@ that never changes: no TMA, no barriers, no epilogue. In one run:
   3. sustained for a few seconds each (the probe, cuBLAS TF32, rung 9) while nvidia-smi samples
      the SM clock and the power draw every 50 ms: the clock a TF32 GEMM runs at on this device;
   4. the names of the kernels cuBLAS runs (torch.profiler): their tile, cluster and schedule.
---schedules adds rung 9 built with other schedules (schedule_study's cluster,persistent[,store])
-to steps 2 and 3: does a schedule that moves fewer bytes through the L2 hold a higher clock?
+Its second run also timed rung 9 built in clusters of 2 and one tile per block (`--schedules`,
+schedules that have left the header since; that version is in the history: experiments/README.md,
+"Historical scripts and logs").
 
-    python -m experiments.wgmma_schedule.peak_probe [--reps 30] [--seconds 3] [--schedules 2,0]
+    python -m experiments.wgmma_schedule.peak_probe [--reps 30] [--seconds 3]
 
 Writes $OUT/o/peak_probe.json and prints a short table.
 """
@@ -28,7 +30,7 @@ import time
 
 import torch
 
-from experiments.wgmma_schedule.schedule_study import output_dir, schedule_kernels, schedule_name, timed
+from experiments.wgmma_schedule.probe_kit import output_dir, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 from utils.tf32 import to_tf32
@@ -89,16 +91,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--seconds", type=float, default=3.0)
-    ap.add_argument("--schedules", nargs="*", default=[], help="cluster,persistent[,store] builds of rung 9 to add")
     a = ap.parse_args()
-    schedules = [tuple(int(v) for v in s.split(",")) for s in a.schedules]
     out_dir = output_dir()
     t0 = time.time()
-    mods = build.load_kernels({PROBE: build.Variant(PROBE, kernels_dir=PROBES), RUNG: build.Variant(RUNG),
-                               **{s: build.Variant(RUNG, kernels_dir=schedule_kernels(s)) for s in schedules}})
+    mods = build.load_kernels({PROBE: build.Variant(PROBE, kernels_dir=PROBES), RUNG: build.Variant(RUNG)})
     probe, rung9 = mods[PROBE], mods[RUNG]
-    # rung 9 as built by default, then each extra schedule: {name: its gemm}
-    gemms = {"rung 9": rung9.gemm, **{f"rung 9, {schedule_name(s)}": mods[s].gemm for s in schedules}}
+    gemms = {"rung 9": rung9.gemm}  # {name: its gemm}
     print(f"built in {time.time() - t0:.0f} s", flush=True)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     res = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "sms": sms, "reps": a.reps}

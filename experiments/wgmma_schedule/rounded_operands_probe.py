@@ -30,7 +30,7 @@ import torch
 
 from experiments.wgmma_schedule.headroom_probe import against_compile, print_against_compile, problem_62
 from experiments.wgmma_schedule.peak_probe import sampled
-from experiments.wgmma_schedule.schedule_study import FUSED, output_dir, timed
+from experiments.wgmma_schedule.probe_kit import FUSED, output_dir, timed
 from tests.test_gemm_tensor_cores import FULL
 from utils import build, ladder, precision
 from utils.chapters import session as chapter
