@@ -71,9 +71,7 @@ enum class Sink {
 // The whole-model epilogue for groups of D channels (D a multiple of 8 dividing the tile's BN).
 template <int D, class Pre, class Post, Sink SINK>
 struct GroupNormEpilogue {
-  // STORE writes a tile of `out`, through the kernel's writer (directly by default, or through
-  // shared memory and TMA: common/gemm_wgmma.cuh); ROW_MIN writes its own few values.
-  static constexpr bool kWritesTile = SINK == Sink::STORE;
+  // STORE writes a tile of `out` through the kernel's writer; ROW_MIN writes its own few values.
   const float* linear_bias;  // (N,): nn.Linear's bias
   Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh)
   const float* gamma;        // (N,): GroupNorm's weight

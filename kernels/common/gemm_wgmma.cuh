@@ -5,13 +5,17 @@
 // This file is the configuration and the kernel; common/gemm_wgmma_writers.cuh holds where an
 // epilogue's values go, common/gemm_wgmma_host.cuh the host side (what a launcher includes).
 //
-//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT, Schedule, CLUSTER, Store>   tile width, pipeline
-//                                        depth, TF32 or 3xTF32, promotion, where the 3xTF32 split
-//                                        happens, the schedule (a type: SchedulePersistent, the
-//                                        default, ScheduleCooperative, SchedulePingpong), the
-//                                        blocks per cluster, and the writer of `out` (StoreDirect);
+//   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT>   tile width, pipeline depth, TF32 or 3xTF32,
+//                                        promotion, where the 3xTF32 split happens;
 //   Tf32Config, PresplitConfig           the configurations the rungs and the whole models run;
-//   gemm_wgmma_kernel<C, Epi>            the kernel, ending in the epilogue Epi.
+//   gemm_wgmma_kernel<C, Epi>            the kernel, persistent blocks ending each tile in the
+//                                        epilogue Epi.
+//
+// It has one schedule, the one every kernel runs: persistent blocks, no clusters, the epilogue
+// storing from registers. The others measured (one tile per block, clusters of 2 with TMA
+// multicast, ping-pong warp groups, the epilogue staged in shared memory) are in the history with
+// the study that measured them (experiments/wgmma_schedule/README.md; experiments/README.md,
+// "Historical scripts and logs": the header as of 0febf72).
 //
 // out = x @ w.T, x (M, K) and w (N, K) row-major: both K-major, the only layout TF32 wgmma takes.
 
@@ -33,62 +37,34 @@ constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-// The schedule, chosen by type as CUTLASS's Hopper GEMMs choose theirs (KernelTmaWarpSpecialized
-// Cooperative / Persistent / Pingpong): Config's Schedule. SchedulePersistent is the default and
-// the only one the rungs and the whole models run: with every contender timed in turn
+// The schedule, as CUTLASS's Hopper GEMMs name theirs (KernelTmaWarpSpecializedPersistent): one
+// block per SM looping over tiles, so that the producer loads the next tile's first stages while
+// the consumers finish the last one. With every contender timed in turn
 // (utils.bench.time_interleaved) it was 4.6% faster than one tile per block at 32768 x 4096 x 1024
 // and level at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours
-// whoever runs first after a pause). The others, and clusters of 2 (Config's CLUSTER: 2 blocks
-// stacked in M share the loads of their common w tile, TMA multicast), are for measuring:
-// experiments/wgmma_schedule/ builds them by patching a copy of kernels/ (schedule_study.py).
-// Clusters of 2 were 2-10% slower (1.5x before hopper.cuh's mbar_arrive_cluster lost its release
-// at cluster scope); experiments/wgmma_schedule/README.md.
-//
-// ScheduleCooperative  one tile per block, both consumer warp groups on it, as the rungs first ran.
-// SchedulePersistent   one block per SM looping over tiles, so that the producer loads the next
-//                      tile's first stages while the consumers finish the last one.
-// SchedulePingpong     persistent blocks whose two consumer warp groups each compute a whole
-//                      128 x 128 tile, taking turns on the tensor cores, so that one warp group's
-//                      epilogue runs beside the other's main loop. cuBLAS runs a 128 x 128 tile per
-//                      warp group at 32768 x 4096 x 1024. Here it was 19-24% slower than one
-//                      128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy): a
-//                      128 x 128 tile asks a third more L2 bytes per multiply-add
-//                      (experiments/wgmma_schedule/README.md, "Ping-pong").
-struct ScheduleCooperative {
-  static constexpr bool PERSISTENT = false;
-  static constexpr bool PINGPONG = false;
-};
-struct SchedulePersistent {
-  static constexpr bool PERSISTENT = true;
-  static constexpr bool PINGPONG = false;
-};
-struct SchedulePingpong {
-  static constexpr bool PERSISTENT = true;
-  static constexpr bool PINGPONG = true;
-};
-
-template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false,
-          class SCHEDULE_ = SchedulePersistent, int CLUSTER_ = 1, class STORE_ = StoreDirect>
+// whoever runs first after a pause). Measured and not taken (experiments/wgmma_schedule/README.md):
+// - one tile per block, both consumer warp groups on it, as the rungs first ran;
+// - clusters of 2 blocks stacked in M sharing the loads of their common w tile (TMA multicast):
+//   2-10% slower (1.5x while the arrive on the peer's barrier released at cluster scope);
+// - ping-pong, persistent blocks whose two consumer warp groups each compute a whole 128 x 128
+//   tile, taking turns on the tensor cores, so that one warp group's epilogue runs beside the
+//   other's main loop. cuBLAS runs a 128 x 128 tile per warp group at 32768 x 4096 x 1024. Here it
+//   was 19-24% slower than one 128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy):
+//   a 128 x 128 tile asks a third more L2 bytes per multiply-add (the README's "Ping-pong").
+template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false>
 struct Config {
-  using Schedule = SCHEDULE_;
-  using Store = STORE_;                   // how an epilogue's tile reaches `out` (gemm_wgmma_writers.cuh)
   static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
-  static constexpr int CLUSTER = CLUSTER_;     // blocks per cluster, stacked in M, sharing w's tile: 1 or 2
-  static constexpr bool PERSISTENT = Schedule::PERSISTENT;  // one block per SM, looping over tiles
-  static constexpr bool PINGPONG = Schedule::PINGPONG;  // PERSISTENT, each consumer warp group a whole tile (see the kernel)
-  static constexpr int EMPTY_ARRIVALS = (PINGPONG ? 1 : CONSUMERS) * CLUSTER;  // releases of a stage per round
-  static constexpr int W_ROWS = BN / CLUSTER;  // rows of w's tile each block of a cluster loads (TMA's box)
   static constexpr int A_BYTES = BM * BK * 4;
   static constexpr int B_BYTES = BN * BK * 4;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
   static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
   static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
   static constexpr int ACC = BN / 2;          // accumulators per consumer thread and 64 rows: 64 x BN / 128
-  static constexpr int BARRIERS = 2 * STAGES + (PINGPONG ? 2 : 0);  // full[STAGES], empty[STAGES] (, turn[2])
+  static constexpr int BARRIERS = 2 * STAGES;  // full[STAGES], empty[STAGES]
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
                                        static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + BARRIERS * sizeof(uint64_t);
   static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for n128 and n256");
@@ -96,10 +72,6 @@ struct Config {
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
   static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
-  static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks");
-  static_assert(W_ROWS % 8 == 0, "a slice of w's tile is whole 1024-byte swizzle atoms");
-  static_assert(!PINGPONG || (PERSISTENT && CLUSTER == 1 && !SPLIT && BN == 128),
-                "ping-pong: persistent, no cluster, TF32, 128 x 128 tiles (two halves' accumulators: 128 registers)");
 };
 
 // The two configurations the rungs run (and the whole-model kernels with them):
@@ -118,25 +90,6 @@ __device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint6
     hopper::wgmma_m64n128k8_tf32(d, desc_a, desc_b, scale_d);
   } else {
     hopper::wgmma_m64n256k8_tf32(d, desc_a, desc_b, scale_d);
-  }
-}
-
-// Whether an epilogue's tile goes through a writer that stages it in shared memory (C::Store::STAGED,
-// a probe's: probes/gemm_wgmma_staged_writer.cuh): the epilogue writes a tile of `out`, the store
-// asks for staging, and the ring is free after the main loop (not so for persistent blocks, whose
-// producer is already loading the next tile).
-template <class C, class Epi>
-constexpr bool staged_store() {
-  return Epi::kWritesTile && !C::PERSISTENT && C::Store::STAGED;
-}
-
-// A staged tile (both consumer warp groups' parts) fits in the ring it overwrites.
-template <class C, class Epi>
-constexpr bool staged_fits() {
-  if constexpr (staged_store<C, Epi>()) {
-    return 2 * C::Store::template Writer<C::BN>::BYTES <= C::STAGES * C::STAGE_BYTES;
-  } else {
-    return true;
   }
 }
 
@@ -168,30 +121,22 @@ struct TileParams {
   }
 };
 
-// BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one per block, or, PERSISTENT,
-// one block per SM taking tiles first_unit, first_unit + step, ... until none is left.
+// BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one block per SM, taking tiles
+// blockIdx.x, blockIdx.x + gridDim.x, ... until none is left (the launcher's grid: the blocks that
+// fit on the device at once, or fewer when there are fewer tiles).
 //
 // Shared memory: STAGES stages, each [x tile: 128 rows x 128 bytes][w tile: BN rows x 128 bytes],
 // exactly as TMA writes them with the 128-byte swizzle (16-byte chunk c of row r stored at chunk
 // c ^ (r % 8): the 8 rows of an atom spread any column over all banks), which is also the layout
 // the wgmma descriptors describe. SPLIT adds RING buffers of the same size for the small parts.
 // Then the barriers: full[s] (the producer's arrival + TMA's bytes) and empty[s] (one arrival per
-// consumer warp group of each block of the cluster once its wgmmas no longer read stage s).
+// consumer warp group once its wgmmas no longer read stage s).
 //
 // Producer (warp group 0, one thread): for each k tile, wait until its stage is empty, announce
 // the bytes, issue the TMA loads. Out-of-bounds rows and k are zero-filled by TMA, so the last,
 // partial tiles in M, N and K need no code. The k tiles are counted over all of the block's
-// tiles (`it`), so a persistent producer runs on into the next tile while the consumers are
-// still in the last one's epilogue: the ring is full again when they come back.
-//
-// CLUSTER = 2: the two blocks of a cluster compute the tiles (2u, n) and (2u + 1, n) of unit u, so
-// they need the same w tile. Each loads its own x tile and one half of w's (W_ROWS rows), and
-// multicasts that half into both blocks' stage, at the same offset, counted on both blocks' full
-// barrier: per stage each block gets all STAGE_BYTES but L2 serves only two thirds of them (TF32).
-// Stage s of a block is then written by both producers, so neither may refill it before both
-// blocks' consumers are done with it: each consumer warp group arrives on empty[s] of both
-// blocks, and each producer waits for all four arrivals. A peer's tile past the last row of out
-// (an odd number of M tiles) is loaded as TMA's zeros and never stored.
+// tiles (`it`), so the producer runs on into the next tile while the consumers are still in the
+// last one's epilogue: the ring is full again when they come back.
 //
 // Consumers (warp groups 1 and 2, rows 64c .. 64c + 63 of the tile): for each k tile, wait until
 // its stage is full, issue 4 wgmma m64nBNk8 (k = 0, 8, 16, 24: the descriptors advance 32 bytes),
@@ -217,12 +162,7 @@ struct TileParams {
 // weight, can be split once and kept while the parameter does not change (gemm_10_3xtf32.cu).
 // PROMOTE: every PROMOTE k tiles, wait for all wgmmas, add the accumulators into FP32 registers
 // (`total`, plain FADD), and start the next chunk with scale-d = 0 (D = A·B, the old D ignored).
-//
-// PINGPONG (TF32, persistent): warp group c computes the block's tiles c, c + 2, ... whole, 128 x
-// 128, two wgmma m64n128k8 per k8 step (one per 64-row half); each stage has one consumer. The
-// warp groups take turns (turn[2]): one waits for its tile's stages only after the other has
-// waited for all of the previous tile's, because a full barrier's wait tells phases apart by
-// parity only, and so that one's epilogue runs beside the other's main loop.
+
 //
 // The epilogue (Epi, after the main loop) gets each consumer thread's finished sums in registers:
 // StoreEpilogue below writes them (+ nn.Linear's bias); common/gemm_epilogue_groupnorm.cuh
@@ -236,15 +176,12 @@ template <class C, class Epi>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tmap_x, const __grid_constant__ CUtensorMap tmap_w,
                       const __grid_constant__ CUtensorMap tmap_xs, const __grid_constant__ CUtensorMap tmap_ws,
-                      const __grid_constant__ CUtensorMap tmap_out, bool out_by_tma, const Epi epi, int M, int N,
-                      int K) {
+                      const Epi epi, int M, int N, int K) {
   // tmap_x and tmap_w: the raw operands, or their big parts under PRESPLIT; tmap_xs and tmap_ws:
-  // the small parts under PRESPLIT, unused otherwise. w's boxes are W_ROWS rows. tmap_out: epi.out
-  // in boxes of 64 rows x 32 columns, for a staging writer (C::Store), when out_by_tma.
+  // the small parts under PRESPLIT, unused otherwise.
   extern __shared__ unsigned char smem_raw[];
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
-  // The offset is the same in every block, as multicast needs.
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_addr(smem_raw) & 1023)) & 1023);
   auto stage_a = [&](int s) { return smem + s * C::STAGE_BYTES; };
   auto stage_b = [&](int s) { return smem + s * C::STAGE_BYTES + C::A_BYTES; };
@@ -254,21 +191,18 @@ __global__ void __launch_bounds__(THREADS, 1)
   auto ring_b = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES; };
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
   uint64_t* empty = full + C::STAGES;
-  uint64_t* turn = empty + C::STAGES;  // PINGPONG: turn[c] completes a phase when warp group c's main loop is issued
-  float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats (per warp group: PINGPONG)
+  float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats
 
-  // Units of work: CLUSTER tiles stacked in M, one per block of a cluster, in grouped order.
+  // The tiles, in grouped order.
   const int tiles_m = (M + BM - 1) / BM;
   const int tiles_n = (N + C::BN - 1) / C::BN;
-  const int units_m = (tiles_m + C::CLUSTER - 1) / C::CLUSTER;
-  const int units = units_m * tiles_n;
-  const int rank = C::CLUSTER > 1 ? static_cast<int>(hopper::cluster_rank()) : 0;
-  const int first_unit = static_cast<int>(blockIdx.x) / C::CLUSTER;
-  const int unit_step = static_cast<int>(gridDim.x) / C::CLUSTER;
+  const int units = tiles_m * tiles_n;
+  const int first_unit = static_cast<int>(blockIdx.x);
+  const int unit_step = static_cast<int>(gridDim.x);
   auto tile_origin = [&](int unit, int& m0, int& n0, int& tile_n) {
-    int unit_m;
-    tc::grouped_tile(unit, units_m, tiles_n, GROUP_M / C::CLUSTER, unit_m, tile_n);
-    m0 = (unit_m * C::CLUSTER + rank) * BM;
+    int tile_m;
+    tc::grouped_tile(unit, tiles_m, tiles_n, GROUP_M, tile_m, tile_n);
+    m0 = tile_m * BM;
     n0 = tile_n * C::BN;
   };
   const int k_tiles = (K + BK - 1) / BK;
@@ -277,19 +211,11 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], C::EMPTY_ARRIVALS);
-    }
-    if constexpr (C::PINGPONG) {
-      hopper::mbar_init(&turn[0], 128);
-      hopper::mbar_init(&turn[1], 128);
+      hopper::mbar_init(&empty[s], CONSUMERS);
     }
     hopper::mbar_init_fence();
   }
-  if constexpr (C::CLUSTER > 1) {
-    hopper::cluster_sync();  // the peer's barriers are initialised before anything signals them
-  } else {
-    __syncthreads();
-  }
+  __syncthreads();
 
   if (wg == 0) {
     // ---- producer ----
@@ -301,14 +227,9 @@ __global__ void __launch_bounds__(THREADS, 1)
         hopper::tma_prefetch_descriptor(&tmap_xs);
         hopper::tma_prefetch_descriptor(&tmap_ws);
       }
-      // w's tile: all of it, or this block's slice multicast into both blocks of the cluster.
+      // w's tile, BN rows from row n0.
       auto load_w = [&](unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int k, int n0) {
-        if constexpr (C::CLUSTER == 1) {
-          hopper::tma_load_2d(dst, map, bar, k, n0);
-        } else {
-          hopper::tma_load_2d_multicast(dst + rank * C::W_ROWS * BK * 4, map, bar, k, n0 + rank * C::W_ROWS,
-                                        (1u << C::CLUSTER) - 1);
-        }
+        hopper::tma_load_2d(dst, map, bar, k, n0);
       };
       int it = 0;  // k tiles loaded so far, over all of this block's tiles
       for (int unit = first_unit; unit < units; unit += unit_step) {
@@ -329,98 +250,15 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     }
-  } else if constexpr (C::PINGPONG) {
-    // ---- consumers, ping-pong: warp group c computes the block's tiles c, c + 2, c + 4, ... ----
-    hopper::setmaxnreg_inc<CONSUMER_REGS>();
-    const int c = wg - 1;
-    const int wt = threadIdx.x % 128;  // thread of the warp group
-    const int lane = threadIdx.x % 32;
-    const int warp = wt / 32;
-    using Params = TileParams<C, Epi, 128>;
-    float* wg_params = epi_smem + c * Params::COUNT;  // each warp group's tile has its own columns
-    int n = 0;  // this warp group's tiles so far
-    for (int unit = first_unit + c * unit_step; unit < units; unit += 2 * unit_step, ++n) {
-      int m0, n0, tile_n;
-      tile_origin(unit, m0, n0, tile_n);
-      Params params;
-      params.load(epi, wt, n0, N);
-      float acc[2][C::ACC];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-#pragma unroll
-        for (int i = 0; i < C::ACC; ++i) acc[h][i] = 0.0f;
-        hopper::fence_operands(acc[h]);
-      }
-      // Turns: the stages of the block's tile j follow those of tile j - 1 in the ring, and a wait
-      // on a stage's full barrier tells phases apart only by parity, so a warp group may start
-      // waiting on its tile's stages only once the other has waited on all of the previous tile's.
-      // Tile j = 2n + c waits for the other warp group's previous tile: turn[1 - c], phase n - 1 + c.
-      if (n + c > 0) {
-        hopper::mbar_wait(&turn[1 - c], (n - 1 + c) & 1);
-      }
-      int it = (2 * n + c) * k_tiles;  // the producer's count of this tile's first stage
-      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-        const int s = it % C::STAGES;
-        hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
-        const uint64_t a0 = hopper::wgmma_desc_sw128(stage_a(s));
-        const uint64_t a1 = hopper::wgmma_desc_sw128(stage_a(s) + 64 * BK * 4);
-        const uint64_t b = hopper::wgmma_desc_sw128(stage_b(s));
-        hopper::fence_operands(acc[0]);
-        hopper::fence_operands(acc[1]);
-        hopper::wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BK / 8; ++kk) {
-          const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-          wgmma_tf32(acc[0], a0 + step, b + step, 1);
-          wgmma_tf32(acc[1], a1 + step, b + step, 1);
-        }
-        hopper::wgmma_commit();
-        hopper::fence_operands(acc[0]);
-        hopper::fence_operands(acc[1]);
-        hopper::wgmma_wait<1>();
-        if (kt > 0) {
-          if (wt == 0) hopper::mbar_arrive(&empty[(it - 1) % C::STAGES]);
-        }
-      }
-      hopper::mbar_arrive(&turn[c]);  // every stage of this tile waited for: the other warp group's turn
-      EpilogueTile t[2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        t[h] = EpilogueTile{m0 + 64 * h + warp * 16 + lane / 4, n0 + 2 * (lane % 4), n0, tile_n, M, N};
-      }
-      const auto ahead = epi.template ahead<C>(t[0]);  // per-column values: the same for both halves
-      hopper::wgmma_wait<0>();
-      hopper::fence_operands(acc[0]);
-      hopper::fence_operands(acc[1]);
-      if (wt == 0) hopper::mbar_arrive(&empty[(it - 1) % C::STAGES]);
-      if constexpr (Params::COUNT > 0) {
-        hopper::named_barrier(6 + c, 128);  // this warp group's last tile no longer reads them
-        params.store(wg_params, wt);
-        hopper::named_barrier(6 + c, 128);
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        epi.template finish<C>(acc[h], ahead, t[h], wg_params, DirectWriter{epi.out, t[h].row, t[h].col, M, N});
-      }
-    }
   } else {
     // ---- consumers ----
     hopper::setmaxnreg_inc<CONSUMER_REGS>();
     const int c = wg - 1;                  // rows 64c .. 64c + 63 of the tile
     const int ct = threadIdx.x - 128;      // 0..255 over both consumer warp groups
     constexpr int PARAMS = Epi::template smem_floats<C>();
-    // With a staging Store (a probe's), the epilogue's values go through the free ring and TMA.
-    constexpr bool STAGED = staged_store<C, Epi>();
-    static_assert(staged_fits<C, Epi>(), "the staged tile fits in the ring");
-    // Stage s goes back to the producer(s): one arrival per warp group on empty[s] of each block
-    // of the cluster, from its threads 0 .. CLUSTER - 1.
+    // Stage s goes back to the producer: one arrival per warp group on empty[s], from its thread 0.
     auto release = [&](int s) {
-      const int lane = threadIdx.x % 128;
-      if constexpr (C::CLUSTER == 1) {
-        if (lane == 0) hopper::mbar_arrive(&empty[s]);
-      } else {
-        if (lane < C::CLUSTER) hopper::mbar_arrive_cluster(&empty[s], static_cast<unsigned>(lane));
-      }
+      if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&empty[s]);
     };
     int it = 0;  // k tiles consumed so far, as the producer counts them
     for (int unit = first_unit; unit < units; unit += unit_step) {
@@ -514,35 +352,19 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::wgmma_wait<0>();
       hopper::fence_operands(acc);
       release((it - 1) % C::STAGES);  // the tile's last stage: the producer may go on to the next tile
-      if constexpr (PARAMS > 0 || STAGED) {
-        // Every consumer's wgmmas are done: the last tile's parameters are no longer read, nor is
-        // the ring, which a staging writer then overwrites.
-        hopper::named_barrier(2, 128 * CONSUMERS);
-      }
       if constexpr (PARAMS > 0) {
+        // Every consumer's wgmmas are done: the last tile's parameters are no longer read.
+        hopper::named_barrier(2, 128 * CONSUMERS);
         params.store(epi_smem, ct);
         hopper::named_barrier(2, 128 * CONSUMERS);  // this tile's are all in place
       }
-      auto finish = [&](const auto& writer) {
-        if constexpr (C::PROMOTE > 0) {
-          epi.template finish<C>(total, ahead, t, epi_smem, writer);
-        } else {
-          epi.template finish<C>(acc, ahead, t, epi_smem, writer);
-        }
-      };
-      if constexpr (STAGED) {
-        using Staged = typename C::Store::template Writer<C::BN>;
-        const Staged writer(smem + c * Staged::BYTES, warp, lane, &tmap_out, out_by_tma, epi.out, m0 + 64 * c, n0, M, N,
-                            3 + c);
-        finish(writer);
-        writer.flush();
+      const DirectWriter writer{epi.out, t.row, t.col, M, N};
+      if constexpr (C::PROMOTE > 0) {
+        epi.template finish<C>(total, ahead, t, epi_smem, writer);
       } else {
-        finish(DirectWriter{epi.out, t.row, t.col, M, N});
+        epi.template finish<C>(acc, ahead, t, epi_smem, writer);
       }
     }
-  }
-  if constexpr (C::CLUSTER > 1) {
-    hopper::cluster_sync();  // no block exits while its peer may still arrive on its barriers
   }
 }
 

@@ -24,49 +24,28 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
-// A staging writer's TMA descriptor of epi.out (M, N): boxes of 64 rows x 32 columns, one slab,
-// when TMA can describe it; otherwise by_tma is false and the warp groups copy their slabs out.
-struct OutMap {
-  CUtensorMap map{};
-  bool by_tma = false;
-};
-template <class C, class Epi>
-OutMap out_map(const Epi& epi, int64_t M, int64_t N) {
-  OutMap o;
-  if constexpr (staged_store<C, Epi>()) {
-    o.by_tma = N % 4 == 0 && aligned16(epi.out);
-    if (o.by_tma) {
-      o.map = hopper::make_tensor_map_2d(epi.out, M, N, 64, 32);
-    }
-  }
-  return o;
-}
-
 template <class C, class Epi>
 void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
             int64_t M, int64_t N, int64_t K, const Epi& epi) {
-  const OutMap out = out_map<C>(epi, M, N);
   auto kernel = gemm_wgmma_kernel<C, Epi>;
-  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float) * (C::PINGPONG ? 2 : 1);
+  constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
   allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
-  const int64_t units = (M + BM * C::CLUSTER - 1) / (BM * C::CLUSTER) * ((N + C::BN - 1) / C::BN);
-  TORCH_CHECK(units * C::CLUSTER <= INT32_MAX, "the output has ", num(units * C::CLUSTER), " tiles of ", num(BM),
-              " x ", num(C::BN), ", more than a grid holds (", num(INT32_MAX), ")");
-  int64_t clusters = units;
-  if constexpr (C::PERSISTENT) {
-    clusters = std::min<int64_t>(units, max_active_clusters(kernel, C::CLUSTER, THREADS, smem));
-  }
+  const int64_t tiles = (M + BM - 1) / BM * ((N + C::BN - 1) / C::BN);
+  TORCH_CHECK(tiles <= INT32_MAX, "the output has ", num(tiles), " tiles of ", num(BM), " x ", num(C::BN),
+              ", more than a grid holds (", num(INT32_MAX), ")");
+  // Persistent blocks: as many as run at once (asked as clusters of one block, an ordinary launch's
+  // blocks), or one per tile when there are fewer tiles.
+  const int64_t blocks = std::min<int64_t>(tiles, max_active_clusters(kernel, 1, THREADS, smem));
   cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(static_cast<unsigned>(clusters * C::CLUSTER));
+  config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(THREADS);
   config.dynamicSmemBytes = smem;
   config.stream = at::cuda::getCurrentCUDAStream();
-  cudaLaunchAttribute cluster = cluster_dimension(C::CLUSTER);
-  config.attrs = &cluster;
-  config.numAttrs = C::CLUSTER > 1 ? 1 : 0;  // a block alone: an ordinary launch, no cluster
-  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, out.map, out.by_tma, epi,
-                                    static_cast<int>(M), static_cast<int>(N), static_cast<int>(K)));
+  // No launch attributes: a cluster attribute, even of 1, made rung 9 about 9% slower
+  // (experiments/wgmma_schedule/README.md, run 1).
+  C10_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, tmap_x, tmap_w, tmap_xs, tmap_ws, epi, static_cast<int>(M),
+                                    static_cast<int>(N), static_cast<int>(K)));
   LAUNCH_CHECK();
 }
 
@@ -85,7 +64,7 @@ void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi
   const int64_t N = w.size(0);
   const int64_t K = x.size(1);
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
   launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
 }
 
@@ -144,9 +123,9 @@ void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small
   TORCH_CHECK(w_big.size(1) == K && x_small.sizes() == x_big.sizes() && w_small.sizes() == w_big.sizes() && K % 4 == 0,
               "the operands' parts must agree in shape, with K % 4 == 0");
   const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x_big.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::BN, BK);
   const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(x_small.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::W_ROWS, BK);
+  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::BN, BK);
   launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
 }
 

@@ -2,9 +2,7 @@
 // (common/gemm_wgmma.cuh's kernel; the rungs 9 and 10 and the whole-model kernels).
 //
 //   EpilogueTile    where a consumer thread's registers sit in the output;
-//   DirectWriter    stores a lane's pairs from registers: the writer every build uses;
-//   StoreDirect     Config's Store that picks it (a probe's Store may stage the tile in shared
-//                   memory instead: probes/gemm_wgmma_staged_writer.cuh);
+//   DirectWriter    stores a lane's pairs from registers: the kernel's writer;
 //   StoreEpilogue   the plain epilogue: out = acc (+ bias).
 
 #pragma once
@@ -31,9 +29,11 @@ struct EpilogueTile {
 //
 // DirectWriter  stores each pair from registers, 8 bytes per lane: one warp's store touches 8
 //               rows, 32 bytes of each. Measured at 3.7 us per 128 x 256 tile, a seventh of a
-//               block's time at K = 1024 (experiments/wgmma_schedule/timeline_probe.py). The
-//               fastest of the four ways measured: the three others stage the tile in shared
-//               memory (probes/gemm_wgmma_staged_writer.cuh, which says what they measured).
+//               block's time at K = 1024 (experiments/wgmma_schedule/README.md, "Where a block's
+//               time goes"). The fastest of the four ways measured: the three others staged the
+//               tile in shared memory and were 5-8% slower at K = 8192 (the README's "The
+//               epilogue through shared memory"; their writer is in the history at 0febf72,
+//               kernels/probes/gemm_wgmma_staged_writer.cuh).
 struct DirectWriter {
   float* out;
   int row, col, M, N;  // EpilogueTile's
@@ -56,15 +56,8 @@ struct DirectWriter {
   }
 };
 
-// Config's Store: the DirectWriter, from registers. A Store that stages the tile in shared memory
-// names STAGED = true and its Writer<BN> (probes/gemm_wgmma_staged_writer.cuh, measured slower).
-struct StoreDirect {
-  static constexpr bool STAGED = false;
-};
-
 // out = acc (+ bias (N,), when not null): the GEMM's own epilogue.
 struct StoreEpilogue {
-  static constexpr bool kWritesTile = true;  // its values are the tile of `out`: the kernel picks the writer
   float* out;
   const float* bias;
 

@@ -4,14 +4,15 @@
 //
 //   make_tensor_map_2d        (host) a TMA descriptor of a row-major float matrix, 128-byte swizzle;
 //   mbar_*                    mbarriers: the producer/consumer handshake of the shared-memory ring;
-//   tma_load_2d               one box of a matrix, global -> shared, by the TMA unit (_multicast:
-//                             into every block of a cluster at once);
-//   tma_store_2d              one box, shared -> global (with tma_store_commit / _wait_read);
+//   tma_load_2d               one box of a matrix, global -> shared, by the TMA unit;
 //   fence_proxy_async         make ordinary shared-memory writes visible to wgmma (the async proxy);
 //   wgmma_*                   warpgroup MMA: descriptors, fence / commit / wait, m64n{128,256}k8 TF32;
 //   fence_operands            keep the compiler from touching accumulators while a wgmma owns them;
-//   setmaxnreg_inc/dec        move registers from the producer warp group to the consumers;
-//   cluster_*, mbar_arrive_cluster   thread-block clusters: rank, barrier, a peer's mbarrier.
+//   setmaxnreg_inc/dec        move registers from the producer warp group to the consumers.
+//
+// Clusters of blocks (TMA multicast, a peer's mbarrier) and TMA stores had wrappers here while the
+// GEMM's measured-slower schedules did (experiments/wgmma_schedule/README.md; the header as of
+// 0febf72).
 //
 // What the pieces are for (rung 9's header tells the whole story): on Hopper one warp GROUP (4
 // warps, 128 threads) issues wgmma, an asynchronous MMA of 64 x N x 8 (TF32) that reads both
@@ -127,38 +128,6 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, u
       : "memory");
 }
 
-// The same box, written into the shared memory of every block of the cluster in `cta_mask` (bit r
-// = the block of rank r), at the same offset `dst` in each, and counted on the barrier at the same
-// offset `bar` in each. One L2 read feeds several SMs: the blocks of a cluster that need the same
-// tile of w load one slice of it each and multicast it (common/gemm_wgmma.cuh).
-__device__ __forceinline__ void tma_load_2d_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int col, int row,
-                                                      uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster "
-      "[%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(smem_addr(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(smem_addr(bar)), "h"(cta_mask)
-      : "memory");
-}
-
-// The other direction: the box at (col, row) of the matrix `map` describes, written from shared
-// memory at `src` (laid out as tma_load_2d would have written it, swizzle included). The parts of
-// the box outside the matrix are not written, so edge tiles need no code here either. The store is
-// asynchronous: it joins the thread's current bulk group (tma_store_commit closes it), and `src`
-// may be reused, or the block may exit, only once tma_store_wait_read says TMA has read it.
-__device__ __forceinline__ void tma_store_2d(const CUtensorMap* map, const void* src, int col, int row) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n" ::"l"(
-                   reinterpret_cast<uint64_t>(map)),
-               "r"(col), "r"(row), "r"(smem_addr(src))
-               : "memory");
-}
-__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-// Waits until at most N of this thread's bulk groups still read shared memory (their writes to
-// global memory may still be on their way; the kernel's end makes them visible).
-template <int N>
-__device__ __forceinline__ void tma_store_wait_read() {
-  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
-}
-
 // Fetches a descriptor (a __grid_constant__ kernel parameter) into the TMA unit's cache early.
 __device__ __forceinline__ void tma_prefetch_descriptor(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
@@ -172,47 +141,6 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 // A named barrier for a subset of the block's warps (id 0 is __syncthreads').
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-// ---- thread-block clusters -----------------------------------------------------------------------
-//
-// A cluster is a group of blocks launched together on SMs of one GPC, which can read, write and
-// signal each other's shared memory (distributed shared memory). The GEMM uses it for one thing:
-// two blocks that need the same tile of w share its loads (tma_load_2d_multicast), and each tells
-// the other when a stage may be overwritten (mbar_arrive_cluster).
-
-// This block's rank in its cluster (0 .. cluster size - 1).
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-
-// Every thread of every block of the cluster arrives and waits: what was written before (barrier
-// initialisation, at the start) is seen after it by all of them, and no block passes it while
-// another may still signal its barriers (at the end: a block must not exit while its peer's
-// arrivals on its shared memory are in flight). Not .aligned: the producer warp's threads come
-// from different branches.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
-// One arrival on the barrier at the same shared-memory offset as `bar` in the block of rank `cta`
-// of this cluster (the block itself included): mapa turns the local address into the peer's.
-// The arrive keeps its default semantics, release at CTA scope, as CUTLASS's cluster barrier
-// does. What it announces, that this warp group's wgmmas no longer read a stage, needs no
-// ordering of this thread's memory operations at cluster scope; asked for anyway
-// (.release.cluster), it made every stage's release so slow that the GEMM in clusters of 2 ran
-// at 64% of cuBLAS TF32 instead of 94% (experiments/wgmma_schedule/cluster_probe.py).
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, unsigned cta) {
-  asm volatile(
-      "{\n"
-      ".reg .b32 remote;\n"
-      "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
-      "}\n" ::"r"(smem_addr(bar)),
-      "r"(cta)
-      : "memory");
 }
 
 // ---- registers ---------------------------------------------------------------------------------

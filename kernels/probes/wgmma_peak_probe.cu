@@ -16,7 +16,8 @@
 //
 // One block per SM (blocks = the SM count) measures the whole device; per iteration each block
 // does 128 x 256 x 32 multiply-adds, rung 9's k tile, so the figure reads directly against
-// experiments/wgmma_schedule/timeline_probe.py's time per k tile.
+// the time per k tile of rung 9's main loop (experiments/wgmma_schedule/README.md, "Where a block's
+// time goes").
 #include "common/check.cuh"
 #include "common/hopper.cuh"
 
