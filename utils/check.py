@@ -923,7 +923,7 @@ def _check_gradients(ref: nn.Module, new: nn.Module, case: _Case) -> Verdict:
         got, _ = _model_gradients(new, x, grad_out, generator, case, "gradients, new")
     except _NoGradient:
         return "fail", NO_GRADIENT
-    return judge_gradients(got, want, lambda: _float64_gradients(ref, x, grad_out, generator, case, "gradients")[0],
+    return judge_gradients(got, want, lambda: _float64_gradients(ref, x, grad_out, generator, case, "gradients"),
                            case.tolerance, lambda: _float64_gradients(ref, x, grad_out, generator, case, "gradients",
                                                                       moved=MOVED_DRAWS))
 
@@ -935,14 +935,14 @@ MOVED_DRAWS = 8
 
 
 def _float64_gradients(ref: nn.Module, x: list[Tensor], grad_out: Tensor, generator, case: _Case,
-                       label: str, moved: int = 0) -> list[dict[str, Tensor]]:
+                       label: str, moved: int = 0):
     """The reference's gradients in float64, what judge_gradients measures against where fp32 does not
-    decide: [at x] or, with moved = n, at n draws of x moved by the tier's noise (each element by a
-    random relative amount)."""
+    decide: at x (a dict), or, with moved = n, a list of them at n draws of x moved by the tier's noise
+    (each element by a random relative amount)."""
     ref64 = copy.deepcopy(ref).double()
     x64 = [t.double() if t.is_floating_point() else t for t in x]
     if not moved:
-        return [_model_gradients(ref64, x64, grad_out, generator, case, f"{label}, float64 reference")[0]]
+        return _model_gradients(ref64, x64, grad_out, generator, case, f"{label}, float64 reference")[0]
     draws = []
     for i in range(moved):
         g = torch.Generator().manual_seed(case.seed * 100_003 + 10_901 + 7_919 * i)
@@ -1056,7 +1056,7 @@ def _check_training_step(case: _Case, renew: Renew) -> Verdict:
             return "fail", NO_GRADIENT
         if i:  # after a step: the gradients of a backward that kept something from before it
             status, detail = judge_gradients(got, want, lambda: _float64_gradients(
-                ref, x, grad_out, generator, trained, f"training_step, {label}")[0], case.tolerance,
+                ref, x, grad_out, generator, trained, f"training_step, {label}"), case.tolerance,
                 lambda: _float64_gradients(ref, x, grad_out, generator, trained, f"training_step, {label}",
                                            moved=MOVED_DRAWS))
             if status == "fail":
