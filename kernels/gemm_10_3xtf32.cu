@@ -12,7 +12,8 @@
 // The split. Each fp32 value v becomes big = v rounded to TF32 (cvt.rna) and small = v - big
 // rounded to TF32; v - big is exact in fp32, and big + small equals v to ~2^-22 relative. Then
 //   x·w = xb·wb + xb·ws + xs·wb + xs·ws,
-// and the last term is ~2^-22 of the product: dropped. Three tensor-core products per fragment pair
+// and the last term is ~2^-22 of the product: dropped. (An inf or NaN goes into small, over a big of
+// ±2^-126, so that it gives fp32's ±inf or NaN, not inf - inf: common/tensor_core.cuh.) Three tensor-core products per fragment pair
 // (small·big, big·small, then big·big, the small ones first while the accumulator is small).
 // Each product of two TF32 values (11 x 11 significant bits) is exact in the tensor core, so the
 // PRODUCTS are as good as fp32's.
@@ -38,7 +39,8 @@
 //     scale-d = 0. gemm() splits both operands on every call (read 4, write 8 bytes per element).
 //     linear() and linear_backward() need no big parts in memory: the tensor cores truncate an fp32
 //     operand to TF32, so with big = trunc(v) the raw values are the big parts and only the small
-//     parts rna(v - trunc(v)) are written (common/tf32_operands.cuh; read 4, write 4). Both
+//     parts rna(v - trunc(v)) are written (±2^-126 where that is 0 and v is not, inf included:
+//     common/tf32_operands.cuh; read 4, write 4). Both
 //     operands are prepared on every call, the weight too: nothing derived from a weight outlives a
 //     call, so no write to it can be missed; a caller that keeps the weight's small parts on
 //     purpose hands them in (w_residual: a drop-in's freeze()).

@@ -7,6 +7,7 @@ Rung 10 meets the strict tier at the problems' full shapes on data like the prob
 test_gemm_ladder.py runs the same rungs through the ladder's checks (the harness, bad input);
 this file adds what is particular to tensor cores: every kernel path (rung 9's and 10's TMA paths
 and their mma.sync fallbacks, rung 10's second export), alignment, and the SASS."""
+import math
 import re
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils import build, ladder, toolchain
+from utils import build, ladder, precision, toolchain
 
 RUNG8, RUNG9, RUNG10 = "gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32"
 KERNELS = (RUNG8, RUNG9, RUNG10)
@@ -211,3 +212,41 @@ def test_3xtf32_is_far_more_accurate_than_tf32(modules):
     err8 = (modules[RUNG8].gemm(x, w).double() - ref).abs().max().item()
     err10 = (modules[RUNG10].gemm(x, w).double() - ref).abs().max().item()
     assert err10 < 1e-4 and err10 < err8 / 10, f"rung 10 max abs err {err10:.2e}, rung 8 {err8:.2e}"
+
+
+def _exact_or_fp32s_specials(got: torch.Tensor, want: torch.Tensor, what: str) -> None:
+    """got equals want (float64 on the CPU, IEEE) bit for bit, NaN where want has NaN (±inf compare equal
+    with their sign)."""
+    want = want.float().to(got.device)
+    nan = want.isnan()
+    assert torch.equal(got.isnan(), nan), f"{what}: NaN at {int(got.isnan().sum())} places, fp32 at {int(nan.sum())}"
+    assert torch.equal(got[~nan], want[~nan]), f"{what}: differs at {int((got[~nan] != want[~nan]).sum())} places"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("K", [1028, 1027], ids=["tma", "k-not-multiple-of-4"])
+def test_3xtf32_on_tf32_values_is_exact_and_gives_fp32s_inf(modules, cuda, K):
+    """Operands that are TF32 values already (small integers, zeros among them): rung 10's split gives
+    them small parts of 0, the operands' split (linear, linear_backward) the stand-in ±2^-126
+    (kernels/common/tf32_operands.cuh). Every 3xTF32 path gives the exact product (float32 holds it),
+    bit for bit: the stand-in changes no finite result. An inf in x (in dy for the backward) gives
+    fp32's ±inf, and NaN only where fp32 has it (inf·0), not inf·(a small part of 0)."""
+    g = torch.Generator(device=cuda).manual_seed(K)
+    x = torch.randint(-8, 9, (130, K), device=cuda, generator=g).float()
+    w = torch.randint(-8, 9, (257, K), device=cuda, generator=g).float()
+    dy = torch.randint(-8, 9, (130, 257), device=cuda, generator=g).float()
+    m = modules[RUNG10]
+    with precision.tf32(False):
+        for special in (False, True):
+            xs, dys = x.clone(), dy.clone()
+            if special:
+                xs[0, 0], xs[-1, 5], dys[0, 0], dys[-1, 3] = math.inf, -math.inf, math.inf, -math.inf
+            want = xs.cpu().double() @ w.cpu().double().T
+            for name, out in [(e, fn_of(modules, RUNG10, e)(xs, w)) for e in sorted(EXPORTS[RUNG10])] + [
+                    ("linear", m.linear(xs, w, torch.zeros(257, device=cuda), None)),
+                    ("linear, kept w_residual", m.linear(xs, w, torch.zeros(257, device=cuda), m.tf32_residual(w)))]:
+                _exact_or_fp32s_specials(out, want, f"{name}, K = {K}, inf: {special}")
+            dx, dw = m.linear_backward(dys, x, w, True, True)
+            dy64 = dys.cpu().double()
+            _exact_or_fp32s_specials(dx, dy64 @ w.cpu().double(), f"linear_backward's dx, inf: {special}")
+            _exact_or_fp32s_specials(dw, dy64.T @ x.cpu().double(), f"linear_backward's dw, inf: {special}")

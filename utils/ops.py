@@ -193,12 +193,16 @@ def _check_tf32_residual(w):
 
 
 def _tf32_residual_reference(w):
-    """w's small parts, bit for bit as the kernel makes them: rna(w - trunc(w)), 0 where w is not finite."""
+    """w's small parts, bit for bit as the kernel makes them (common/tf32_operands.cuh's residual):
+    rna(w - trunc(w)) where that is not 0; ±2^-126 with w's sign where it is 0 but w is not (an exact
+    TF32 value, ±inf, NaN); 0 where w is ±0."""
     _check_tf32_residual(w)
     big = (w.view(torch.int32) & -8192).view(torch.float32)  # the 19 bits the tensor cores read
     rest = (w - big).view(torch.int32)
     small = ((rest + 4096) & -8192).view(torch.float32)  # to the nearest TF32, ties away from zero
-    return torch.where(torch.isfinite(w), small, torch.zeros_like(w))
+    small = torch.where(torch.isfinite(w), small, torch.zeros_like(w))
+    tiny = torch.copysign(torch.full_like(w, torch.finfo(torch.float32).tiny), w)  # 2^-126, w's sign
+    return torch.where((small == 0) & (w != 0), tiny, small)
 
 
 def _tf32_residual_fake(w):

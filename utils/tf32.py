@@ -36,9 +36,13 @@ def to_tf32(t: Tensor, rounding: str = "nearest") -> Tensor:
 
 def split_tf32(t: Tensor) -> tuple[Tensor, Tensor]:
     """3xTF32's split, as tc::split_tf32 does it: big = t rounded to TF32, small = (t - big) rounded to
-    TF32. t - big is exact in float32."""
+    TF32. t - big is exact in float32. Where t is ±inf or NaN, big = ±2^-126 (float32's smallest normal)
+    with t's sign and small = t (kernels/common/tensor_core.cuh says why)."""
     big = to_tf32(t)
-    return big, to_tf32(t - big)
+    small = to_tf32(t - big)
+    finite = t.isfinite()
+    tiny = torch.copysign(torch.full_like(t, torch.finfo(torch.float32).tiny), t)
+    return torch.where(finite, big, tiny), torch.where(finite, small, t)
 
 
 def bits(v: float) -> str:
@@ -107,14 +111,17 @@ def tensor_core_step(acc: np.ndarray, terms: np.ndarray, bits: int) -> np.ndarra
     return _cut(s, _lead(s), 24)
 
 
-def tensor_core_dot(x: Tensor, w: Tensor, *, block: int = 4, bits: int = 24, promote: int = 0) -> Tensor:
+def tensor_core_dot(x: Tensor, w: Tensor, *, block: int = 4, bits: int = 24, promote: int = 0,
+                    split=split_tf32) -> Tensor:
     """Row-wise 3xTF32 dot products through a MODEL of the tensor core's adder (not NVIDIA's
     specification, which is unpublished; a simplification of the published measurements of it): the split
     products are exact; per step, `block` of them and the accumulator are aligned to the largest, cut
     toward zero at `bits` bits below its leading bit, added, and the sum cut to 24 bits toward zero. The
     products come in the kernel's order (per 8 values of k: xs·wb, xb·ws, xb·wb). With promote > 0 the
-    accumulator restarts every `promote` k and is added into a float32 total, rounded to nearest (FADD)."""
-    (xb, xs), (wb, ws) = split_tf32(x.float()), split_tf32(w.float())
+    accumulator restarts every `promote` k and is added into a float32 total, rounded to nearest (FADD).
+    split(t) -> (big, small): rung 10's split_tf32, or another (the operands' split of
+    common/tf32_operands.cuh, big = the value truncated)."""
+    (xb, xs), (wb, ws) = split(x.float()), split(w.float())
     xb, xs, wb, ws = (t.double().numpy() for t in (xb, xs, wb, ws))
     acc = np.zeros(x.shape[0])
     total = np.zeros(x.shape[0], dtype=np.float32)

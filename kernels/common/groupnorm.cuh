@@ -110,8 +110,11 @@ struct SumSqStats {
   }
   __device__ static MeanRstd finish(Partial p, float eps) {
     const float mean = p.s / p.n;
-    // E[x^2] - E[x]^2 can come out slightly negative after cancellation; a variance cannot.
-    const float var = fmaxf(p.ss / p.n - mean * mean, 0.0f);
+    // E[x^2] - E[x]^2 can come out slightly negative after cancellation; a variance cannot. A
+    // comparison, not fmaxf: fmaxf(NaN, 0) is 0, and a group holding an inf (inf - inf) must come
+    // out NaN, as F.group_norm's does, not scaled by 1/sqrt(eps) into ±inf.
+    const float raw = p.ss / p.n - mean * mean;
+    const float var = raw < 0.0f ? 0.0f : raw;
     return {mean, rsqrtf(var + eps)};
   }
 };

@@ -41,9 +41,24 @@ __device__ __forceinline__ uint32_t to_tf32(float v) {
 // in fp32 (it is v with its top 11 significant bits removed), and small is that rounded to TF32.
 // Then x·w = xb·wb + xb·ws + xs·wb + xs·ws, where the last term is ~2^-22 of the product and is
 // dropped: three tensor-core products give what fp32 gives, for 3x the TF32 work.
+//
+// That holds for finite v (split as above, bit for bit). An inf v kept in big would break it twice:
+// its small part would be inf - inf = NaN, and its cross term xb·ws = inf·ws takes the sign of ws,
+// which is the opposite of w's wherever w was rounded up (ws = w - rna(w) < 0 < w) and 0 wherever w
+// is a TF32 value already (one uniform weight in 8192): inf - inf or inf·0, NaN where fp32 gives
+// ±inf. So a non-finite v goes into small, and big is ±2^-126 (fp32's smallest normal, v's sign):
+// then v meets the other operand's big part, which has that operand's sign and is 0 only where the
+// operand is (a nonzero normal value never rounds to 0), and its small part only through the tiny
+// big: xs·wb = ±inf with the product's sign, NaN where fp32 has NaN (inf·0, any NaN), and both
+// operands infinite give inf·(±2^-126) twice, ±inf as in fp32. The tiny big's terms are finite and
+// vanish beside the inf. (A finite v within 2^-12 of fp32's maximum still rounds up to big = inf,
+// small = -inf: NaN, as before; the bad-input matrix's near-max values are 2^125.)
 __device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& small) {
-  big = to_tf32(v);
-  small = to_tf32(v - __uint_as_float(big));
+  const uint32_t rounded = to_tf32(v);
+  const uint32_t rest = to_tf32(v - __uint_as_float(rounded));
+  const bool finite = isfinite(v);
+  big = finite ? rounded : (__float_as_uint(v) & 0x80000000u) | 0x00800000u;  // ±2^-126
+  small = finite ? rest : __float_as_uint(v);
 }
 
 // split_tf32 of four values at once, parts kept as floats (TF32 values with their low 13 bits zero):

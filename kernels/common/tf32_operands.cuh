@@ -14,10 +14,13 @@
 // operands give the same bits). So if big is trunc(v), it is v itself, as TMA loads it, and only
 //   small = rna(v - trunc(v))
 // goes through memory: v - trunc(v) is exact in fp32 (v's low 13 significand bits), rounded to the
-// nearest TF32. Against rounding big to the nearest (split_tf32, which writes both parts), the split
-// is half as exact: |v - big - small| <= 2^-21 |v| instead of 2^-22, and the dropped xs·ws term up to
-// 2^-20 of the product instead of 2^-22. Both are far below the 1e-4 tier, whose limit is the
-// accumulation (gemm_10_3xtf32.cu), and the pass over v writes 4 bytes per element instead of 8.
+// nearest TF32; where that is 0 and v is not (v a TF32 value, or ±inf or NaN), small is ±2^-126
+// instead (`residual` below says why). Against rounding big to the nearest (split_tf32, which writes
+// both parts), the split is half as exact: |v - big - small| <= 2^-21 |v| instead of 2^-22 (or
+// 2^-126 where small is that stand-in, less than 2^-21 |v| for |v| >= 2^-105), and the dropped xs·ws
+// term up to 2^-20 of the product instead of 2^-22. Both are far below the 1e-4 tier, whose limit is
+// the accumulation (gemm_10_3xtf32.cu), and the pass over v writes 4 bytes per element instead of 8.
+// An inf or NaN stays whole in the big part, v itself.
 //
 // Why nothing is kept. nn.Linear's weight changes under the module in ways no counter sees: a write
 // through `weight.data` bumps the version counter of the `.data` tensor, not the parameter's. A split
@@ -35,6 +38,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cfloat>  // FLT_MIN
 #include <cstdint>
 
 #include "common/check.cuh"
@@ -43,12 +47,24 @@
 
 namespace tf32_operands {
 
-// trunc(v): what the tensor cores read of v. The residual is 0 where v is not finite (v - trunc(v)
-// would be inf - inf), so that inf and NaN pass through the big part alone, as in an fp32 product.
+// trunc(v): what the tensor cores read of v; v - trunc(v) (v's low 13 bits, v's sign) rounded to the
+// nearest TF32 keeps v's sign too. The residual is never 0 but where v is ±0: where v - trunc(v)
+// is 0 (v a TF32 value already: one uniform weight in 8192) or no number (v = ±inf or NaN, where it
+// would be inf - inf), it is ±2^-126, fp32's smallest normal, with v's sign. Why: an inf in x meets
+// w's parts in xb·wb + xb·ws, and reaches w's through xs·wb only if w is inf too; with every part of
+// a nonzero value nonzero and of its sign, each such term is ±inf with the product's sign, as fp32's
+// x·w is, where a small part of 0 would give inf·0 = NaN. (v = ±0 keeps 0: inf·0 is NaN in fp32
+// too.) What it adds to a finite product: xb·(±2^-126) + (±2^-126)·wb, a fraction 2^-126 (1/|x| +
+// 1/|w|) of xb·wb, of its sign: below fp32's 2^-24 for operands above 2^-101 in magnitude (the
+// split's own error is 2^-21). Nor does it reach the result: the tensor core adds each k8 step's
+// xb·wb after those terms, aligns the sum to its largest term and keeps a limited number of bits
+// below it, truncating (gemm_10_3xtf32.cu; utils/tf32.tensor_core_step models it), which cuts the
+// 2^-126 terms away: finite results keep their bits (tests/test_tf32_special_values.py checks it on
+// the model, tests/test_gemm_tensor_cores.py on the GPU).
 __device__ __forceinline__ float residual(float v) {
-  if (!isfinite(v)) return 0.0f;
   const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
-  return __uint_as_float(tc::to_tf32(v - big));
+  const float small = isfinite(v) ? __uint_as_float(tc::to_tf32(v - big)) : 0.0f;
+  return small == 0.0f && v != 0.0f ? copysignf(FLT_MIN, v) : small;
 }
 
 // n values: float4s where both pointers allow them (16-byte aligned), the last n % 4 one by one.
