@@ -1,6 +1,8 @@
 """The papermill runner: parameters, skips collected, failures and timeouts reported, never a hang; where the
 executed copies of a renumbered chapter are found."""
+import json
 import os
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -77,3 +79,28 @@ def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
         for former in formers:
             assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
     assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded run of the fused solutions
+
+
+def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):
+    """The results root, the repository, the build folder, the environment and the home folder leave the copy;
+    a folder that merely starts with one of their names stays."""
+    results_root = tmp_path / "res"
+    home = str(Path.home())
+    nb = {"cells": [{"cell_type": "code", "source": [f'RESULTS_DIR = "{results_root}"\n'], "outputs": [
+        {"name": "stdout", "output_type": "stream", "text": [
+            f"recorded {results_root}/nvidia-h200/solutions.json\n",
+            f"kernel {run.build.build_root_dir().resolve()}/vector_add-0123/vector_add.so\n",
+            f"warning in {run.REPO}/utils/bench.py\n", f"{home}x/other and {home}/notes\n"]}]}],
+          "metadata": {"papermill": {"input_path": str(run.NOTEBOOKS_DIR / "00_setup.ipynb"),
+                                     "parameters": {"RESULTS_DIR": str(results_root)}}}}
+    out = tmp_path / "00_setup.ipynb"
+    out.write_text(json.dumps(nb, indent=1))
+    run.scrub(out, results_root)
+    text = out.read_text()
+    assert str(results_root) not in text and str(run.REPO) not in text
+    scrubbed = json.loads(text)
+    assert scrubbed["cells"][0]["source"] == ['RESULTS_DIR = "results"\n']
+    assert scrubbed["cells"][0]["outputs"][0]["text"] == [
+        "recorded results/nvidia-h200/solutions.json\n", "kernel <build>/vector_add-0123/vector_add.so\n",
+        "warning in utils/bench.py\n", f"{home}x/other and ~/notes\n"]
+    assert scrubbed["metadata"]["papermill"]["input_path"] == "notebooks/00_setup.ipynb"

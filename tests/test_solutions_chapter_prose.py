@@ -186,12 +186,14 @@ def test_the_gemm_share_is_the_eager_profiles():
 def test_the_forward_debrief_is_the_h200_record():
     default, frozen = ratios(H200, "solutions"), ratios(H200, "solutions", "ours, frozen")
     ms = medians(H200, "solutions")
-    assert record(H200, "solutions")["git_commit"].startswith("b87f75e")
+    assert record(H200, "solutions")["git_commit"].startswith("80756d8")
     assert all(1.05 <= default[p, True]["vs_compile"] < 1.15 for p in (75,)), "75 is inside the prediction"
     assert all(default[p, True]["vs_compile"] < 1.05 for p in (94, 62)), "94 and 62 are below it"
-    says(f"Frozen met it ({span([frozen[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} at the strict tier)",
+    says("commit 80756d8). Frozen met it", f"Frozen met it ({span([frozen[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} at the strict tier)",
          f"the default on 37 ({default[37, False]['vs_compile']:.2f}x)",
-         f"{span([default[p, False]['vs_compile'] for p in LONG_K])} on 94, 75 and 62, above the 2.2–2.4x predicted")
+         f"{span([default[p, False]['vs_compile'] for p in LONG_K])} on 94, 75 and 62, at the top of the 2.2–2.4x "
+         "predicted and a little above it")
+    assert min(default[p, False]["vs_compile"] for p in LONG_K) <= 2.4 < max(default[p, False]["vs_compile"] for p in LONG_K)
     weight_pass = [ms[p, "ours", False, "steady"] - ms[p, "ours, frozen", False, "steady"] for p in LONG_K]
     copy = [record(d, "ceilings")["entries"][0]["copy_GBps"] for d in (H200, H100)]
     says(f"took {span(weight_pass, '{:.3f}', ' ms')} there against the H100 probe's 0.186 ms",
@@ -220,8 +222,9 @@ def test_what_the_prose_says_of_the_two_protocols_is_the_h200_record():
     ms = medians(H200, "solutions")
     pids = (*LONG_K, *SHORT_K)
     change = {key: 100 * (per_call[key]["vs_compile"] / steady[key]["vs_compile"] - 1) for key in steady}
-    assert all(abs(change[p, False]) < 1 for p in pids), change  # "within 1% of it on all four"
-    says("At the strict tier it is within 1% of steady on all four, not above",
+    assert all(-5 < change[p, False] < 0 for p in pids), change  # below steady on all four, within the 5% target
+    says(f"At the strict tier it is {span([-change[p, False] for p in pids], '{:.1f}', '%')} below steady on all four, "
+         "not above",
          f"with TF32 it is above, by {span([change[p, True] for p in pids], '{:.0f}', '%')}, as predicted",
          f"per call favours ours, by {span([change[p, True] for p in pids], '{:.0f}', '%')}")
     ours = [ms[p, "ours", False, "per_call"] - ms[p, "ours", False, "steady"] for p in pids]
@@ -232,12 +235,18 @@ def test_what_the_prose_says_of_the_two_protocols_is_the_h200_record():
     says(f"added {span(ours, '{:.2f}', ' ms')} to ours and {span(compiled, '{:.2f}', ' ms')} to `torch.compile` at the "
          f"strict tier, {span(times, '{:.1f}', ' times')} as much, against a ratio of "
          f"{span([per_call[p, False]['vs_compile'] for p in pids], '{:.1f}', '')} between them")
+    # "where the faster mode paid about twice ours (75, 37, 62) ... 0.4–1.3% below steady; on 94 it paid 1.2 times
+    # ours, and per call came out 2.4% below"
+    paid = dict(zip(pids, times))
+    says(f"comes out {span([-change[p, False] for p in (75, 37, 62)], '{:.1f}', '%')} below steady; on 94 it paid "
+         f"{paid[94]:.1f} times ours, and per call came out {-change[94, False]:.1f}% below")
+    assert all(paid[p] > 1.9 for p in (75, 37, 62)) and paid[94] < 1.5
 
 
 def test_62_with_tf32_is_quoted_from_both_records():
     says(f"1.1x would take a whole model faster than cuBLAS's GEMM without its tail",
          f"put 62 with TF32 at {ratios(H100, 'solutions')[62, True]['vs_compile']:.2f}x (the H100's, a8f2412) and "
-         f"{ratios(H200, 'solutions')[62, True]['vs_compile']:.2f}x (the H200's, b87f75e) in steady state")
+         f"{ratios(H200, 'solutions')[62, True]['vs_compile']:.2f}x (the H200's, 80756d8) in steady state")
     assert "balancing the GEMM's last wave nothing; that probe's" not in prose()
 
 
@@ -245,8 +254,9 @@ def test_62_with_tf32_is_quoted_from_both_records():
 
 def test_the_training_debrief_is_the_h200_record():
     step, ms = ratios(H200, "training"), medians(H200, "training")
-    assert record(H200, "training")["git_commit"].startswith("b87f75e")
-    says(f"*Strict*: {span([step[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} the faster `torch.compile` mode",
+    assert record(H200, "training")["git_commit"].startswith("80756d8")
+    says("(`results/nvidia-h200/training.json`, 80756d8)",
+         f"*Strict*: {span([step[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} the faster `torch.compile` mode",
          f"*TF32*: {step[94, True]['vs_compile']:.2f}x, {step[75, True]['vs_compile']:.2f}x and "
          f"{step[62, True]['vs_compile']:.2f}x on 94, 75 and 62, inside the 1.05–1.2x predicted, and "
          f"{step[37, True]['vs_compile']:.2f}x on 37, just above its 1.0–1.15x",
@@ -255,6 +265,12 @@ def test_the_training_debrief_is_the_h200_record():
          "against 8.59 and 8.16)")
     assert all(2.0 <= step[p, False]["vs_compile"] < 2.5 for p in (*LONG_K, *SHORT_K))  # target met, moonshot not
     assert all(step[p, True]["vs_compile"] < 1.3 for p in (*LONG_K, *SHORT_K))  # "the 1.3x target missed"
+    # "at the top of the 2.1–2.3x predicted for 94, 75 and 62 (75 a little above it) and inside the 2.0–2.3x for 37"
+    assert step[75, False]["vs_compile"] > 2.3 >= max(step[p, False]["vs_compile"] for p in (94, 62, 37))
+    assert 2.0 <= step[37, False]["vs_compile"]
+    # "1.3x this run's torch.compile asks for 1.15 ms"
+    says(f"1.3x this run's `torch.compile` asks for "
+         f"{min(ms[94, m, True, 'steady'] for m in chapter.COMPILE_MODES) / 1.3:.2f} ms")
 
 
 def test_what_the_prose_says_of_autocast_is_the_h200_record():

@@ -11,7 +11,9 @@ RESULTS_DIR, under a per-notebook timeout that kills the whole process group.
 On a GPU the executed notebooks land in results/<device>/notebooks/ and the
 notebooks record their measurements under results/<device>/. Without a GPU nothing is
 recorded: executed copies go to build/run-<mode>/, and the summary lists what each
-notebook skipped. Notebooks report a skip by printing a line made by `skip()`; this
+notebook skipped. An executed copy names no folder of the machine that ran it: the results root,
+the repository, the build folder, the Python environment and the home folder are written as
+`results`, a repository-relative path, `<build>`, `<site-packages>`/`<venv>` and `~`. Notebooks report a skip by printing a line made by `skip()`; this
 module writes that marker and reads it back, so the protocol lives in one place.
 """
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
+import site
 import subprocess
 import sys
 import time
@@ -94,6 +98,29 @@ def output_dir(mode: str, results_root: Path) -> Path:
     return REPO / "build" / f"run-{mode}"
 
 
+def machine_paths(results_root: Path) -> list[tuple[str, str]]:
+    """(this machine's folder, what an executed copy says instead), the longest first, so that a folder
+    inside another is replaced before it."""
+    pairs = {str(Path(results_root).resolve()): "results", str(build.build_root_dir().resolve()): "<build>",
+             str(REPO) + os.sep: "", str(REPO): ".", str(Path.home()): "~"}
+    if sys.prefix != sys.base_prefix:  # a virtual environment's own folder (a system prefix such as /usr is not)
+        pairs[sys.prefix] = "<venv>"
+    for packages in [*site.getsitepackages(), site.getusersitepackages()]:
+        pairs[str(Path(packages))] = "<site-packages>"
+    return sorted(((k, v) for k, v in pairs.items() if len(k) > 1), key=lambda kv: -len(kv[0]))
+
+
+def scrub(out: Path, results_root: Path) -> None:
+    """Rewrite the executed copy `out` without this machine's folders (machine_paths): its parameters,
+    papermill's metadata and every output that printed a path."""
+    text = out.read_text()
+    for folder, instead in machine_paths(results_root):
+        spelled = re.escape(json.dumps(folder)[1:-1])  # as the notebook's JSON spells it
+        # the whole folder only: /home/ann is not the start of /home/anna
+        text = re.sub(spelled + ("" if folder.endswith(os.sep) else r"(?![\w.-])"), lambda _: instead, text)
+    out.write_text(text)
+
+
 def run_one(nb: Path, out: Path, params: dict, timeout: float) -> Outcome:
     """One notebook in its own process group, killed as a whole on timeout."""
     cmd = [sys.executable, "-m", "papermill", str(nb), str(out), "--cwd", str(nb.parent), "--progress-bar"]
@@ -107,9 +134,13 @@ def run_one(nb: Path, out: Path, params: dict, timeout: float) -> Outcome:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # papermill and the kernel it started
         proc.wait()
+        if out.is_file():
+            scrub(out, Path(params.get("RESULTS_DIR", results.RESULTS)))
         return Outcome(nb.stem, "timeout", time.monotonic() - start, out, read_skips(out),
                        f"killed after {timeout:.0f} s (per-notebook timeout)")
     seconds = time.monotonic() - start
+    if out.is_file():
+        scrub(out, Path(params.get("RESULTS_DIR", results.RESULTS)))
     status = "ok" if rc == 0 else "failed"
     return Outcome(nb.stem, status, seconds, out, read_skips(out), "" if rc == 0 else read_error(out))
 
