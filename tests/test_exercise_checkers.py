@@ -1,4 +1,4 @@
-"""The "Your turn" sections of notebooks 01-09: no checker says PASS before the reader acts.
+"""The "Your turn" sections of notebooks 01-11: no checker says PASS before the reader acts.
 
 - Every exercise heading of a "Your turn" section is known here (EXERCISES), so a new exercise
   cannot arrive without a test of its checker.
@@ -56,6 +56,9 @@ EXERCISES = {
         "3": THINK},
     "09_hopper_gemm_and_epilogue.ipynb": {
         "1": ["test_hopper_chapter::test_exercise_1_is_not_yet_at_the_start_and_passes_on_the_deepest_rings"], "2": THINK},
+    "10_fused_solutions.ipynb": {"1": ["test_chapter::test_the_backward_exercise_fails_until_the_reader_acts"],
+                                 "2": ["test_chapter::test_the_fake_exercise_fails_until_the_reader_acts"], "3": THINK},
+    "11_dropins_in_real_code.ipynb": {"1": THINK},
 }
 
 

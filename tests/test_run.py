@@ -71,6 +71,24 @@ def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tm
     assert run.recorded_copies("07_broadcasting_pitfall.ipynb", tmp_path) == []
 
 
+def test_a_chapter_split_off_another_reads_the_copies_of_every_name_its_cells_ran_under(tmp_path):
+    """Chapter 11 was part of 10, which was 09 before that: its cells' recorded outputs are in the copies named
+    09_fused_solutions and 10_fused_solutions, the older name first and its own last, so that the newest wins."""
+    new = "11_dropins_in_real_code.ipynb"
+    assert run.RECORDED_AS[new] == ("09_fused_solutions.ipynb", "10_fused_solutions.ipynb")
+    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-a", "10_fused_solutions.ipynb"),
+                                        ("gpu-b", "09_fused_solutions.ipynb"), ("gpu-a", "09_fused_solutions.ipynb")]):
+        path = tmp_path / device / "notebooks" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+        os.utime(path, (1000 + i, 1000 + i))
+    copies = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(new, tmp_path)]
+    assert copies == ["gpu-b/notebooks/09_fused_solutions.ipynb", "gpu-a/notebooks/09_fused_solutions.ipynb",
+                      "gpu-a/notebooks/10_fused_solutions.ipynb", f"gpu-a/notebooks/{new}"]
+    ten = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies("10_fused_solutions.ipynb", tmp_path)]
+    assert ten == copies[:3]  # chapter 10 kept its name, and reads no copy of chapter 11
+
+
 def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
     """A stale entry fails here: once `make run` has recorded a chapter under its own name on every device and the
     old copies are gone, its entry of run.RECORDED_AS goes too."""
@@ -79,6 +97,7 @@ def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
         for former in formers:
             assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
     assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded run of the fused solutions
+    assert len(run.recorded_copies("11_dropins_in_real_code.ipynb")) >= 2  # both runs, under 09's name and 10's
 
 
 def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):

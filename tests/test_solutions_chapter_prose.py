@@ -1,6 +1,7 @@
-"""Notebook 09's prose against its records and its seeds: every figure its markdown quotes from
-results/ is the record's, rounded as the prose rounds it (a re-recorded run that moves one fails
-here until the prose follows), and what it says of the five seeds is what the seeds say.
+"""The prose of notebooks 10 and 11 (the drop-in solutions, once one chapter) against their records and the
+seeds: every figure their markdown quotes from results/ is the record's, rounded as the prose rounds it (a
+re-recorded run that moves one fails here until the prose follows), what they say of the five seeds is what the
+seeds say, and every section either names ("§2", "chapter 10's §5") is a heading of the chapter meant.
 
 Also the final scoreboard's table (utils.chapters.scoreboard.final_markdown, show_final): built from
 the three records of one device, its ratios the records' own."""
@@ -15,28 +16,33 @@ from utils import REPO, results
 from utils.chapters import scoreboard as sb
 from utils.chapters import session as chapter
 
-NB09 = REPO / "notebooks" / "10_fused_solutions.ipynb"
+NB10 = REPO / "notebooks" / "10_fused_solutions.ipynb"
+NB11 = REPO / "notebooks" / "11_dropins_in_real_code.ipynb"
+CHAPTERS = {"10": NB10, "11": NB11}
 ROOT = REPO / "results"
 H200, H100 = "nvidia-h200", "nvidia-h100-80gb-hbm3"
 SEEDS_DIR = REPO.parent / "shared" / "seeds"
 LONG_K, SHORT_K = (94, 75, 62), (37,)  # the problems by their GEMM's K: 8192, and 37's 1024
 
 
-def markdown_cells() -> dict[str, str]:
-    """{cell id: source} of the notebook's markdown cells."""
-    cells = json.loads(NB09.read_text())["cells"]
-    return {c["id"]: "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"}
+def markdown_cells(*notebooks) -> dict[str, str]:
+    """{cell id: source} of the markdown cells of `notebooks` (default: both chapters; their ids are distinct)."""
+    found = {}
+    for notebook in notebooks or CHAPTERS.values():
+        cells = json.loads(notebook.read_text())["cells"]
+        found |= {c["id"]: "".join(c["source"]) for c in cells if c["cell_type"] == "markdown"}
+    return found
 
 
 def prose() -> str:
-    """All of the notebook's markdown, whitespace folded (a phrase may be wrapped anywhere)."""
+    """All of both chapters' markdown, whitespace folded (a phrase may be wrapped anywhere)."""
     return " ".join(" ".join(markdown_cells().values()).split())
 
 
 def says(*phrases: str) -> None:
     text = prose()
     missing = [p for p in phrases if p not in text]
-    assert not missing, f"notebooks/10 does not say (its records do): {missing}"
+    assert not missing, f"notebooks 10 and 11 do not say (their records do): {missing}"
 
 
 def record(device: str, kind: str) -> dict:
@@ -93,6 +99,53 @@ def test_show_final_without_records_prints_one_line(tmp_path, capsys):
     assert out.startswith("SKIPPED: the final scoreboard") and out.count("\n") == 1
 
 
+# --------------------------------------------------------------------------- the sections either chapter names
+
+def section_refs(markdown: str) -> list[tuple[str | None, int]]:
+    """(chapter, section) for each "§N" of a chapter's prose: "chapter 10's §5" and "(chapter 10, §5)" name
+    chapter 10, a range's second end ("chapter 10's §3–§4") its first end's chapter, a bare "§2" (None) the
+    chapter it stands in. Links are left out: their targets are checked by test_hopper_chapter's link test."""
+    text = re.sub(r"\[[^\]]*\]\([^)]*\)", "a link", " ".join(markdown.split()))
+    refs, chapter = [], None
+    for m in re.finditer(r"(?:[Cc]hapter (\d\d)(?:'s|,) )?§(\d+)", text):
+        if m[1] or text[m.start() - 1:m.start()] != "–":
+            chapter = m[1]
+        refs.append((chapter, int(m[2])))
+    return refs
+
+
+def sections(notebook) -> list[int]:
+    return [int(n) for n in re.findall(r"^## (\d+)\. ", "\n".join(markdown_cells(notebook).values()), re.M)]
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
+def test_every_section_named_is_a_heading_of_the_chapter_meant(number):
+    """The two chapters were one, numbered 1-13: each numbers its own from 1, and a "§N" either names is a
+    section of the chapter it means."""
+    notebook = CHAPTERS[number]
+    assert sections(notebook) == list(range(1, len(sections(notebook)) + 1)), sections(notebook)
+    refs = section_refs("\n".join(markdown_cells(notebook).values()))
+    assert refs, f"notebook {number} names no section"
+    for chapter, section in refs:
+        (target,) = (REPO / "notebooks").glob(f"{chapter or number}_*.ipynb")
+        assert section in sections(target), f"notebook {number} names §{section} of {target.name}, which has no such section"
+
+
+@pytest.mark.parametrize("number", sorted(CHAPTERS))
+def test_the_chapter_is_more_prose_than_code_in_short_cells(number):
+    cells = json.loads(CHAPTERS[number].read_text())["cells"]
+    words = {kind: sum(len("".join(c["source"]).split()) for c in cells if c["cell_type"] == kind)
+             for kind in ("code", "markdown")}
+    assert words["code"] <= words["markdown"], words
+    long = {c["id"]: len("".join(c["source"]).splitlines()) for c in cells if c["cell_type"] == "code"}
+    assert max(long.values()) <= 30, long
+
+
+def test_a_section_reference_is_read_with_its_chapter():
+    assert section_refs("(chapter 10's §3–§4, §1–§3 here); chapter 11's §2 says; [§9](#9.-x) (chapter 10, §6)") == [
+        ("10", 3), ("10", 4), (None, 1), (None, 3), ("11", 2), ("10", 6)]
+
+
 # --------------------------------------------------------------------------- the seeds
 
 def seed_texts() -> dict[str, str]:
@@ -108,7 +161,7 @@ def seed_rows(cell_id: str) -> list[tuple[str, list[str]]]:
     return rows
 
 
-RECAP = "nb09-58e"  # "## 11. The seeds against the outcome"
+RECAP = "nb09-58e"  # notebook 11's "## 5. The seeds against the outcome"
 
 
 @pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason=f"the seed documents are not at {SEEDS_DIR}")
@@ -181,7 +234,7 @@ def test_the_gemm_share_is_the_eager_profiles():
         assert len(devices) == 2, devices
 
 
-# --------------------------------------------------------------------------- §6, the forward
+# --------------------------------------------------------------------------- notebook 10's §5, the forward
 
 def test_the_forward_debrief_is_the_h200_record():
     default, frozen = ratios(H200, "solutions"), ratios(H200, "solutions", "ours, frozen")
@@ -250,7 +303,7 @@ def test_62_with_tf32_is_quoted_from_both_records():
     assert "balancing the GEMM's last wave nothing; that probe's" not in prose()
 
 
-# --------------------------------------------------------------------------- §7, §8
+# --------------------------------------------------------------------------- notebook 11's §2, §3
 
 def test_the_training_debrief_is_the_h200_record():
     step, ms = ratios(H200, "training"), medians(H200, "training")

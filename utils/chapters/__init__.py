@@ -2,8 +2,8 @@
 import the library (utils/*.py), utils/report/ and solutions/; nothing in those imports a chapter
 (tests/test_layering.py).
 
-session             every notebook: the parameters resolved, contenders, side-by-side runs, notebook 10's
-                    measurements and exercise checkers
+session             every notebook: the parameters resolved, contenders, side-by-side runs, notebooks 10 and
+                    11's measurements, notebook 10's exercise checkers
 baselines           notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
 gemm_ladder         notebooks 02-03: the rungs' headers and PREDICTIONs, building and measuring them
 gemm_addressing     notebooks 02-03: a warp's loads, the tiles, shared-memory banks, in numbers

@@ -5,7 +5,7 @@ and records it; each chapter shows the stages up to its own from that record.
     python -m utils.chapters.scoreboard                      # on a GPU: check, time and record every stage
     python -m utils.chapters.scoreboard --reps 20 --stages 02 03 --no-record
     scoreboard.show("03", S)                        # chapter 03's last section: plot and table, from the record
-    scoreboard.show_final(S)                        # notebook 09's last table: the drop-ins' forward, training
+    scoreboard.show_final(S)                        # notebook 11's last table: the drop-ins' forward, training
                                                     # step and autocast against eager and torch.compile
 
 Stages, all at the strict tier (fp32, TF32 off) and KernelBench's full sizes. "Eager rest" is the
@@ -451,7 +451,7 @@ def _display(text: str, fig=None) -> None:
 
 # --------------------------------------------------------------------------- the final scoreboard
 
-# Notebook 09's three side-by-side records, and the columns the workbook's last table makes of them:
+# Notebooks 10 and 11's three side-by-side records, and the columns the workbook's last table makes of them:
 # (record kind, TF32 allowed, header). Autocast is timed with TF32 off.
 FINAL_COLUMNS = (("solutions", False, "forward, TF32 off"), ("solutions", True, "forward, TF32 on"),
                  ("training", False, "training step, TF32 off"), ("training", True, "training step, TF32 on"),
@@ -460,7 +460,7 @@ FINAL_KINDS = {"solutions": "the forward", "training": "the training step", "aut
 
 
 def final_markdown(records: Mapping[str, dict | None]) -> str:
-    """The workbook's last table, from notebook 09's records of one device ({kind: record or None}, the
+    """The workbook's last table, from notebooks 10 and 11's records of one device ({kind: record or None}, the
     kinds of FINAL_KINDS): per problem and setting, the solution by default ("ours", steady state) over
     eager with the same setting · over the faster torch.compile mode with the same setting
     (session.solution_ratios). A setting whose record is missing is left out, and the text says so."""
@@ -490,13 +490,13 @@ def final_markdown(records: Mapping[str, dict | None]) -> str:
 
 
 def show_final(session) -> None:
-    """Notebook 09's last table (final_markdown), from the records of the device a notebook reads
+    """Notebook 11's last table (final_markdown), from the records of the device a notebook reads
     (this GPU's, or without one results.reading_device's). Without any: one line saying so."""
 
     records = {kind: results.recorded(kind, session.results_dir, on_gpu=session.on_gpu) for kind in FINAL_KINDS}
     if all(rec is None for rec in records.values()):
         where = "for this GPU" if session.on_gpu else "in the results"
-        skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebook 09 records them on a GPU")
+        skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 11 record them on a GPU")
         return
     _display(final_markdown(records))
 
