@@ -123,3 +123,23 @@ def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):
         "recorded results/nvidia-h200/solutions.json\n", "kernel <build>/vector_add-0123/vector_add.so\n",
         "warning in utils/bench.py\n", f"{home}x/other and ~/notes\n"]
     assert scrubbed["metadata"]["papermill"]["input_path"] == "notebooks/00_setup.ipynb"
+
+
+def test_a_whole_run_on_a_gpu_measures_the_scoreboard_first_and_nothing_else_does():
+    assert run.wants_scoreboard("gpu", None, None) and run.wants_scoreboard("gpu", [], None)
+    assert not run.wants_scoreboard("gpu", ["10"], None)
+    assert run.wants_scoreboard("gpu", ["10"], True) and not run.wants_scoreboard("gpu", None, False)
+    for mode in ("compile-only", "reference-only"):
+        assert not run.wants_scoreboard(mode, None, None) and not run.wants_scoreboard(mode, None, True)
+
+
+def test_the_scoreboard_step_runs_the_scoreboard_and_reports_its_outcome(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(run, "run_in_group", lambda cmd, timeout: calls.append((cmd, timeout)) or (1, 2.5))
+    outcome = run.run_scoreboard(tmp_path, 7, 99.0)
+    (cmd, timeout), = calls
+    assert cmd[1:] == ["-m", "utils.chapters.scoreboard", "--results-dir", str(tmp_path), "--reps", "7"]
+    assert timeout == 99.0 and outcome.status == "failed" and outcome.output.name == "scoreboard.json"
+    monkeypatch.setattr(run, "run_in_group", lambda cmd, timeout: (None, 99.0))
+    assert run.run_scoreboard(tmp_path, None, 99.0).status == "timeout"
+    assert "executed notebooks" not in run.summary([outcome], "gpu")

@@ -332,3 +332,17 @@ def test_what_the_prose_says_of_autocast_is_the_h200_record():
          f"on 94, 75 and 62 ({span([bf16[p, False]['vs_compile'] for p in LONG_K])}), but not on 37 "
          f"({bf16[37, False]['vs_compile']:.2f}x)")
     assert bf16[37, False]["vs_compile"] < 1 <= min(bf16[p, False]["vs_compile"] for p in LONG_K)
+
+
+def test_what_the_prose_says_of_dws_time_is_the_h100_probes():
+    """"ours took 0.470 ms against cuBLAS's dx at 0.343; the transposed copies cost 0.055 ms of it, the stores
+    0.039, and the GEMM storing nothing at all still took 0.376": the dW store probe's log and the training
+    probe's pieces, one H100 session (experiments/training/)."""
+    logs = ROOT / H100 / "logs" / "training"
+    ms = json.loads((logs / "dw_store_probe.json").read_text())["ms"]
+    (dx,) = [r["median_ms"] for r in json.loads((logs / "training_probe_94.json").read_text())["rows"]
+             if r["tf32"] and r["contender"] == "linear_backward dx"]
+    says(f"ours took {ms['linear_backward dW']:.3f} ms against cuBLAS's `dx` at {dx:.3f}; the transposed copies "
+         f"cost {ms['linear_backward dW'] - ms['rung 9']:.3f} ms of it, the stores "
+         f"{ms['rung 9'] - ms['rung 9, no stores']:.3f}, and the GEMM storing nothing at all still took "
+         f"{ms['rung 9, no stores']:.3f}")

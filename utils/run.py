@@ -1,6 +1,6 @@
 """`make run`: execute the notebooks in order, headless, with papermill.
 
-    python -m utils.run                      # every notebook
+    python -m utils.run                      # every notebook (on a GPU the scoreboard first)
     python -m utils.run --notebooks 00 01    # a selection, by number
     python -m utils.run --timeout 1200 --reps 20
 
@@ -13,8 +13,13 @@ notebooks record their measurements under results/<device>/. Without a GPU nothi
 recorded: executed copies go to build/run-<mode>/, and the summary lists what each
 notebook skipped. An executed copy names no folder of the machine that ran it: the results root,
 the repository, the build folder, the Python environment and the home folder are written as
-`results`, a repository-relative path, `<build>`, `<site-packages>`/`<venv>` and `~`. Notebooks report a skip by printing a line made by `skip()`; this
-module writes that marker and reads it back, so the protocol lives in one place.
+`results`, a repository-relative path, `<build>`, `<site-packages>`/`<venv>` and `~`.
+Notebooks report a skip by printing a line made by `skip()`; this module writes that marker
+and reads it back, so the protocol lives in one place.
+
+A whole run on a GPU first measures and records the scoreboard (`python -m
+utils.chapters.scoreboard`), which chapters 02-10 show: one `make run` leaves every record of
+one commit (--scoreboard / --no-scoreboard decide it for a selection).
 """
 from __future__ import annotations
 
@@ -123,28 +128,34 @@ def scrub(out: Path, results_root: Path) -> None:
     out.write_text(text)
 
 
+def run_in_group(cmd: list[str], timeout: float) -> tuple[int | None, float]:
+    """cmd in its own process group with the repository on PYTHONPATH, killed as a whole on timeout (it and
+    whatever it started: papermill's kernel). (return code, or None on timeout; seconds)."""
+    env_vars = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, env=env_vars, start_new_session=True)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        rc = None
+    return rc, time.monotonic() - start
+
+
 def run_one(nb: Path, out: Path, params: dict, timeout: float) -> Outcome:
     """One notebook in its own process group, killed as a whole on timeout."""
     cmd = [sys.executable, "-m", "papermill", str(nb), str(out), "--cwd", str(nb.parent), "--progress-bar"]
     for key, value in params.items():
         cmd += ["-p" if not isinstance(value, str) else "-r", key, str(value)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    try:
-        rc = proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)  # papermill and the kernel it started
-        proc.wait()
-        if out.is_file():
-            scrub(out, Path(params.get("RESULTS_DIR", results.RESULTS)))
-        return Outcome(nb.stem, "timeout", time.monotonic() - start, out, read_skips(out),
-                       f"killed after {timeout:.0f} s (per-notebook timeout)")
-    seconds = time.monotonic() - start
+    rc, seconds = run_in_group(cmd, timeout)
     if out.is_file():
         scrub(out, Path(params.get("RESULTS_DIR", results.RESULTS)))
-    status = "ok" if rc == 0 else "failed"
-    return Outcome(nb.stem, status, seconds, out, read_skips(out), "" if rc == 0 else read_error(out))
+    if rc is None:
+        return Outcome(nb.stem, "timeout", seconds, out, read_skips(out),
+                       f"killed after {timeout:.0f} s (per-notebook timeout)")
+    return Outcome(nb.stem, "ok" if rc == 0 else "failed", seconds, out, read_skips(out),
+                   "" if rc == 0 else read_error(out))
 
 
 def _stream_text(out: Path) -> list[tuple[dict, str]]:
@@ -175,6 +186,27 @@ def read_error(out: Path) -> str:
     return "papermill failed (see the log above)"
 
 
+def wants_scoreboard(mode: str, selection: list[str] | None, asked: bool | None) -> bool:
+    """Whether this run measures the scoreboard: as asked (--scoreboard / --no-scoreboard), else on a GPU
+    when every notebook runs (`make run`), before them, so that the chapters show this run's."""
+    if asked is not None:
+        return asked and mode == "gpu"
+    return mode == "gpu" and not selection
+
+
+def run_scoreboard(results_root: Path, reps: int | None, timeout: float) -> Outcome:
+    """`python -m utils.chapters.scoreboard` in its own process group (a subprocess: the runner imports
+    no chapter module), recording into results_root; its output goes to this terminal."""
+    cmd = [sys.executable, "-m", "utils.chapters.scoreboard", "--results-dir", str(results_root)]
+    cmd += ["--reps", str(reps)] if reps is not None else []
+    record = results.write_root(results_root) / env.device_slug() / "scoreboard.json"
+    rc, seconds = run_in_group(cmd, timeout)
+    if rc is None:
+        return Outcome("scoreboard", "timeout", seconds, record, error=f"killed after {timeout:.0f} s (per-step timeout)")
+    return Outcome("scoreboard", "ok" if rc == 0 else "failed", seconds, record,
+                   error="" if rc == 0 else "a stage failed its check or was not timed (see the log above)")
+
+
 def summary(outcomes: list[Outcome], mode: str) -> str:
     lines = ["", f"== summary ({mode} mode)", f"{'notebook':<34} {'status':<8} {'time':>8}  skipped"]
     for o in outcomes:
@@ -186,8 +218,9 @@ def summary(outcomes: list[Outcome], mode: str) -> str:
     if skipped:
         lines.append("skipped on this machine:")
         lines += [f"  {nb}: {s}" for nb, s in skipped]
-    if outcomes:
-        lines.append(f"executed notebooks: {outcomes[0].output.parent}")
+    executed = [o for o in outcomes if o.notebook != "scoreboard"]
+    if executed:
+        lines.append(f"executed notebooks: {executed[0].output.parent}")
     return "\n".join(lines)
 
 
@@ -197,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per notebook (default 3600)")
     ap.add_argument("--reps", type=int, default=None, help="timed repetitions per measurement")
     ap.add_argument("--results-dir", type=Path, default=REPO / "results", help="results root (default results/)")
+    ap.add_argument("--scoreboard", action=argparse.BooleanOptionalAction, default=None,
+                    help="measure and record the scoreboard first (default: on a GPU, when every notebook runs)")
     args = ap.parse_args(argv)
 
     mode = env.mode()
@@ -212,6 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed a stale build lock: {stale}")
 
     outcomes = []
+    if wants_scoreboard(mode, args.notebooks, args.scoreboard):
+        print("\n[scoreboard] every chapter's stage, measured before the chapters that show it", flush=True)
+        outcomes.append(run_scoreboard(args.results_dir.resolve(), args.reps, args.timeout))
+        print(f"[scoreboard] {outcomes[-1].status} in {outcomes[-1].seconds:.1f} s", flush=True)
     for i, nb in enumerate(notebooks, 1):
         print(f"\n[{i}/{len(notebooks)}] {nb.name}  parameters: {params}", flush=True)
         outcome = run_one(nb, out_dir / nb.name, params, args.timeout)

@@ -1,5 +1,5 @@
 """Markdown tables of the record kinds that the library's measurements write (utils.results' KINDS):
-ceilings, baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebook 10's
+ceilings, baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 11's
 solutions, training step and autocast. Each function takes a record and returns Markdown; utils.report.readme
 puts them in the README, and the notebooks show the same tables (utils.chapters.session.record_markdown).
 """
