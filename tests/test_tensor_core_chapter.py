@@ -11,6 +11,7 @@ import ast
 import json
 import math
 import re
+import types
 
 import pytest
 import torch
@@ -117,9 +118,11 @@ def test_the_gpu_variants_compute_what_they_say_on_the_cpu():
 
 
 class FakeRung:
-    """A rung's module as measure() uses it, on the CPU: every path is F.linear."""
+    """A rung's module as measure() uses it, on the CPU: every path is F.linear, each taking the arguments
+    its launcher's prototype has (a pybind launcher has no defaults: linear's w_residual is passed)."""
     gemm = gemm_mma_sync = gemm_split_in_smem = staticmethod(lambda x, w: x @ w.T)
-    linear = staticmethod(lambda x, w, b: x @ w.T + b)
+    linear = staticmethod(lambda x, w, b, w_residual: x @ w.T + b)
+    tf32_residual = staticmethod(torch.zeros_like)
 
 
 def test_measure_runs_every_section_and_its_record_renders(monkeypatch):
@@ -705,3 +708,26 @@ def test_measure_fusion_on_the_gpu_records_a_valid_run():
     results.validate(rec)
     assert {e["contender"] for e in entries} >= {"eager", tcr.COMPILE, tcr.UNFUSED, tcr.FUSED, tcr.ATOMIC, tcr.GEMM_ALONE}
     assert all(e["median_ms"] > 0 for e in entries) and tcr.fusion_table(rec)
+
+
+def test_every_timed_path_calls_its_launcher_with_every_argument_of_its_prototype():
+    """A pybind launcher takes every argument its prototype has (no defaults): chapter 08's run once stopped on
+    `linear(x, w, bias)` without the optional w_residual. Stand-ins with the launchers' exact arity, each
+    path called as the run calls it."""
+    protos = {e.name: e for e in build.exported_functions(build.kernel_source(tcr.RUNG10))}
+
+    def strict(name, fn):
+        arity = len(build.parameters(protos[name]))
+        return lambda *args: fn(*args) if len(args) == arity else pytest.fail(f"{name} called with {len(args)} of {arity}")
+
+    product = lambda x, w: x @ w.T  # noqa: E731
+    rung10 = types.SimpleNamespace(
+        gemm=strict("gemm", product), gemm_split_in_smem=strict("gemm_split_in_smem", product),
+        gemm_mma_sync=strict("gemm_mma_sync", product), tf32_residual=strict("tf32_residual", torch.zeros_like),
+        linear=strict("linear", lambda x, w, b, r: x @ w.T + b))
+    mods = {rung: types.SimpleNamespace(gemm=product) for rung in tcr.RUNGS} | {tcr.RUNG10: rung10}
+    x, w = torch.randn(5, 8), torch.randn(3, 8)
+    paths = tcc.timed_paths(mods, {k: types.SimpleNamespace(gemm=product) for k in tcc.PROMOTE_KS}, w)
+    assert set(tcr.PATHS) <= set(paths)
+    for label, (fn, _) in paths.items():
+        torch.testing.assert_close(fn(x, w), x @ w.T, msg=label)

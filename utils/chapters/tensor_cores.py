@@ -471,19 +471,27 @@ def _k_sweep(promoted: dict, progress: bool, device: str = "cuda") -> list[dict]
     return rows
 
 
+def timed_paths(mods: dict, promoted: dict, w: torch.Tensor) -> dict:
+    """{label: (fn(x, w), tier)} for the weight `w`: every path of PATHS the builds export, and the promotion
+    variants. `linear` runs with a zero bias and w's small parts kept (made once here, as a frozen drop-in
+    keeps them: the path's label). A pybind launcher takes every argument of its prototype, the optional
+    w_residual included."""
+    paths = {}
+    for label, (rung, export) in PATHS.items():
+        if export == "linear" and hasattr(mods[rung], "linear"):
+            bias, kept = torch.zeros(w.shape[0], device=w.device), mods[rung].tf32_residual(w)
+            paths[label] = (lambda a, b, f=mods[rung].linear, z=bias, r=kept: f(a, b, z, r), "strict")
+        elif hasattr(mods[rung], export) and export != "linear":
+            paths[label] = (getattr(mods[rung], export), ladder.tier_of(rung))
+    # the promotion variants are timed for their cost; their accuracy is the models' table
+    return paths | {promote_label(k): (promoted[k].gemm, "tf32") for k in PROMOTE_KS if k != default_promote_k()}
+
+
 def _timing(mods: dict, promoted: dict, reps: int, progress: bool, device: str = "cuda") -> list[dict]:
     rows = []
     for M, N, K in SHAPES:
         x, w = ladder.operands(M, N, K, device=device)
-        paths = {}
-        for label, (rung, export) in PATHS.items():  # every path the build exports (linear: with a zero bias)
-            if export == "linear" and hasattr(mods[rung], "linear"):
-                bias = torch.zeros(N, device=x.device)
-                paths[label] = (lambda a, b, f=mods[rung].linear, z=bias: f(a, b, z), "strict")
-            elif hasattr(mods[rung], export) and export != "linear":
-                paths[label] = (getattr(mods[rung], export), ladder.tier_of(rung))
-        # the promotion variants are timed for their cost; their accuracy is the models' table
-        paths |= {promote_label(k): (promoted[k].gemm, "tf32") for k in PROMOTE_KS if k != default_promote_k()}
+        paths = timed_paths(mods, promoted, w)
         contenders = {SGEMM: lambda: F.linear(x, w), TF32_CUBLAS: lambda: _tf32_linear(x, w)}
         checked = {}
         with precision.ieee_fp32():
