@@ -305,6 +305,11 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
     text = chapter.record_markdown(shown)
     assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text
+    # on a GPU without this GPU's record (an earlier chapter's run records it), the line says so, not "no GPU"
+    on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
+    assert on.missing("tensor_cores", "chapter 08's run") == (
+        "no tensor_cores record on this GPU yet: chapter 08's run records it")
+    assert off.missing("tensor_cores", "chapter 08's run") == "no GPU and no recorded run"
 
 
 

@@ -71,11 +71,18 @@ class Session:
             skip(what, f"scale {self.scale}: only KernelBench's sizes are measured")
         return self.on_gpu and self.scale == "full"
 
+    def missing(self, kind: str, made_by: str = "") -> str:
+        """Why recorded(kind) is None here, as a SKIPPED line gives it: no GPU and no record, or, on a GPU,
+        no record of this GPU yet (made_by: what records it, such as an earlier chapter's run)."""
+        if not self.on_gpu:
+            return "no GPU and no recorded run"
+        return f"no {kind} record on this GPU yet" + (f": {made_by} records it" if made_by else "")
+
     def shown(self, kind: str, what: str) -> dict | None:
         """recorded(kind), or None after the one SKIPPED line saying that there is no record to show."""
         rec = self.recorded(kind)
         if rec is None:
-            skip(what, "no GPU and no recorded run" if not self.on_gpu else f"no {kind} record on this GPU yet")
+            skip(what, self.missing(kind))
         return rec
 
     @property
