@@ -58,12 +58,15 @@ def test_08_rung_8_came_in_below_its_range_at_both_shapes():
             assert tcc.outside(e["pct_of_cublas_tf32"], pct) == "below" and tcc.outside(e["x_cublas_sgemm"], x) == "below"
 
 
-def test_08_rung_10_on_mma_sync_does_three_times_the_work_in_less_than_three_times_the_time():
-    assert "and it still takes less than three times rung 8's time" in " ".join(prose(NB08).split())
+def test_08_rung_10_on_mma_sync_does_three_times_the_work_in_about_three_times_the_time():
+    text = " ".join(prose(NB08).split())
     for rec in records(tcr.KIND):
-        for shape in tcr.SHAPES:
-            t = timed(rec)
-            assert t[("gemm_10_3xtf32 mma.sync", shape)]["median_ms"] < 3 * t[("gemm_08_mma_tf32", shape)]["median_ms"]
+        t = timed(rec)
+        times = {s: t[("gemm_10_3xtf32 mma.sync", s)]["median_ms"] / t[("gemm_08_mma_tf32", s)]["median_ms"]
+                 for s in tcr.SHAPES}
+        assert all(2.8 <= r <= 3.1 for r in times.values()), times  # "no more than about three times"
+        assert (f"it still takes no more than about three times rung 8's time: {times[(1024, 8192, 8192)]:.2f} times at "
+                f"1024 x 8192 x 8192 and {times[(32768, 4096, 1024)]:.2f} times at 32768 x 4096 x 1024") in text
 
 
 def test_08_rung_10_met_the_tier_as_predicted_with_less_error_than_predicted():
@@ -82,17 +85,19 @@ def test_08_rung_10_met_the_tier_as_predicted_with_less_error_than_predicted():
 
 # --- notebook 09 ----------------------------------------------------------------------------------
 
-def test_09_rung_9_came_in_above_its_range_and_misses_its_target_only_at_k_1024():
+def test_09_rung_9_came_in_above_its_range_and_meets_its_target_closest_to_a_miss_at_k_1024():
     text = " ".join(prose(NB09).split())
     assert "**Rung 9 came in above its range at both shapes, close to cuBLAS.**" in text
-    assert "That is where rung 9 misses its 90% target." in text
     for rec in records(tcr.KIND):
         t = timed(rec)
         for shape in tcr.SHAPES:
             assert tcc.outside(t[("gemm_09_wgmma_tf32", shape)]["pct_of_cublas_tf32"],
                                tcr.predicted("gemm_09_wgmma_tf32", shape)[0]) == "above"
-        assert t[("gemm_09_wgmma_tf32", (1024, 8192, 8192))]["pct_of_cublas_tf32"] >= 90
-        assert t[("gemm_09_wgmma_tf32", (32768, 4096, 1024))]["pct_of_cublas_tf32"] < 90
+        long_k, short_k = (t[("gemm_09_wgmma_tf32", s)]["pct_of_cublas_tf32"] for s in ((1024, 8192, 8192),
+                                                                                      (32768, 4096, 1024)))
+        assert 90 <= short_k < long_k  # the target met at both, closest to a miss at K = 1024
+        assert (f"That is where rung 9 comes closest to missing its 90% target: {short_k:.1f}% of cuBLAS TF32, against "
+                f"{long_k:.1f}% at 1024 x 8192 x 8192.") in text
 
 
 def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
@@ -111,27 +116,39 @@ def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
         assert t[("gemm_10_3xtf32", (1024, 8192, 8192))]["x_cublas_sgemm"] < tcr.TARGETS["gemm_10_3xtf32"][1]
 
 
-def test_09_the_split_in_shared_memory_came_near_its_prediction_only_at_k_1024():
-    assert "Near the prediction at K = 1024, well under it at K = 8192" in " ".join(prose(NB09).split())
+def test_09_the_split_in_shared_memory_came_above_its_prediction_at_k_1024_and_within_it_at_k_8192():
+    text = " ".join(prose(NB09).split())
     for rec in records(tcr.KIND):
         t = timed(rec)
         ratio = {K: t[("gemm_10_3xtf32 split in shared memory", s)]["median_ms"] / t[("gemm_10_3xtf32", s)]["median_ms"]
                  for s in tcr.SHAPES for K in [s[2]]}
-        assert tcc.outside(ratio[1024], (1.5, 1.5)) is None and tcc.outside(ratio[8192], (1.5, 1.5)) == "below"
+        assert tcc.outside(ratio[1024], (1.5, 1.5)) == "above" and tcc.outside(ratio[8192], (1.5, 1.5)) is None
+        assert ratio[8192] < ratio[1024]  # "lower there because gemm also pays for splitting the weight"
+        assert (f"Above the prediction at K = 1024 ({ratio[1024]:.2f} times the pre-split kernel's time), within it at "
+                f"K = 8192 ({ratio[8192]:.2f} times), and lower there") in text
 
 
 def test_09_the_fused_kernels_misses_are_the_ones_its_debrief_explains():
     text = " ".join(prose(NB09).split())
-    assert "**The epilogue cost less than predicted at the strict tier.**" in text
+    assert ("**The epilogue cost less than predicted at the strict tier on 94, 75 and 62, and at the top of the "
+            "predicted range on 37.**") in text
     assert "**With TF32, 37's epilogue cost more than predicted, and its saving fell short.**" in text
-    assert "**The strict tier's savings came out above their single predicted figures.**" in text
+    assert ("**The strict tier's savings came out above their single predicted figures on 94, 75 and 62, and "
+            "within a tenth of it on 37.**") in text
     want = tcr.fusion_predictions()
+    lo, hi = want["strict"]["epilogue"]
     for rec in records(tcr.FUSION_KIND):
         at = tcr.fusion_at(rec)
         for pid in tcc.PIDS:
-            assert tcc.outside(fusion.epilogue_price(rec, pid)["strict"], want["strict"]["epilogue"]) == "below"
+            price = fusion.epilogue_price(rec, pid)["strict"]
             fused, unfused = at[(pid, "strict", tcr.FUSED)]["median_ms"], at[(pid, "strict", tcr.UNFUSED)]["median_ms"]
-            assert tcc.outside(100 * (unfused - fused) / unfused, want["strict"]["saving"][pid]) == "above"
+            saving = 100 * (unfused - fused) / unfused
+            if pid == 37:  # "at the top of the predicted range" (its last tenth), the saving "within a tenth" of 10%
+                assert hi - (hi - lo) / 10 <= price <= hi and tcc.outside(saving, want["strict"]["saving"][37]) is None
+                assert f"37's saving, {saving:.1f}% against {want['strict']['saving'][37][0]:.0f}%" in text
+            else:
+                assert tcc.outside(price, want["strict"]["epilogue"]) == "below"
+                assert tcc.outside(saving, want["strict"]["saving"][pid]) == "above"
         fused, unfused = at[(37, "tf32", tcr.FUSED)]["median_ms"], at[(37, "tf32", tcr.UNFUSED)]["median_ms"]
         assert tcc.outside(fusion.epilogue_price(rec, 37)["tf32"], want["tf32"]["epilogue"]) == "above"
         assert tcc.outside(100 * (unfused - fused) / unfused, want["tf32"]["saving"][37]) == "below"
