@@ -40,12 +40,11 @@ from utils import REPO, build, env, results
 NOTEBOOKS_DIR = REPO / "notebooks"
 SKIP_MARKER = "SKIPPED:"
 # Chapters renumbered since a GPU run recorded them: notebook -> the names its executed copies under
-# results/<device>/notebooks/ may still carry, until `make run` records it under its own name. Chapter 08
-# was split in two (its precision part kept the name; wgmma, TMA and the epilogue became 09), the
+# results/<device>/notebooks/ may still carry, until `make run` records it under its own name. The
 # fused solutions moved from 09 to 10, and 10 was split in two (weight writes, training, autocast and the
-# ending became 11). Former names oldest first, so that a newer copy wins.
-RECORDED_AS = {"09_hopper_gemm_and_epilogue.ipynb": ("08_tensor_cores_and_precision.ipynb",),
-               "10_fused_solutions.ipynb": ("09_fused_solutions.ipynb",),
+# ending became 11). Former names oldest first, so that a newer copy wins. (Chapter 09, split from 08,
+# is recorded under its own name now, and the 08 recorded beside it is the new chapter 08.)
+RECORDED_AS = {"10_fused_solutions.ipynb": ("09_fused_solutions.ipynb",),
                "11_dropins_in_real_code.ipynb": ("09_fused_solutions.ipynb", "10_fused_solutions.ipynb")}
 
 
