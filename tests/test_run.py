@@ -57,10 +57,11 @@ def test_default_parameters_by_mode(tmp_path):
     assert cpu["SCALE"] == "small" and cpu["DEVICE"] == "cpu" and cpu["RESULTS_DIR"] == str(tmp_path)
 
 
-def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tmp_path):
+def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tmp_path, monkeypatch):
     """nbval compares a marked cell with the executed copies of its notebook (conftest.py); a chapter renumbered
     since the last recording finds them under its former name (run.RECORDED_AS), its own newest last."""
-    new, (former,) = "10_fused_solutions.ipynb", run.RECORDED_AS["10_fused_solutions.ipynb"]
+    new, former = "10_fused_solutions.ipynb", "09_fused_solutions.ipynb"
+    monkeypatch.setitem(run.RECORDED_AS, new, (former,))
     for i, (device, name) in enumerate([("gpu-b", new), ("gpu-a", former), ("gpu-b", former)]):
         path = tmp_path / device / "notebooks" / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,21 +73,21 @@ def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tm
 
 
 def test_a_chapter_split_off_another_reads_the_copies_of_every_name_its_cells_ran_under(tmp_path):
-    """Chapter 11 was part of 10, which was 09 before that: its cells' recorded outputs are in the copies named
-    09_fused_solutions and 10_fused_solutions, the older name first and its own last, so that the newest wins."""
+    """Chapter 11 was part of 10: its cells' recorded outputs are also in the copies named 10_fused_solutions
+    from before the split, those first and its own last, so that the newest wins."""
     new = "11_dropins_in_real_code.ipynb"
-    assert run.RECORDED_AS[new] == ("09_fused_solutions.ipynb", "10_fused_solutions.ipynb")
-    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-a", "10_fused_solutions.ipynb"),
-                                        ("gpu-b", "09_fused_solutions.ipynb"), ("gpu-a", "09_fused_solutions.ipynb")]):
+    assert run.RECORDED_AS[new] == ("10_fused_solutions.ipynb",)
+    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-b", "10_fused_solutions.ipynb"),
+                                        ("gpu-a", "10_fused_solutions.ipynb")]):
         path = tmp_path / device / "notebooks" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
         os.utime(path, (1000 + i, 1000 + i))
     copies = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(new, tmp_path)]
-    assert copies == ["gpu-b/notebooks/09_fused_solutions.ipynb", "gpu-a/notebooks/09_fused_solutions.ipynb",
-                      "gpu-a/notebooks/10_fused_solutions.ipynb", f"gpu-a/notebooks/{new}"]
+    assert copies == ["gpu-b/notebooks/10_fused_solutions.ipynb", "gpu-a/notebooks/10_fused_solutions.ipynb",
+                      f"gpu-a/notebooks/{new}"]
     ten = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies("10_fused_solutions.ipynb", tmp_path)]
-    assert ten == copies[:3]  # chapter 10 kept its name, and reads no copy of chapter 11
+    assert ten == copies[:2]  # chapter 10 kept its name, and reads no copy of chapter 11
 
 
 def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
@@ -96,8 +97,8 @@ def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
         assert (run.NOTEBOOKS_DIR / name).is_file(), f"RECORDED_AS maps {name}, which is no notebook"
         for former in formers:
             assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
-    assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded run of the fused solutions
-    assert len(run.recorded_copies("11_dropins_in_real_code.ipynb")) >= 2  # both runs, under 09's name and 10's
+    assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded runs of the fused solutions
+    assert len(run.recorded_copies("11_dropins_in_real_code.ipynb")) >= 2  # its own, and the H200's under 10's name
 
 
 def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):
