@@ -65,8 +65,8 @@ def test_08_rung_10_on_mma_sync_does_three_times_the_work_in_about_three_times_t
         times = {s: t[("gemm_10_3xtf32 mma.sync", s)]["median_ms"] / t[("gemm_08_mma_tf32", s)]["median_ms"]
                  for s in tcr.SHAPES}
         assert all(2.8 <= r <= 3.1 for r in times.values()), times  # "no more than about three times"
-        assert (f"it still takes no more than about three times rung 8's time: {times[(1024, 8192, 8192)]:.2f} times at "
-                f"1024 x 8192 x 8192 and {times[(32768, 4096, 1024)]:.2f} times at 32768 x 4096 x 1024") in text
+    # the figures are the table's (tcc.time_ratios) just above the sentence, not the prose's
+    assert "it still takes no more than about three times rung 8's time at both shapes, as the ratios above show" in text
 
 
 def test_08_rung_10_met_the_tier_as_predicted_with_less_error_than_predicted():
@@ -96,8 +96,8 @@ def test_09_rung_9_came_in_above_its_range_and_meets_its_target_closest_to_a_mis
         long_k, short_k = (t[("gemm_09_wgmma_tf32", s)]["pct_of_cublas_tf32"] for s in ((1024, 8192, 8192),
                                                                                       (32768, 4096, 1024)))
         assert 90 <= short_k < long_k  # the target met at both, closest to a miss at K = 1024
-        assert (f"That is where rung 9 comes closest to missing its 90% target: {short_k:.1f}% of cuBLAS TF32, against "
-                f"{long_k:.1f}% at 1024 x 8192 x 8192.") in text
+    assert ("That is where rung 9 comes closest to missing its 90% target (the table above gives both shapes' "
+            "percentages).") in text
 
 
 def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
@@ -116,42 +116,46 @@ def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
         assert t[("gemm_10_3xtf32", (1024, 8192, 8192))]["x_cublas_sgemm"] < tcr.TARGETS["gemm_10_3xtf32"][1]
 
 
-def test_09_the_split_in_shared_memory_came_above_its_prediction_at_k_1024_and_within_it_at_k_8192():
+def test_09_the_split_in_shared_memory_came_near_its_prediction_and_lower_at_k_8192():
     text = " ".join(prose(NB09).split())
     for rec in records(tcr.KIND):
         t = timed(rec)
         ratio = {K: t[("gemm_10_3xtf32 split in shared memory", s)]["median_ms"] / t[("gemm_10_3xtf32", s)]["median_ms"]
                  for s in tcr.SHAPES for K in [s[2]]}
-        assert tcc.outside(ratio[1024], (1.5, 1.5)) == "above" and tcc.outside(ratio[8192], (1.5, 1.5)) is None
+        assert all(1.5 * 0.85 <= r <= 1.5 * 1.15 for r in ratio.values()), ratio  # "near": within 15%
         assert ratio[8192] < ratio[1024]  # "lower there because gemm also pays for splitting the weight"
-        assert (f"Above the prediction at K = 1024 ({ratio[1024]:.2f} times the pre-split kernel's time), within it at "
-                f"K = 8192 ({ratio[8192]:.2f} times), and lower there") in text
+    assert "Near the predicted 1.5 times at both shapes, and lower at K = 8192 because" in text
 
 
 def test_09_the_fused_kernels_misses_are_the_ones_its_debrief_explains():
+    """The debrief's three verdicts, held against every whole-model record: what fusion.fusion_missed lists as
+    missed in the cell above it is what they explain (94's and 37's TF32 epilogue above, their savings short;
+    the strict savings a percent or two, 37's about a tenth)."""
     text = " ".join(prose(NB09).split())
-    assert ("**The epilogue cost less than predicted at the strict tier on 94, 75 and 62, and at the top of the "
-            "predicted range on 37.**") in text
-    assert "**With TF32, 37's epilogue cost more than predicted, and its saving fell short.**" in text
-    assert ("**The strict tier's savings came out above their single predicted figures on 94, 75 and 62, and "
-            "within a tenth of it on 37.**") in text
+    assert ("**At the strict tier the epilogue cost less than predicted on 94, 75 and 62, and no more than "
+            "predicted on 37.**") in text
+    assert ("**With TF32 the epilogue cost more than predicted on 37 and on 94, and fusion's saving fell short "
+            "on both.**") in text
+    assert "on 94, where the tail's round trip is small beside a GEMM of 1024 x 8192 x 8192, the fused model came out no faster than the unfused path" in text
+    assert ("**The strict tier's savings were about what was predicted: a percent or two on 94, 75 and 62, and "
+            "about a tenth on 37.**") in text
     want = tcr.fusion_predictions()
-    lo, hi = want["strict"]["epilogue"]
     for rec in records(tcr.FUSION_KIND):
         at = tcr.fusion_at(rec)
+
+        def saving(pid, tier):
+            fused, unfused = at[(pid, tier, tcr.FUSED)]["median_ms"], at[(pid, tier, tcr.UNFUSED)]["median_ms"]
+            return 100 * (unfused - fused) / unfused
+
         for pid in tcc.PIDS:
             price = fusion.epilogue_price(rec, pid)["strict"]
-            fused, unfused = at[(pid, "strict", tcr.FUSED)]["median_ms"], at[(pid, "strict", tcr.UNFUSED)]["median_ms"]
-            saving = 100 * (unfused - fused) / unfused
-            if pid == 37:  # "at the top of the predicted range" (its last tenth), the saving "within a tenth" of 10%
-                assert hi - (hi - lo) / 10 <= price <= hi and tcc.outside(saving, want["strict"]["saving"][37]) is None
-                assert f"37's saving, {saving:.1f}% against {want['strict']['saving'][37][0]:.0f}%" in text
-            else:
-                assert tcc.outside(price, want["strict"]["epilogue"]) == "below"
-                assert tcc.outside(saving, want["strict"]["saving"][pid]) == "above"
-        fused, unfused = at[(37, "tf32", tcr.FUSED)]["median_ms"], at[(37, "tf32", tcr.UNFUSED)]["median_ms"]
-        assert tcc.outside(fusion.epilogue_price(rec, 37)["tf32"], want["tf32"]["epilogue"]) == "above"
-        assert tcc.outside(100 * (unfused - fused) / unfused, want["tf32"]["saving"][37]) == "below"
+            verdict = tcc.outside(price, want["strict"]["epilogue"])
+            assert verdict != "above" if pid == 37 else verdict == "below", (pid, price)  # "no more than" / "less"
+            assert (8 <= saving(pid, "strict") <= 12) if pid == 37 else (0 < saving(pid, "strict") < 3), pid
+        for pid in (37, 94):
+            assert tcc.outside(fusion.epilogue_price(rec, pid)["tf32"], want["tf32"]["epilogue"]) == "above", pid
+        assert tcc.outside(saving(37, "tf32"), want["tf32"]["saving"][37]) == "below"
+        assert saving(94, "tf32") <= 0  # "no faster than the unfused path"
 
 
 def test_09_says_nothing_of_75_that_its_record_denies():
