@@ -132,6 +132,8 @@ def test_the_forward_debrief_tabulates_what_a_synchronized_call_added(compile_ad
     ours = 0.1 / (1 - 2.0 / 2.7)  # the weight's pass over 1 - 2.0 / 2.7
     assert row == (f"| 94 | 0.050 ms | {compile_added:.3f} ms | {compile_added / 0.05:.1f} | 2.00x | "
                    f"{(2.0 * ours + compile_added) / (ours + 0.05):.2f}x |")
+    assert (f"A synchronized call added 0.050 ms to ours and {compile_added:.3f} ms to `torch.compile` at the strict "
+            f"tier, {compile_added / 0.05:.1f} times as much, against a steady ratio of 2.0–2.6 between them") in text
     strict = text[text.index("at the strict tier"):text.index("with TF32 it is")]
     assert strict.endswith(words + "; ")
 
@@ -183,6 +185,9 @@ def test_the_forward_debrief_quotes_the_records_own_figures(device):
     assert "the H100 probe's 0.186 ms" in text  # results/nvidia-h100-80gb-hbm3/logs/training/training_probe_94.json
     if ceilings:
         assert f"({ceilings['entries'][0]['copy_GBps']:.0f} GB/s, `ceilings.json`)" in text
+    ms = {(e["problem"], e["contender"], e["protocol"]): e["median_ms"] for e in rec["entries"] if not e["tf32"]}
+    added = ms[94, "ours", "per_call"] - ms[94, "ours", "steady"]
+    assert f"| 94 | {added:.3f} ms | " in text
 
 
 @pytest.mark.parametrize("device", devices_with("training", "autocast"))

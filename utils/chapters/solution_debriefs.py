@@ -146,19 +146,28 @@ def weight_pass(record: dict, ceilings: dict | None, probe_ms: float | None) -> 
     return text
 
 
+def added_per_call(record: dict) -> dict[int, tuple[float, float]]:
+    """At the strict tier, {problem: (ms a synchronized call added to ours, ms it added to the faster
+    torch.compile mode per call)}: each one's per-call median less its steady one."""
+    ms = _medians(record)
+    return {pid: tuple(ms[pid, c, False, "per_call"] - ms[pid, c, False, "steady"] for c in ("ours", r["compile_mode"]))
+            for (pid, tf32), r in _ratios(record, protocol="per_call").items() if not tf32}
+
+
 def per_call_table(record: dict) -> str:
-    """At the strict tier, what a synchronized call added to ours and to the faster torch.compile mode per call
-    (its per-call median less its steady one), and the ratio in each protocol."""
-    ms, steady, per_call = _medians(record), _ratios(record), _ratios(record, protocol="per_call")
-    lines = ["| problem | added to ours | added to `torch.compile` | times ours | × compile, steady | per call |",
+    """What a synchronized call added (added_per_call), the one addition over the other, and ours over the
+    faster torch.compile mode in each protocol: a summary line, then a row per problem."""
+    steady, per_call, added = _ratios(record), _ratios(record, protocol="per_call"), added_per_call(record)
+    ours, theirs = ([a[i] for a in added.values()] for i in (0, 1))
+    lines = [f"A synchronized call added {span(ours, '{:.3f}', ' ms')} to ours and {span(theirs, '{:.3f}', ' ms')} to "
+             f"`torch.compile` at the strict tier, {span([t / o for o, t in added.values()], '{:.1f}', '')} times as "
+             f"much, against a steady ratio of {span([steady[p, False]['vs_compile'] for p in added], '{:.1f}', '')} "
+             "between them (`torch.compile` in its faster mode per call):", "",
+             "| problem | added to ours | added to `torch.compile` | times ours | × compile, steady | per call |",
              "|---|---|---|---|---|---|"]
-    for (pid, tf32), r in per_call.items():
-        if not tf32:
-            ours = ms[pid, "ours", False, "per_call"] - ms[pid, "ours", False, "steady"]
-            mode = r["compile_mode"]
-            theirs = ms[pid, mode, False, "per_call"] - ms[pid, mode, False, "steady"]
-            lines.append(f"| {pid} | {ours:.3f} ms | {theirs:.3f} ms | {theirs / ours:.1f} | "
-                         f"{steady[pid, False]['vs_compile']:.2f}x | {r['vs_compile']:.2f}x |")
+    for pid, (o, t) in added.items():
+        lines.append(f"| {pid} | {o:.3f} ms | {t:.3f} ms | {t / o:.1f} | {steady[pid, False]['vs_compile']:.2f}x | "
+                     f"{per_call[pid, False]['vs_compile']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -178,8 +187,7 @@ def forward_debrief(record: dict, predicted: dict, ceilings: dict | None = None,
              f"- *TF32*, default: {against_each(_tier(default, True), predicted[True, 'ours'])}.",
              f"- *Per call*, predicted a little above steady throughout: at the strict tier the ratio per call is "
              f"{per_call_words(_tier(default, False), _tier(per_call, False))}; with TF32 it is "
-             f"{per_call_words(_tier(default, True), _tier(per_call, True))}. What a synchronized call added at the "
-             "strict tier (per call less steady; `torch.compile` in its faster mode per call):", "",
+             f"{per_call_words(_tier(default, True), _tier(per_call, True))}.", "",
              per_call_table(record)]
     return "\n".join(lines)
 
