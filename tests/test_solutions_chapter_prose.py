@@ -1,7 +1,10 @@
-"""The prose of notebooks 10 and 11 (the drop-in solutions, once one chapter) against their records and the
-seeds: every figure their markdown quotes from results/ is the record's, rounded as the prose rounds it (a
-re-recorded run that moves one fails here until the prose follows), what they say of the five seeds is what the
-seeds say, and every section either names ("§2", "chapter 10's §5") is a heading of the chapter meant.
+"""The prose of notebooks 10 and 11 (the drop-in solutions, once one chapter) against their records, probe logs
+and the seeds. A recorded run's figures are not the prose's: a cell computes each debrief from the record the
+notebook shows (utils.chapters.solution_debriefs, tested in test_solution_debriefs.py), and the prose names no
+record's commit. What the prose does claim of the runs holds on every recorded device's records; the fixed
+figures it quotes are the probe logs' under results/, rounded as the prose rounds them; what it says of the five
+seeds is what the seeds say; and every section either names ("§2", "chapter 10's §5") is a heading of the
+chapter meant.
 
 Also the final scoreboard's table (utils.chapters.scoreboard.final_markdown, show_final): built from
 the three records of one device, its ratios the records' own."""
