@@ -1,10 +1,14 @@
-"""The prose of notebooks 10 and 11 (the drop-in solutions, once one chapter) against their records and the
-seeds: every figure their markdown quotes from results/ is the record's, rounded as the prose rounds it (a
-re-recorded run that moves one fails here until the prose follows), what they say of the five seeds is what the
-seeds say, and every section either names ("§2", "chapter 10's §5") is a heading of the chapter meant.
+"""The prose of notebooks 10 and 11 (the drop-in solutions, once one chapter) against their records, probe logs
+and the seeds. A recorded run's figures are not the prose's: a cell computes each debrief from the record the
+notebook shows (utils.chapters.solution_debriefs, tested in test_solution_debriefs.py), and the prose names no
+record's commit. What the prose does claim of the runs holds on every recorded device's records; the fixed
+figures it quotes are the probe logs' under results/, rounded as the prose rounds them; what it says of the five
+seeds is what the seeds say; and every section either names ("§2", "chapter 10's §5") is a heading of the
+chapter meant.
 
 Also the final scoreboard's table (utils.chapters.scoreboard.final_markdown, show_final): built from
 the three records of one device, its ratios the records' own."""
+import ast
 import json
 import re
 import types
@@ -15,6 +19,8 @@ import pytest
 from utils import REPO, results
 from utils.chapters import scoreboard as sb
 from utils.chapters import session as chapter
+from utils.chapters import solution_debriefs as debriefs
+from utils.chapters.solution_debriefs import span
 
 NB10 = REPO / "notebooks" / "10_fused_solutions.ipynb"
 NB11 = REPO / "notebooks" / "11_dropins_in_real_code.ipynb"
@@ -23,6 +29,7 @@ ROOT = REPO / "results"
 H200, H100 = "nvidia-h200", "nvidia-h100-80gb-hbm3"
 SEEDS_DIR = REPO.parent / "shared" / "seeds"
 LONG_K, SHORT_K = (94, 75, 62), (37,)  # the problems by their GEMM's K: 8192, and 37's 1024
+PIDS = (94, 75, 37, 62)
 
 
 def markdown_cells(*notebooks) -> dict[str, str]:
@@ -49,12 +56,6 @@ def record(device: str, kind: str) -> dict:
     rec = results.load(kind, device, ROOT)
     assert rec is not None, f"no {kind} record for {device}"
     return rec
-
-
-def span(values, fmt: str = "{:.2f}", unit: str = "x") -> str:
-    """'lo–hi<unit>' as the prose writes a range, or one value when both ends round alike."""
-    lo, hi = fmt.format(min(values)), fmt.format(max(values))
-    return f"{lo}{unit}" if lo == hi else f"{lo}–{hi}{unit}"
 
 
 def ratios(device: str, kind: str, contender: str = "ours", protocol: str = "steady") -> dict[tuple[int, bool], dict]:
@@ -234,104 +235,175 @@ def test_the_gemm_share_is_the_eager_profiles():
         assert len(devices) == 2, devices
 
 
+# --------------------------------------------------------------------------- the debriefs, computed in a cell
+
+def code_cells(notebook) -> list[tuple[str, str]]:
+    """(cell id, source) of a notebook's code cells, in order."""
+    return [(c["id"], "".join(c["source"])) for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def cell_constant(notebook, name: str):
+    """The value a code cell of `notebook` assigns to `name` at its top level (the predictions the cells
+    write down before they measure), evaluated with PIDS as the cells have it."""
+    for _, source in code_cells(notebook):
+        for node in ast.parse(re.sub(r"^%.*$", "", source, flags=re.M)).body:  # a line magic is no Python
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
+                return eval(compile(ast.Expression(node.value), name, "eval"), {"PIDS": list(PIDS)})
+    raise AssertionError(f"no code cell of {notebook.name} assigns {name}")
+
+
+def devices_with(kind: str) -> list[str]:
+    devices = [d for d in results.recorded_devices(ROOT) if results.load(kind, d, ROOT) is not None]
+    assert devices, f"no device has a {kind} record"
+    return devices
+
+
+@pytest.mark.parametrize("notebook, results_cell, shown, call", [
+    (NB10, "nb09-36", "measured", 'debriefs.forward_debrief(measured, PREDICTED, S.recorded("ceilings"))'),
+    (NB11, "nb09-46", "trained", "debriefs.training_debrief(trained, PREDICTED_STEP, STEP_TARGETS)"),
+    (NB11, "nb09-54", "autocast", "debriefs.autocast_summary(autocast)")])
+def test_each_debrief_is_computed_in_the_cell_after_its_results(notebook, results_cell, shown, call):
+    """The code cell right after the one that shows a record's tables and plots displays its debrief, when
+    there is a record (S.shown has said why, once, when there is none)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    after = cells[[c["id"] for c in cells].index(results_cell) + 1]
+    source = "".join(after["source"])
+    assert after["cell_type"] == "code" and source.startswith(f"if {shown} is not None:"), source
+    assert f"display(Markdown({call}))" in source, source
+
+
+def test_the_prose_quotes_no_records_commit():
+    """The figures of a recorded run are the debriefs', computed: the prose names no record's commit."""
+    commits = {results.load(kind, d, ROOT)["git_commit"][:7] for kind in ("solutions", "training", "autocast")
+               for d in devices_with(kind)}
+    assert not [c for c in commits if c in prose()], commits
+
+
 # --------------------------------------------------------------------------- notebook 10's §5, the forward
 
-def test_the_forward_debrief_is_the_h200_record():
-    default, frozen = ratios(H200, "solutions"), ratios(H200, "solutions", "ours, frozen")
-    ms = medians(H200, "solutions")
-    assert record(H200, "solutions")["git_commit"].startswith("80756d8")
-    assert all(1.05 <= default[p, True]["vs_compile"] < 1.15 for p in (75,)), "75 is inside the prediction"
-    assert all(default[p, True]["vs_compile"] < 1.05 for p in (94, 62)), "94 and 62 are below it"
-    says("commit 80756d8). Frozen met it", f"Frozen met it ({span([frozen[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} at the strict tier)",
-         f"the default on 37 ({default[37, False]['vs_compile']:.2f}x)",
-         f"{span([default[p, False]['vs_compile'] for p in LONG_K])} on 94, 75 and 62, at the top of the 2.2–2.4x "
-         "predicted and a little above it")
-    assert min(default[p, False]["vs_compile"] for p in LONG_K) <= 2.4 < max(default[p, False]["vs_compile"] for p in LONG_K)
-    weight_pass = [ms[p, "ours", False, "steady"] - ms[p, "ours, frozen", False, "steady"] for p in LONG_K]
-    copy = [record(d, "ceilings")["entries"][0]["copy_GBps"] for d in (H200, H100)]
-    says(f"took {span(weight_pass, '{:.3f}', ' ms')} there against the H100 probe's 0.186 ms",
-         f"copy bandwidths ({copy[0]:.0f} and {copy[1]:.0f} GB/s",
-         f"*TF32*: {default[94, True]['vs_compile']:.2f}x on 94 and {default[62, True]['vs_compile']:.2f}x on 62, "
-         f"below the 1.05–1.15x predicted (75, at {default[75, True]['vs_compile']:.2f}x, is inside it)",
-         f"and {default[37, True]['vs_compile']:.2f}x on 37 against 1.4–1.5x")
+def forward_ratios(device: str, contender: str = "ours", protocol: str = "steady", tf32: bool = False) -> dict[int, float]:
+    return {p: r["vs_compile"] for (p, t), r in ratios(device, "solutions", contender, protocol).items() if t == tf32}
 
 
-def test_the_forward_debrief_compares_37_with_the_h100_record_it_was_predicted_from():
-    h100 = record(H100, "solutions")
-    assert h100["git_commit"].startswith("a8f2412")
-    before, now = medians(H100, "solutions"), medians(H200, "solutions")
-
-    def compiled(ms):  # the faster torch.compile mode, TF32 on, steady
-        return min(ms[37, mode, True, "steady"] for mode in chapter.COMPILE_MODES)
-
-    says(f"had 37 at {ratios(H100, 'solutions')[37, True]['vs_compile']:.2f}x",
-         f"faster than there ({compiled(now):.3f} against {compiled(before):.3f} ms)",
-         f"ours slower ({now[37, 'ours', True, 'steady']:.3f} against {before[37, 'ours', True, 'steady']:.3f} ms)")
-    assert compiled(now) < compiled(before) and now[37, "ours", True, "steady"] > before[37, "ours", True, "steady"]
+def test_the_forwards_prediction_is_the_probes():
+    """"0.186 ms at 8192 x 8192, against 0.176 ms for a copy of the same size": the H100 probe's log."""
+    rows = json.loads((ROOT / H100 / "logs" / "training" / "training_probe_94.json").read_text())["rows"]
+    probe = {r["contender"]: r["median_ms"] for r in rows if not r["tf32"]}
+    made = probe["weight's small parts"]
+    says(f"{made:.3f} ms at 8192 x 8192, against {probe['weight, copy (ceiling)']:.3f} ms for a copy of the same size",
+         f"the H100 probe's {made:.3f} ms")
 
 
-def test_what_the_prose_says_of_the_two_protocols_is_the_h200_record():
-    steady, per_call = ratios(H200, "solutions"), ratios(H200, "solutions", protocol="per_call")
-    ms = medians(H200, "solutions")
-    pids = (*LONG_K, *SHORT_K)
-    change = {key: 100 * (per_call[key]["vs_compile"] / steady[key]["vs_compile"] - 1) for key in steady}
-    assert all(-5 < change[p, False] < 0 for p in pids), change  # below steady on all four, within the 5% target
-    says(f"At the strict tier it is {span([-change[p, False] for p in pids], '{:.1f}', '%')} below steady on all four, "
-         "not above",
-         f"with TF32 it is above, by {span([change[p, True] for p in pids], '{:.0f}', '%')}, as predicted",
-         f"per call favours ours, by {span([change[p, True] for p in pids], '{:.0f}', '%')}")
-    ours = [ms[p, "ours", False, "per_call"] - ms[p, "ours", False, "steady"] for p in pids]
-    compiled = [ms[p, m, False, "per_call"] - ms[p, m, False, "steady"] for p in pids for m in chapter.COMPILE_MODES]
-    # what the faster mode per call paid over ours, against the ratio between the two per call
-    faster = {p: per_call[p, False]["compile_mode"] for p in pids}
-    times = [(ms[p, faster[p], False, "per_call"] - ms[p, faster[p], False, "steady"]) / o for p, o in zip(pids, ours)]
-    says(f"added {span(ours, '{:.2f}', ' ms')} to ours and {span(compiled, '{:.2f}', ' ms')} to `torch.compile` at the "
-         f"strict tier, {span(times, '{:.1f}', ' times')} as much, against a ratio of "
-         f"{span([per_call[p, False]['vs_compile'] for p in pids], '{:.1f}', '')} between them")
-    # "where the faster mode paid about twice ours (75, 37, 62) ... 0.4–1.3% below steady; on 94 it paid 1.2 times
-    # ours, and per call came out 2.4% below"
-    paid = dict(zip(pids, times))
-    says(f"comes out {span([-change[p, False] for p in (75, 37, 62)], '{:.1f}', '%')} below steady; on 94 it paid "
-         f"{paid[94]:.1f} times ours, and per call came out {-change[94, False]:.1f}% below")
-    assert all(paid[p] > 1.9 for p in (75, 37, 62)) and paid[94] < 1.5
+@pytest.mark.parametrize("device", devices_with("solutions"))
+def test_what_the_forward_prose_says_holds_on_every_device(device):
+    """The prediction, judged on every record: frozen and the default on 37 inside it; the default on 94, 75
+    and 62 never below it, its weight's pass within 10% of a copy at the device's recorded bandwidth; with TF32
+    94 and 62 below 1.05x, 37 below 1.4x, 75 inside; per call within 3% of steady at the strict tier, below it
+    on at least one problem, and above it on all four with TF32."""
+    says("frozen meets its prediction at the strict tier, and so does the default on 37",
+         "it takes within 10% of a copy of the weight's size at the device's recorded copy bandwidth",
+         "lands higher in the 2.2–2.4x predicted, or above it; none lands below",
+         "94 and 62 stay below 1.05x", "and 37 below the 1.4–1.5x", "only 75 lands inside",
+         "the ratio lands within 3% of steady, below it on some of the four or all; with TF32 it is above on all "
+         "four, as predicted")
+    predicted = cell_constant(NB10, "PREDICTED")
+    frozen, default = forward_ratios(device, "ours, frozen"), forward_ratios(device)
+    for pid in PIDS:
+        lo, hi = debriefs.predicted_range(predicted[False, "ours, frozen"][pid])
+        assert debriefs.position([frozen[pid]], lo, hi) == "inside", (pid, frozen[pid])
+    assert debriefs.position([default[37]], *debriefs.predicted_range(predicted[False, "ours"][37])) == "inside"
+    assert all(debriefs.side(default[p], *debriefs.predicted_range(predicted[False, "ours"][p])) >= 0 for p in LONG_K)
+    ms, ceilings = medians(device, "solutions"), results.load("ceilings", device, ROOT)
+    if ceilings is not None:
+        copy_ms = 2 * 4 * 8192 * 8192 / ceilings["entries"][0]["copy_GBps"] / 1e6
+        passes = [ms[p, "ours", False, "steady"] - ms[p, "ours, frozen", False, "steady"] for p in LONG_K]
+        assert all(1.0 <= t / copy_ms <= 1.1 for t in passes), (passes, copy_ms)
+    tf32 = forward_ratios(device, tf32=True)
+    assert max(round(tf32[p], 2) for p in (94, 62)) < 1.05 and round(tf32[37], 2) < 1.4 and 1.05 <= round(tf32[75], 2) <= 1.15
+    for tier in (False, True):
+        change = {p: forward_ratios(device, protocol="per_call", tf32=tier)[p] / forward_ratios(device, tf32=tier)[p] - 1
+                  for p in PIDS}
+        assert (all(c > 0 for c in change.values()) if tier else
+                all(abs(c) < 0.03 for c in change.values()) and min(change.values()) < 0), (tier, change)
 
 
-def test_62_with_tf32_is_quoted_from_both_records():
-    says(f"1.1x would take a whole model faster than cuBLAS's GEMM without its tail",
-         f"put 62 with TF32 at {ratios(H100, 'solutions')[62, True]['vs_compile']:.2f}x (the H100's, a8f2412) and "
-         f"{ratios(H200, 'solutions')[62, True]['vs_compile']:.2f}x (the H200's, 80756d8) in steady state")
+@pytest.mark.parametrize("device", devices_with("solutions"))
+def test_what_the_prose_says_of_the_two_protocols_holds_on_every_device(device):
+    """At the strict tier a synchronized call adds more to torch.compile (its faster mode per call) than to ours,
+    never much more than the steady ratio times as much; per call comes out above steady exactly where it added
+    more than that. With TF32 per call favours ours on all four, by more than it moves any strict ratio."""
+    says("a synchronized call adds more to `torch.compile` than to ours, but not much more than the steady ratio "
+         "times as much, so per call stays close to steady",
+         "a little below it where `torch.compile`'s addition was less than the steady ratio times ours, a little "
+         "above where it was more",
+         "per call favours ours on all four, by more than per call moves any ratio at the strict tier")
+    ms, per_call = medians(device, "solutions"), ratios(device, "solutions", protocol="per_call")
+    steady = forward_ratios(device)
+    for pid in PIDS:
+        mode = per_call[pid, False]["compile_mode"]
+        ours = ms[pid, "ours", False, "per_call"] - ms[pid, "ours", False, "steady"]
+        times = (ms[pid, mode, False, "per_call"] - ms[pid, mode, False, "steady"]) / ours
+        assert 1 < times < 1.15 * steady[pid], (pid, times, steady[pid])
+        assert (per_call[pid, False]["vs_compile"] > steady[pid]) == (times > steady[pid]), (pid, times, steady[pid])
+    strict = [abs(forward_ratios(device, protocol="per_call")[p] / steady[p] - 1) for p in PIDS]
+    tf32 = [forward_ratios(device, protocol="per_call", tf32=True)[p] / forward_ratios(device, tf32=True)[p] - 1 for p in PIDS]
+    assert min(tf32) > max(strict), (tf32, strict)
+
+
+@pytest.mark.parametrize("device", devices_with("solutions"))
+def test_62_with_tf32_is_below_1_1_on_every_device(device):
+    says("1.1x would take a whole model faster than cuBLAS's GEMM without its tail",
+         "Every recorded run of this chapter puts 62 with TF32 below 1.1x in steady state")
+    assert round(forward_ratios(device, tf32=True)[62], 2) < 1.1
     assert "balancing the GEMM's last wave nothing; that probe's" not in prose()
 
 
 # --------------------------------------------------------------------------- notebook 11's §2, §3
 
-def test_the_training_debrief_is_the_h200_record():
-    step, ms = ratios(H200, "training"), medians(H200, "training")
-    assert record(H200, "training")["git_commit"].startswith("80756d8")
-    says("(`results/nvidia-h200/training.json`, 80756d8)",
-         f"*Strict*: {span([step[p, False]['vs_compile'] for p in (*LONG_K, *SHORT_K)])} the faster `torch.compile` mode",
-         f"*TF32*: {step[94, True]['vs_compile']:.2f}x, {step[75, True]['vs_compile']:.2f}x and "
-         f"{step[62, True]['vs_compile']:.2f}x on 94, 75 and 62, inside the 1.05–1.2x predicted, and "
-         f"{step[37, True]['vs_compile']:.2f}x on 37, just above its 1.0–1.15x",
-         f"on 94 ours took {ms[94, 'ours', False, 'steady']:.2f} ms a step",
-         f"({ms[94, 'eager', False, 'steady']:.2f} and {ms[94, 'torch.compile', False, 'steady']:.2f} ms, "
-         "against 8.59 and 8.16)")
-    assert all(2.0 <= step[p, False]["vs_compile"] < 2.5 for p in (*LONG_K, *SHORT_K))  # target met, moonshot not
-    assert all(step[p, True]["vs_compile"] < 1.3 for p in (*LONG_K, *SHORT_K))  # "the 1.3x target missed"
-    # "at the top of the 2.1–2.3x predicted for 94, 75 and 62 (75 a little above it) and inside the 2.0–2.3x for 37"
-    assert step[75, False]["vs_compile"] > 2.3 >= max(step[p, False]["vs_compile"] for p in (94, 62, 37))
-    assert 2.0 <= step[37, False]["vs_compile"]
-    # "1.3x this run's torch.compile asks for 1.15 ms"
-    says(f"1.3x this run's `torch.compile` asks for "
-         f"{min(ms[94, m, True, 'steady'] for m in chapter.COMPILE_MODES) / 1.3:.2f} ms")
+TF32_STEP_PROBES = {H100: ROOT / H100 / "logs" / "training" / "training_probe_94.json",
+                    H200: ROOT / H200 / "logs" / "dropins" / "training_probe_pieces.json"}
 
 
-def test_what_the_prose_says_of_autocast_is_the_h200_record():
-    bf16 = ratios(H200, "autocast")
-    says(f"ours met the target on all four, {span([bf16[p, False]['vs_eager'] for p in (*LONG_K, *SHORT_K)])} eager",
-         f"on 94, 75 and 62 ({span([bf16[p, False]['vs_compile'] for p in LONG_K])}), but not on 37 "
-         f"({bf16[37, False]['vs_compile']:.2f}x)")
-    assert bf16[37, False]["vs_compile"] < 1 <= min(bf16[p, False]["vs_compile"] for p in LONG_K)
+@pytest.mark.parametrize("device", devices_with("training"))
+def test_what_the_training_prose_says_holds_on_every_device(device):
+    """"the strict step meets the 2x target and misses the 2.5x moonshot, and the TF32 step misses the 1.3x
+    target, as predicted": STEP_TARGETS against every record."""
+    says("On every recorded device the strict step meets the 2x target and misses the 2.5x moonshot, and the "
+         "TF32 step misses the 1.3x target, as predicted")
+    targets, step = cell_constant(NB11, "STEP_TARGETS"), ratios(device, "training")
+    assert targets == {False: (2.0, 2.5), True: (1.3, 1.5)}
+    assert all(2.0 <= round(step[p, False]["vs_compile"], 2) < 2.5 for p in PIDS)
+    assert all(round(step[p, True]["vs_compile"], 2) < 1.3 for p in PIDS)
+
+
+def test_the_tf32_steps_floor_is_each_devices_probe():
+    """The fastest GEMM of 94's TF32 step (cuBLAS's dx, as linear_backward calls it) and the tail's backward,
+    timed alone on each GPU; three such GEMMs and the tail are a floor a few percent under what 1.3x
+    torch.compile asks of each device's recorded step; ours' dW on each."""
+    pieces = {d: {r["contender"]: r["median_ms"] for r in json.loads(p.read_text())["rows"]
+                  if r["tf32"] and r["problem"] == 94} for d, p in TF32_STEP_PROBES.items()}
+    dx, tail, dw = ({d: pieces[d][c] for d in (H100, H200)} for c in ("linear_backward dx", "tail backward",
+                                                                      "linear_backward dw"))
+    floor = {d: 3 * dx[d] + tail[d] for d in dx}
+    assert f"{tail[H100]:.3f}" == f"{tail[H200]:.3f}"
+    says(f"`dx`, which `linear_backward` calls: {dx[H100]:.3f} ms on an H100 and {dx[H200]:.3f} ms on an H200",
+         f"the tail's backward ({tail[H100]:.3f} ms on both) make {floor[H100]:.2f} ms on the H100 and "
+         f"{floor[H200]:.2f} on the H200, where 1.3x `torch.compile` asks for a few percent more on each device's "
+         "recorded run",
+         f"which took ours {dw[H100]:.3f} ms on the H100 and {dw[H200]:.3f} on the H200")
+    for device in devices_with("training"):
+        ms = medians(device, "training")
+        asks = min(ms[94, m, True, "steady"] for m in chapter.COMPILE_MODES) / 1.3
+        assert 1.0 < asks / floor[device] < 1.1, (device, asks, floor[device])
+
+
+@pytest.mark.parametrize("device", devices_with("autocast"))
+def test_what_the_autocast_prose_says_holds_on_every_device(device):
+    says("On every recorded device that meets the target on all four and runs ahead of `torch.compile` on 94, 75 "
+         "and 62, but not on 37, whose tail's input is 537 MB in float32")
+    bf16 = ratios(device, "autocast")
+    assert all(round(bf16[p, False]["vs_eager"], 2) >= 1 for p in PIDS)
+    assert round(bf16[37, False]["vs_compile"], 2) < 1 <= min(round(bf16[p, False]["vs_compile"], 2) for p in LONG_K)
 
 
 def test_what_the_prose_says_of_dws_time_is_the_h100_probes():

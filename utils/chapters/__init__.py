@@ -22,6 +22,8 @@ hopper_gemm         notebook 09: the wgmma ring's shared-memory budget and exerc
 epilogue_fusion     notebook 09, section 4: whole models in the GEMM's epilogue (kind whole_model_fusion), the
                     chapter's scoreboard from that run
 solution_exercises  notebook 10: the fake-implementation exercise's checker, which names no shape it wants
+solution_debriefs   notebooks 10 and 11: the debriefs of the forward, the training step and autocast, computed from
+                    the record shown
 scoreboard          the four models after each chapter: `python -m utils.chapters.scoreboard` records it on a
                     GPU, every chapter shows it
 """
