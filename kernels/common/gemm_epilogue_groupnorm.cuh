@@ -117,6 +117,26 @@ struct GroupNormEpilogue {
     // this lane's two columns of n8 block j, parameter p: params[p * BN + 2t + 8j], a float2
     const float* lane_params = params + (t.col - t.n0);
     auto param2 = [&](int p, int j) { return *reinterpret_cast<const float2*>(lane_params + p * C::BN + 8 * j); };
+    if (saved != nullptr) {  // the same for every block: one test per tile
+      // Training: the GEMM's output with nn.Linear's bias, stored in a pass of its own before the
+      // model's steps, so that those stay one straight run of code. Stored beside each value's
+      // activation instead (a test per pair of values, as 660e2ad had it), the test cut the
+      // epilogue into a small block per pair, with the activation copied into each way of storing
+      // (none, a float2, two floats: 3x the MUFU instructions, at most 8 of them between two
+      // branches where a group's 34-66 had run together), so one value's exp could no longer
+      // overlap the next's. The H100's records of notebook 09 from then on show the TF32
+      // epilogue, saving nothing, at 13-16% of its GEMM alone at problems 94 and 37, against
+      // 4-6% at 37bb4a1.
+      const gemm_wgmma::DirectWriter keep{saved, t.row, t.col, t.M, t.N};
+#pragma unroll
+      for (int j = 0; j < C::BN / 8; ++j) {
+        const float2 lb = param2(0, j);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          keep.put(h, j, acc[4 * j + 2 * h] + lb.x, acc[4 * j + 2 * h + 1] + lb.y);
+        }
+      }
+    }
     float row_min[2] = {INFINITY, INFINITY};
 #pragma unroll
     for (int g = 0; g < C::BN / D; ++g) {
@@ -134,13 +154,8 @@ struct GroupNormEpilogue {
         const float2 b = Pre::kHasBias ? param2(3, j) : make_float2(0.0f, 0.0f);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const float v0 = acc[4 * j + 2 * h] + lb.x;
-          const float v1 = acc[4 * j + 2 * h + 1] + lb.y;
-          if (saved != nullptr) {  // the same for every lane of the block: no divergence
-            gemm_wgmma::DirectWriter{saved, t.row, t.col, t.M, t.N}.put(h, j, v0, v1);
-          }
-          y[h][2 * jj] = pre.f(v0, b.x);
-          y[h][2 * jj + 1] = pre.f(v1, b.y);
+          y[h][2 * jj] = pre.f(acc[4 * j + 2 * h] + lb.x, b.x);
+          y[h][2 * jj + 1] = pre.f(acc[4 * j + 2 * h + 1] + lb.y, b.y);
         }
       }
       MeanRstd s[2];
