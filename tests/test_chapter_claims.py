@@ -129,17 +129,19 @@ def test_09_the_split_in_shared_memory_came_near_its_prediction_and_lower_at_k_8
 
 def test_09_the_fused_kernels_misses_are_the_ones_its_debrief_explains():
     """The debrief's three verdicts, held against every whole-model record: what fusion.fusion_missed lists as
-    missed in the cell above it is what they explain (94's and 37's TF32 epilogue above, their savings short;
-    the strict savings a percent or two, 37's about a tenth)."""
+    missed in the cell above it is what they explain (37's TF32 epilogue above, its saving short, the tail small
+    beside the GEMM on the other three; the strict savings a percent or two, 37's about a tenth)."""
     text = " ".join(prose(NB09).split())
     assert ("**At the strict tier the epilogue cost less than predicted on 94, 75 and 62, and no more than "
             "predicted on 37.**") in text
-    assert ("**With TF32 the epilogue cost more than predicted on 37 and on 94, and fusion's saving fell short "
-            "on both.**") in text
-    assert "on 94, where the tail's round trip is small beside a GEMM of 1024 x 8192 x 8192, the fused model came out no faster than the unfused path" in text
-    # 94's excess is the epilogue as compiled, whose log the prose names
-    assert "On 94 the excess is how the epilogue compiled, not the work it does" in text
-    assert (REPO / "results" / "nvidia-h100-80gb-hbm3" / "logs" / "epilogue_fix" / "README.md").is_file()
+    assert ("**With TF32 the epilogue cost more than predicted on 37, and fusion's saving fell short there.**"
+            ) in text
+    assert ("on 94, 75 and 62, where the tail's round trip is small beside a GEMM with K = 8192, there is little "
+            "saving to lose") in text
+    # the regression that compiled 94's epilogue dear, whose log the prose names and quotes
+    log = (REPO / "results" / "nvidia-h100-80gb-hbm3" / "logs" / "epilogue_fix" / "README.md").read_text()
+    assert "94's TF32 epilogue rose from about 4% of its GEMM's time to 12.5%" in text
+    assert "fused kernel's epilogue at 12.5% (94)" in log and "against 3.7% and 6.1% at 37bb4a1" in log
     assert ("**The strict tier's savings were about what was predicted: a percent or two on 94, 75 and 62, and "
             "about a tenth on 37.**") in text
     want = tcr.fusion_predictions()
@@ -155,10 +157,11 @@ def test_09_the_fused_kernels_misses_are_the_ones_its_debrief_explains():
             verdict = tcc.outside(price, want["strict"]["epilogue"])
             assert verdict != "above" if pid == 37 else verdict == "below", (pid, price)  # "no more than" / "less"
             assert (8 <= saving(pid, "strict") <= 12) if pid == 37 else (0 < saving(pid, "strict") < 3), pid
-        for pid in (37, 94):
-            assert tcc.outside(fusion.epilogue_price(rec, pid)["tf32"], want["tf32"]["epilogue"]) == "above", pid
+        assert tcc.outside(fusion.epilogue_price(rec, 37)["tf32"], want["tf32"]["epilogue"]) == "above"
         assert tcc.outside(saving(37, "tf32"), want["tf32"]["saving"][37]) == "below"
-        assert saving(94, "tf32") <= 0  # "no faster than the unfused path"
+        for pid in (94, 75, 62):  # "the tail's round trip is small": under a tenth of the unfused path
+            tail = at[(pid, "tf32", tcr.UNFUSED)]["median_ms"] - at[(pid, "tf32", tcr.GEMM_ALONE)]["median_ms"]
+            assert tail < 0.1 * at[(pid, "tf32", tcr.UNFUSED)]["median_ms"], pid
 
 
 def test_09_says_nothing_of_75_that_its_record_denies():

@@ -306,12 +306,12 @@ def test_the_forwards_prediction_is_the_probes():
 def test_what_the_forward_prose_says_holds_on_every_device(device):
     """The prediction, judged on every record: frozen and the default on 37 inside it; the default on 94, 75
     and 62 never below it, its weight's pass within 10% of a copy at the device's recorded bandwidth; with TF32
-    94 and 62 below 1.05x, 37 below 1.4x, 75 inside; per call within 3% of steady at the strict tier, below it
+    94, 75 and 62 at 1.0-1.15x and 37 furthest ahead; per call within 3% of steady at the strict tier, below it
     on at least one problem, and above it on all four with TF32."""
     says("frozen meets its prediction at the strict tier, and so does the default on 37",
          "it takes within 10% of a copy of the weight's size at the device's recorded copy bandwidth",
          "lands higher in the 2.2–2.4x predicted, or above it; none lands below",
-         "94 and 62 stay below 1.05x", "and 37 below the 1.4–1.5x", "only 75 lands inside",
+         "With TF32 ours runs 1.0–1.15x the faster `torch.compile` on 94, 75 and 62", "and furthest ahead on 37",
          "the ratio lands within 3% of steady, below it on some of the four or all; with TF32 it is above on all "
          "four, as predicted")
     predicted = cell_constant(NB10, "PREDICTED")
@@ -327,7 +327,7 @@ def test_what_the_forward_prose_says_holds_on_every_device(device):
         passes = [ms[p, "ours", False, "steady"] - ms[p, "ours, frozen", False, "steady"] for p in LONG_K]
         assert all(1.0 <= t / copy_ms <= 1.1 for t in passes), (passes, copy_ms)
     tf32 = forward_ratios(device, tf32=True)
-    assert max(round(tf32[p], 2) for p in (94, 62)) < 1.05 and round(tf32[37], 2) < 1.4 and 1.05 <= round(tf32[75], 2) <= 1.15
+    assert all(1.0 <= round(tf32[p], 2) <= 1.15 for p in LONG_K) and tf32[37] > max(tf32[p] for p in LONG_K), tf32
     for tier in (False, True):
         change = {p: forward_ratios(device, protocol="per_call", tf32=tier)[p] / forward_ratios(device, tf32=tier)[p] - 1
                   for p in PIDS}
