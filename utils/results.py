@@ -247,6 +247,13 @@ def provenance(results_root: str | Path | None = None, repo: Path | None = None
     return stale, unknown
 
 
+def full_run_devices(results_root: str | Path | None = None) -> list[str]:
+    """The devices whose folder holds a scoreboard: `make run` measured every chapter there, and all of
+    its records must be of the kernels the tree holds. Another device's records may be of one chapter's
+    run; a stale one is named (the README flags it, tests/test_record_provenance.py lists it)."""
+    return sorted(p.parent.name for p in root_dir(results_root).glob("*/scoreboard.json"))
+
+
 # --------------------------------------------------------------------------- kinds
 
 @dataclass(frozen=True)

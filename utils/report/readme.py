@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable
 
 from utils.report import records, scoreboard, tensor_cores
-from utils.results import KINDS, README, read, root_dir, short_commit
+from utils.results import KINDS, README, kernel_drift, read, root_dir, short_commit
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
@@ -49,6 +49,15 @@ def _stamp(rec: dict) -> str:
             f"{rec['date'][:10]}, commit `{short_commit(rec['git_commit'])}`")
 
 
+def _drift_note(rec: dict) -> str:
+    """A flag on a record whose kernel sources have changed since it ran (utils.results.kernel_drift)."""
+    drift = kernel_drift(rec)
+    if not drift:
+        return ""
+    return (". **Measured kernels that have changed since** (" + "; ".join(drift) + "): "
+            "these figures are not of the kernels in kernels/ now; re-record them on this GPU")
+
+
 def _render_device(records: list[dict]) -> str:
     dev = records[0]["device"]
     l2 = f", L2 {dev['l2_mb']:.0f} MB" if dev["l2_mb"] else ""  # older torch does not report it
@@ -56,10 +65,12 @@ def _render_device(records: list[dict]) -> str:
              f"compute capability {dev['cc']}, {dev['sm_count']} SMs, {dev['memory_gb']:.0f} GB{l2}"]
     known = [r for kind in KINDS for r in records if r["kind"] == kind and kind in RENDERERS]
     for rec in known:
-        parts.append(f"**{KINDS[rec['kind']].title}**, recorded on {_stamp(rec)}")
+        parts.append(f"**{KINDS[rec['kind']].title}**, recorded on {_stamp(rec)}" + _drift_note(rec))
         parts.append(render(rec))
     if rest := sorted(r["kind"] for r in records if r not in known):
-        parts.append("Also recorded (not shown here): " + ", ".join(f"`{k}`" for k in rest) + ".")
+        stale = {r["kind"] for r in records if r not in known and kernel_drift(r)}
+        parts.append("Also recorded (not shown here): " + ", ".join(
+            f"`{k}`" + (" (**of kernels that have changed since**)" if k in stale else "") for k in rest) + ".")
     return "\n\n".join(parts)
 
 
