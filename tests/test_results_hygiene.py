@@ -2,6 +2,7 @@
 writes aimed at results/ go to $WORKBOOK_RECORD_DIR (results.write_root), and conftest.py fails
 the session if a file under results/ was added, removed or modified."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -39,6 +40,22 @@ def test_results_holds_data_only():
     code = [p.relative_to(REPO).as_posix() for p in sorted(results.RESULTS.rglob("*"))
             if p.is_file() and p.suffix not in DATA_SUFFIXES]
     assert not code, f"results/ holds data only; move these to experiments/: {code}"
+
+
+# Folders of the machine that ran something: a recorded file names the repository's folders relative to it,
+# `<venv>`, `<site-packages>` or `$OUT` (utils.run.scrub; the logs' READMEs say which). The toolkit's own
+# /usr/local/cuda-* stays: it is where every CUDA install puts it.
+MACHINE_FOLDERS = re.compile(r"(?<![\w.<$])/(?:tmp|root|home|opt|work|mnt|scratch|private|Users)/")
+
+
+def test_results_name_no_folder_of_the_machine_that_ran_them():
+    leaks = {}
+    for p in sorted(results.RESULTS.rglob("*")):
+        if p.is_file() and p.suffix in DATA_SUFFIXES - {".png"}:
+            found = sorted({m.group(0) for m in MACHINE_FOLDERS.finditer(p.read_text(errors="replace"))})
+            if found:
+                leaks[p.relative_to(REPO).as_posix()] = found
+    assert not leaks, f"machine folders in results/: {leaks}"
 
 
 def test_the_session_records_into_a_temporary_folder():
