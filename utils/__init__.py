@@ -4,7 +4,9 @@ problems    the four KernelBench problems, at full / small / odd scale
 kernelbench the problems' reference files, verbatim as KernelBench has them (a package of data)
 toolchain   what can compile CUDA here (nvcc, CUDA_HOME, ninja, torch's CUDA)
 build       load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash;
-            load_kernels: several (or variants with flags), the cold builds side by side
+            load_kernels: several (or variants with flags), the cold builds side by side;
+            load_source(name, text): kernel text written in a notebook cell, built into build/scratch/
+launch      `// @launch` kernels: kernel[grid, block, smem](args) from Python, every argument checked in C++
 env         the machine's mode (gpu, compile-only, reference-only) and a one-screen report
 check       the correctness harness (KernelBench protocol, hardened)
 precision   PyTorch's fp32 matmul settings (TF32): read, switch for a block, restore exactly

@@ -44,9 +44,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator, Mapping, Sequence
 
-from utils import REPO, toolchain
+from utils import REPO, launch, toolchain
 
 KERNELS_DIR = REPO / "kernels"
+SCRATCH_DIR = REPO / "build" / "scratch"  # kernels written in a notebook cell (load_source); git ignores build/
 LOCK_FILE = ".workbook.lock"  # ours: holds the pid of the process that is building
 TORCH_LOCK_FILE = "lock"  # torch's own; some torch versions wait forever on one left by a killed build
 DONE_FILE = ".workbook.done"  # written once a build has finished: its library is complete
@@ -259,6 +260,7 @@ class BuildPlan:
     name: str
     path: Path
     exports: tuple[Export, ...]
+    launchables: tuple[launch.Launchable, ...]
     arch: str
     cuda_source: str
     cpp_source: str
@@ -303,11 +305,17 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     path = kernel_path(name, kernels_dir)
     source = path.read_text()
     exports = exported_functions(source, display_path(path))
-    if not exports:
+    try:
+        kernels = launch.launchables(source, display_path(path))
+    except launch.LaunchSourceError as err:
+        raise KernelSourceError(str(err)) from None
+    if not exports and not kernels:
         raise KernelSourceError(
             f"{display_path(path)} exports nothing to Python: put a line `// @export` (or "
             "`// @export: what it does`) directly above each host launcher Python should call, e.g.\n"
-            f"    // @export\n    torch::Tensor {name}(torch::Tensor x) {{"
+            f"    // @export\n    torch::Tensor {name}(torch::Tensor x) {{\n"
+            "or a line `// @launch` directly above a __global__ kernel that Python launches itself "
+            "(kernel[grid, block, smem](args): utils/launch.py)"
         )
     tc = toolchain.detect()
     arch = arch or _target_arch(required_arch(source, display_path(path)), tc.gpu_arch, display_path(path))
@@ -315,8 +323,10 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     # GPU, fails). #line makes nvcc report errors at kernels/<name>.cu:<line>, not in a copy.
     cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
     cflags = ("-O3",)
-    cuda_source = f'#line 1 "{path}"\n{source}'
-    cpp_source = BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports) + registration_source(exports)
+    cuda_source = f'#line 1 "{path}"\n{source}' + launch.wrappers(kernels)
+    cpp_source = (BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
+                  + ("\n" + launch.declarations(kernels) if kernels else "")
+                  + registration_source(exports))
     headers = included_headers(path, kernels_dir)
     key = cache_key(
         cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
@@ -324,7 +334,7 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
         *(f"{h}\n{h.read_text()}" for h in headers),
     )
     return BuildPlan(
-        name=name, path=path, exports=tuple(exports), arch=arch, cuda_source=cuda_source,
+        name=name, path=path, exports=tuple(exports), launchables=tuple(kernels), arch=arch, cuda_source=cuda_source,
         cpp_source=cpp_source, cflags=cflags, cuda_cflags=cuda_cflags, include_dirs=include_dirs(kernels_dir),
         key=key, build_dir=build_root_dir(build_root) / f"{name}-{key[:12]}",
     )
@@ -339,8 +349,33 @@ def load_kernel(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str |
     module whose functions are the launchers marked `// @export`."""
     p = plan(name, extra_cuda_cflags=extra_cuda_cflags, arch=arch, kernels_dir=kernels_dir, build_root=build_root)
     if p.module_name not in _loaded:
-        _loaded[p.module_name] = _import(p) if _is_built(p) else _build(p, verbose, lock_timeout)
+        module = _import(p) if _is_built(p) else _build(p, verbose, lock_timeout)
+        launch.attach(module, p.launchables)
+        _loaded[p.module_name] = module
     return _loaded[p.module_name]
+
+
+def load_source(name: str, source: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None = None,
+                scratch_dir: Path | str | None = None, verbose: bool = False) -> ModuleType:
+    """Compile kernel text written in a notebook cell, as load_kernel compiles a file: `source` is
+    saved as <scratch_dir>/<name>.cu (default build/scratch/, which git ignores; kernels/ is never
+    written) and built with the same marks (`// @export`, `// @launch`, `// @arch`), includes
+    ("common/check.cuh" and the rest of kernels/) and cache. Compiler errors point at
+    build/scratch/<name>.cu:<line>, the line of the cell's text."""
+    folder = Path(scratch_dir or SCRATCH_DIR)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = kernel_path_for_writing(name, folder)
+    if not path.is_file() or path.read_text() != source:  # unchanged text keeps its file (and its build)
+        path.write_text(source)
+    return load_kernel(name, extra_cuda_cflags=extra_cuda_cflags, arch=arch, kernels_dir=folder, verbose=verbose)
+
+
+def kernel_path_for_writing(name: str, folder: Path) -> Path:
+    if not _IDENTIFIER.fullmatch(name):
+        raise ValueError(f"a kernel name is a C identifier such as 'my_tiled_gemm', got {name!r}")
+    if Path(folder).resolve() == KERNELS_DIR.resolve():
+        raise ValueError("load_source writes its text into a scratch folder, never into kernels/")
+    return Path(folder) / f"{name}.cu"
 
 
 @dataclass(frozen=True)
@@ -539,7 +574,8 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
                 name=p.module_name,
                 cpp_sources=[p.cpp_source],
                 cuda_sources=[p.cuda_source],
-                functions={e.name: _c_string(e.doc) for e in p.exports} | _registration_binding(p.exports),
+                functions={e.name: _c_string(e.doc) for e in p.exports} | _registration_binding(p.exports)
+                | {k.wrapper: _c_string(f"launch {k.signature}") for k in p.launchables},
                 extra_cflags=list(p.cflags),
                 extra_cuda_cflags=list(p.cuda_cflags),
                 extra_include_paths=[str(d) for d in p.include_dirs],
