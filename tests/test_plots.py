@@ -221,3 +221,24 @@ def test_a_figure_is_widened_until_its_labels_fit():
     fig = plots.speedup_bars(rows)
     assert fig.get_size_inches()[0] > plots._bars_figsize([94, 75, 37, 62], [None] * 20)[0]
     assert label_overlaps(fig) == 0
+
+
+def test_sweep_draws_a_line_per_contender_and_the_floor():
+    rows = [{"contender": c, "M": m, "median_ms": t * m} for c, t in (("ours", 1.0), ("cuBLAS", 0.8)) for m in (1, 16, 256)]
+    fig = plots.sweep(rows, x="M", floor={1: 0.5, 16: 8.0, 256: 100.0}, what="GEMM against M")
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels == ["ours", "cuBLAS", "floor"]
+    assert list(ax.get_lines()[1].get_ydata()) == [0.8, 0.8 * 16, 0.8 * 256]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "GEMM against M" in fig._suptitle.get_text()
+
+
+def test_sweep_takes_a_dataframe_and_needs_rows():
+    import pandas as pd
+
+    fig = plots.sweep(pd.DataFrame({"contender": ["a", "a"], "N": [128, 256], "tflops": [1.0, 2.0]}), x="N", y="tflops",
+                      logy=False)
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["a"]
+    with pytest.raises(ValueError, match="no rows"):
+        plots.sweep([], x="M")

@@ -502,3 +502,36 @@ def roofline(points: list[dict], ceilings, *, recorded: dict | None = None,
         ax.set_ylabel("TFLOP/s")
         ax.legend(loc="lower right", title=f"ceilings {c.source}", title_fontsize=8)
     return finish(fig, save)
+
+
+def sweep(rows, *, x: str, y: str = "median_ms", floor=None, floor_label: str = "floor", what: str = "",
+          xlabel: str | None = None, ylabel: str | None = None, logx: bool = True, logy: bool = True,
+          series: str = "contender", recorded: dict | None = None, save: str | Path | None = None) -> Figure:
+    """One line per contender against the size of the problem, in the manner of Triton's perf_report:
+    rows (dicts, a record, or a pandas DataFrame) with columns `series` (default "contender"), `x` and
+    `y`; `floor` ({x: y} or [(x, y), ...]: the fastest any contender could be at each size, e.g. bytes
+    over the measured bandwidth or FLOPs over the measured peak) drawn as a dashed black line. Where a
+    regime begins is for the text (and for axvline on the returned figure's axes)."""
+    recorded = recorded or (rows if _is_record(rows) else None)
+    table = rows.to_dict("records") if hasattr(rows, "to_dict") else _rows(rows)
+    if not table:
+        raise ValueError("sweep: no rows to plot")
+    fig = _figure(what or f"{y} against {x}", recorded)
+    with matplotlib.rc_context(STYLE):
+        ax = fig.add_subplot()
+        names = list(dict.fromkeys(r[series] for r in table))
+        for i, name in enumerate(names):
+            points = sorted((r[x], r[y]) for r in table if r[series] == name)
+            ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3.5, lw=1.5, color=_colour(name, i),
+                    label=name)
+        if floor is not None:
+            points = sorted(floor.items() if isinstance(floor, dict) else floor)
+            ax.plot([p[0] for p in points], [p[1] for p in points], color="black", lw=1.2, ls="--", label=floor_label)
+        if logx:
+            ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(xlabel or x)
+        ax.set_ylabel(ylabel or y)
+        ax.legend()
+    return finish(fig, save)
