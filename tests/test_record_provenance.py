@@ -88,8 +88,8 @@ def test_kernel_drift_names_each_changed_file(tree):
     (tree / "kernels" / "common" / "c.cuh").write_text("#pragma once\n// changed\n")
     (tree / "kernels" / "b.cu").unlink()
     (tree / "kernels" / "d.cu").write_text("__global__ void d() {}\n")
-    assert results.kernel_drift(rec, tree) == ["added kernels/d.cu", "removed kernels/b.cu",
-                                               "modified kernels/common/c.cuh"]
+    # (no git here to show the record's version of c.cuh: even a comment counts; an added file never does)
+    assert results.kernel_drift(rec, tree) == ["removed kernels/b.cu", "modified kernels/common/c.cuh"]
     assert results.kernel_drift({"schema": 1}, tree) is None  # does not say
 
 
@@ -203,3 +203,50 @@ def test_a_full_run_is_one_commit_and_its_log_readme_says_which(device):
     mine = [e for e in san if results.short_commit(e["commit"]) == commit]
     assert mine and all(e["verdict"] == "clean" and e["errors"] == 0 for e in mine)
     assert f"{len(mine)} of {len(mine)} (tool, target) pairs clean, 0 errors" in readme_text
+
+
+# --------------------------------------------------------------------------- what counts as a change of the code
+
+@pytest.fixture
+def git_tree(tree):
+    """`tree` as a git checkout with one commit, and a record of its kernels at that commit."""
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tree), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "kernels")
+    rec = {"kernels": results.kernel_sources(tree), "git_commit": git("rev-parse", "--short", "HEAD").strip()}
+    return tree, rec
+
+
+def test_comments_and_layout_are_not_a_change_of_the_code(git_tree):
+    tree, rec = git_tree
+    (tree / "kernels" / "a.cu").write_text("// @launch\n__global__   void a()\n{ }  // a comment\n")
+    (tree / "kernels" / "common" / "c.cuh").write_text("#pragma once\n/* a\n   block comment */\n")
+    assert results.kernel_drift(rec, tree) == []
+
+
+def test_a_change_of_the_code_is_drift_and_an_added_file_is_not(git_tree):
+    tree, rec = git_tree
+    (tree / "kernels" / "exercises").mkdir()
+    (tree / "kernels" / "exercises" / "new.cu").write_text("__global__ void n() {}\n")
+    assert results.kernel_drift(rec, tree) == []  # nothing the record ran can have included it
+    (tree / "kernels" / "a.cu").write_text("__global__ void a() { int x = 1; }\n")
+    (tree / "kernels" / "b.cu").unlink()
+    assert results.kernel_drift(rec, tree) == ["removed kernels/b.cu", "modified kernels/a.cu"]
+
+
+def test_comment_only_changes_count_where_git_cannot_show_what_the_record_ran(git_tree):
+    tree, rec = git_tree
+    (tree / "kernels" / "a.cu").write_text("// only a comment more\n__global__ void a() {}\n")
+    assert results.kernel_drift({**rec, "git_commit": rec["git_commit"] + "-dirty"}, tree) == ["modified kernels/a.cu"]
+    assert results.kernel_drift({**rec, "git_commit": "0000000"}, tree) == ["modified kernels/a.cu"]
+    edited = {**rec["kernels"], "files": {**rec["kernels"]["files"], "kernels/a.cu": "0" * 64}}
+    assert results.kernel_drift({**rec, "kernels": edited}, tree) == ["modified kernels/a.cu"]
+
+
+def test_code_of_drops_comments_but_keeps_strings():
+    assert results.code_of('int a; // c\n/* x\n y */ int b = "//not";  ') == 'int a;int b="//not";'

@@ -25,7 +25,9 @@ Schema 1, the records made before records carried "kernels", is the same without
 of unknown provenance (kernel_drift says None). A record's kernels are hashed from the files that ran,
 not from git: a runner without .git records them too, and a record stays checkable when git_commit
 is "-dirty". `python -m utils.results --stale` (and tests/test_record_provenance.py) names the records
-whose kernel sources have changed since.
+whose kernel sources have changed since: a file modified or removed since the record ran, unless git still
+holds the file the record ran (at its commit, with its hash) and the two differ only in comments and
+layout; a file added since changes nothing the record measured.
 
 Results are GPU recordings: `record` refuses to write one on a machine without a GPU.
 One file per kind and device; recording again replaces it (git keeps the history).
@@ -203,7 +205,8 @@ def kernel_sources(repo: Path | None = None) -> dict:
     """The kernel sources as they are now: {"sha256": one hash over every file, "files": {path: its sha256}},
     over every kernels/**/*.cu and *.cuh (paths relative to `repo`, sorted). All of them, not only the
     files a kind loads: a build includes kernels/common/ headers, and one file's set is hard to state
-    soundly; a change anywhere under kernels/ makes every record stale. `repo`: REPO by default."""
+    soundly; a change to the code of any file under kernels/ makes every record stale (kernel_drift).
+    `repo`: REPO by default."""
     repo = repo or REPO
     files = {p.relative_to(repo).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
              for p in (repo / "kernels").rglob("*") if p.suffix in KERNEL_SUFFIXES and p.is_file()}
@@ -228,7 +231,33 @@ def kernel_drift(rec: dict, repo: Path | None = None) -> list[str] | None:
     now = kernel_sources(repo)
     if now["sha256"] == rec["kernels"]["sha256"]:
         return []
-    return changes(rec["kernels"]["files"], now["files"])
+    return [line for line in changes(rec["kernels"]["files"], now["files"])
+            if not _unmeasured_change(line, rec, repo or REPO)]
+
+
+def _unmeasured_change(line: str, rec: dict, repo: Path) -> bool:
+    """A change that cannot have altered what the record measured: a file added since (nothing the record
+    ran included it, or the file that does would show as modified), or a file whose code is the same as the
+    one the record ran once comments and layout are set aside (a launch mark, a reworded comment): checked
+    against the file at the record's commit in git, whose hash must be the one the record carries."""
+    change, _, path = line.partition(" ")
+    if change == "added":
+        return True
+    if change != "modified" or not re.fullmatch(r"[0-9a-f]{7,40}", rec.get("git_commit", "")):
+        return False
+    shown = subprocess.run(["git", "-C", str(repo), "show", f"{rec['git_commit']}:{path}"], capture_output=True)
+    if shown.returncode != 0 or hashlib.sha256(shown.stdout).hexdigest() != rec["kernels"]["files"][path]:
+        return False  # the record's version of the file is not at hand: count it as a change
+    return code_of(shown.stdout.decode()) == code_of((repo / path).read_text())
+
+
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
+
+
+def code_of(source: str) -> str:
+    """CUDA/C++ source without its comments, its white space folded: what the compiler sees of it."""
+    text = _COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0).startswith('"') else " ", source)
+    return re.sub(r"\s*([^\w\s])\s*", r"\1", " ".join(text.split()))  # a space matters between two words only
 
 
 def provenance(results_root: str | Path | None = None, repo: Path | None = None
