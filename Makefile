@@ -6,6 +6,7 @@
 #   make test-gpu   only the tests that need a GPU
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over every kernel and solution
 #   make bench      measure the device's ceilings and record them under results/<device>/
+#   make profile    Nsight Compute on rung 7 and problem 94's whole-model kernel, recorded under results/<device>/
 #   make ladder     verify every GEMM rung against cuBLAS, time them side by side, record the ladder
 #   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)
 #
@@ -28,7 +29,7 @@ STAMP    := $(VENV)/.installed
 # Set up the venv only when PY is the venv's interpreter.
 SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
 
-.PHONY: setup run test lab test-gpu sanitize bench ladder clean
+.PHONY: setup run test lab test-gpu sanitize bench profile ladder clean
 
 setup: $(SETUP)
 
@@ -55,6 +56,9 @@ sanitize: $(SETUP)
 
 bench: $(SETUP)
 	$(PY) -m utils.bench --ceilings
+
+profile: $(SETUP)
+	$(PY) -m utils.profile
 
 ladder: $(SETUP)
 	$(PY) -m utils.ladder

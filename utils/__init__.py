@@ -11,6 +11,7 @@ env         the machine's mode (gpu, compile-only, reference-only) and a one-scr
 check       the correctness harness (KernelBench protocol, hardened)
 precision   PyTorch's fp32 matmul settings (TF32): read, switch for a block, restore exactly
 bench       timing, FLOP/byte counts, floors, measured device ceilings
+profile     Nsight Compute on a few kernels: the metrics that decide what binds each, recorded
 ladder      the GEMM ladder: every rung checked, then timed side by side with cuBLAS; tuning rung 7
 show        kernel source in notebooks, rendered from kernels/ (a file, a function, a header's);
             a kernel header's labelled paragraphs ("PREDICTION", ...)

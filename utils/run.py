@@ -18,8 +18,9 @@ Notebooks report a skip by printing a line made by `skip()`; this module writes 
 and reads it back, so the protocol lives in one place.
 
 A whole run on a GPU first measures and records the scoreboard (`python -m
-utils.chapters.scoreboard`), which chapters 02-10 show: one `make run` leaves every record of
-one commit (--scoreboard / --no-scoreboard decide it for a selection).
+utils.chapters.scoreboard`), which chapters 02-10 show, and the profile (`python -m utils.profile`),
+which 03 and 09 read: one `make run` leaves every record of one commit (--scoreboard /
+--no-scoreboard decide both for a selection).
 """
 from __future__ import annotations
 
@@ -196,12 +197,25 @@ def run_scoreboard(results_root: Path, reps: int | None, timeout: float) -> Outc
     no chapter module), recording into results_root; its output goes to this terminal."""
     cmd = [sys.executable, "-m", "utils.chapters.scoreboard", "--results-dir", str(results_root)]
     cmd += ["--reps", str(reps)] if reps is not None else []
-    record = results.write_root(results_root) / env.device_slug() / "scoreboard.json"
+    return _run_step("scoreboard", cmd, results_root, timeout,
+                     "a stage failed its check or was not timed (see the log above)")
+
+
+def run_profile(results_root: Path, timeout: float) -> Outcome:
+    """`python -m utils.profile`: Nsight Compute on the kernels chapters 03 and 09 debrief, recorded."""
+    cmd = [sys.executable, "-m", "utils.profile", "--results-dir", str(results_root)]
+    return _run_step("profile", cmd, results_root, timeout, "ncu failed or found no kernel (see the log above)")
+
+
+STEPS = ("scoreboard", "profile")  # what a whole run records before the notebooks, which show it
+
+
+def _run_step(kind: str, cmd: list[str], results_root: Path, timeout: float, failed: str) -> Outcome:
+    record = results.write_root(results_root) / env.device_slug() / f"{kind}.json"
     rc, seconds = run_in_group(cmd, timeout)
     if rc is None:
-        return Outcome("scoreboard", "timeout", seconds, record, error=f"killed after {timeout:.0f} s (per-step timeout)")
-    return Outcome("scoreboard", "ok" if rc == 0 else "failed", seconds, record,
-                   error="" if rc == 0 else "a stage failed its check or was not timed (see the log above)")
+        return Outcome(kind, "timeout", seconds, record, error=f"killed after {timeout:.0f} s (per-step timeout)")
+    return Outcome(kind, "ok" if rc == 0 else "failed", seconds, record, error="" if rc == 0 else failed)
 
 
 def summary(outcomes: list[Outcome], mode: str) -> str:
@@ -215,7 +229,7 @@ def summary(outcomes: list[Outcome], mode: str) -> str:
     if skipped:
         lines.append("skipped on this machine:")
         lines += [f"  {nb}: {s}" for nb, s in skipped]
-    executed = [o for o in outcomes if o.notebook != "scoreboard"]
+    executed = [o for o in outcomes if o.notebook not in STEPS]
     if executed:
         lines.append(f"executed notebooks: {executed[0].output.parent}")
     return "\n".join(lines)
@@ -248,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         print("\n[scoreboard] every chapter's stage, measured before the chapters that show it", flush=True)
         outcomes.append(run_scoreboard(args.results_dir.resolve(), args.reps, args.timeout))
         print(f"[scoreboard] {outcomes[-1].status} in {outcomes[-1].seconds:.1f} s", flush=True)
+        print("\n[profile] Nsight Compute on rung 7 and a whole-model kernel, read by chapters 03 and 09", flush=True)
+        outcomes.append(run_profile(args.results_dir.resolve(), args.timeout))
+        print(f"[profile] {outcomes[-1].status} in {outcomes[-1].seconds:.1f} s", flush=True)
     for i, nb in enumerate(notebooks, 1):
         print(f"\n[{i}/{len(notebooks)}] {nb.name}  parameters: {params}", flush=True)
         outcome = run_one(nb, out_dir / nb.name, params, args.timeout)
