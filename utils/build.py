@@ -125,12 +125,8 @@ _PROTOTYPE = re.compile(r"(?P<type>\S.*?[ *&])(?P<name>[A-Za-z_]\w*) ?\((?P<para
 
 def exported_functions(source: str, filename: str = "<kernel source>") -> list[Export]:
     """The launchers marked `// @export` (or `// @export: docstring`) in a kernel's source."""
-    exports = [_parse_export(source, mark, filename) for mark in _EXPORT.finditer(source)]
-    names = [e.name for e in exports]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise KernelSourceError(f"{filename}: {', '.join(duplicates)} exported more than once; export one definition per name")
-    return exports
+    return launch.read_marks(source, _EXPORT, _parse_export, filename, KernelSourceError,
+                             "exported more than once; export one definition per name")
 
 
 def _parse_export(source: str, mark: re.Match, filename: str) -> Export:

@@ -93,11 +93,16 @@ class Launchable:
 
 def launchables(source: str, filename: str = "<kernel source>") -> list[Launchable]:
     """The kernels marked `// @launch` in a kernel's source, in order."""
-    found = [_parse(source, mark, filename) for mark in _LAUNCH.finditer(source)]
-    names = [k.name for k in found]
+    return read_marks(source, _LAUNCH, _parse, filename, LaunchSourceError, "marked `// @launch` more than once")
+
+
+def read_marks(source: str, mark: re.Pattern, parse: Callable, filename: str, error: type, twice_says: str) -> list:
+    """parse(source, match, filename) for every match of a mark's pattern, in order; a name marked twice is an error."""
+    found = [parse(source, m, filename) for m in mark.finditer(source)]
+    names = [item.name for item in found]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise LaunchSourceError(f"{filename}: {', '.join(twice)} marked `// @launch` more than once")
+        raise error(f"{filename}: {', '.join(twice)} {twice_says}")
     return found
 
 
