@@ -1,0 +1,35 @@
+"""utils/chapters/batch_sweep.py on the CPU: the points' sizes, floors and where the weight-bandwidth regime ends."""
+import pytest
+
+from utils import bench, results
+from utils.chapters import batch_sweep as sweep
+
+H100 = bench.Ceilings(3000.0, 50.0, 400.0, "test")
+
+
+def test_dims_keep_the_problem_and_change_the_batch():
+    d = sweep.dims_at(94, 7)
+    assert (d.batch, d.in_features, d.out_features, d.groups) == (7, 8192, 8192, 256)
+    assert sweep.MS[0] == 1 and sweep.MS[-1] == 16384
+
+
+def test_at_small_batch_the_floor_is_one_read_of_the_weight():
+    f = sweep.floor_of(94, 1, H100, "strict")
+    weight_ms = 8192 * 8192 * 4 / 3000e9 * 1e3
+    assert f["floor_ms"] == f["bytes_ms"] == pytest.approx(weight_ms, rel=0.01)
+    big = sweep.floor_of(94, 16384, H100, "strict")
+    assert big["floor_ms"] == big["flops_ms"] > big["bytes_ms"]
+
+
+@pytest.mark.parametrize("tier", ["strict", "tf32"])
+def test_the_crossover_is_where_bytes_and_flops_take_as_long(tier):
+    m = sweep.crossover_M(62, H100, tier)
+    below, above = sweep.floor_of(62, int(m * 0.9), H100, tier), sweep.floor_of(62, int(m * 1.1) + 1, H100, tier)
+    assert below["bytes_ms"] > below["flops_ms"] and above["flops_ms"] > above["bytes_ms"]
+    assert sweep.crossover_M(62, H100, "tf32") > sweep.crossover_M(62, H100, "strict")  # TF32's faster math: later
+
+
+def test_the_record_kind_has_the_keys_the_sweep_writes():
+    assert sweep.KIND in results.KINDS
+    assert set(results.KINDS[sweep.KIND].entry_keys) <= {"problem", "tier", "M", "contender", "median_ms", "p20_ms",
+                                                         "p80_ms", "floor_ms", "bytes_ms", "flops_ms"}

@@ -1,0 +1,140 @@
+"""Every batch size: the drop-ins, their GEMM and cuBLAS against eager and torch.compile, over M.
+
+    python -m utils.chapters.batch_sweep                          # on a GPU: every problem, both tiers, M = 1 .. 16384
+    python -m utils.chapters.batch_sweep --problems 94 --ms 1 64 4096 --tiers strict
+    python -m utils.chapters.batch_sweep --no-record              # print the table, record nothing
+
+KernelBench times each problem at one batch size; a model in use runs at many, and inference at small
+ones. For each problem, tier (strict: IEEE fp32, TF32 off; tf32: TF32 allowed) and M (the batch) this
+times, side by side (bench.time_interleaved, a clean L2 before each call, medians):
+
+    eager             the reference Model
+    torch.compile     the Model under torch.compile in each of session.COMPILE_MODES
+    ours              the solution's ModelNew (the cacheless default)
+    cuBLAS GEMM       F.linear alone, the library GEMM of the same shape: what the whole model costs at least
+                      in eager's hands
+    ours, GEMM        workbook::linear alone (the drop-ins' GEMM when the whole model cannot fuse)
+
+and records each point with its floor: the model's minimum bytes (x, every parameter, the output) over the
+measured copy bandwidth, and its FLOPs over the measured peak of the tier (bench.floors, floor_ms). At
+small M the floor is one read of the weight; past the M where the FLOPs' time passes the bytes' time,
+the GEMM's arithmetic. Every contender is checked against eager at its tier at that M before it is timed:
+a wrong result gets no number.
+
+Record kind "batch_sweep": {problem, tier, M, contender, median_ms, p20_ms, p80_ms, floor_ms,
+bytes_ms, flops_ms}.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from utils import bench, env, ops, precision, results
+from utils.chapters.session import COMPILE_MODES, solution_pair
+from utils.check import TIERS
+from utils.problems import Dims, all_problems, get_problem
+
+MS = tuple(2**i for i in range(15))  # 1, 2, 4, ..., 16384
+KIND = "batch_sweep"
+
+
+def dims_at(pid: int, M: int) -> Dims:
+    """The problem's own K, C and groups at batch M."""
+    d = get_problem(pid).dims("full")
+    return Dims(M, d.in_features, d.out_features, d.groups)
+
+
+def floor_of(pid: int, M: int, ceilings: bench.Ceilings, tier: str) -> dict:
+    """The point's floor, and its two parts: bytes over bandwidth, FLOPs over the tier's peak."""
+    fl = bench.floors(bench.problem_cost(pid, dims_at(pid, M)), ceilings)
+    flops_ms = fl["tf32_ms"] if tier == "tf32" else fl["fp32_ms"]
+    return {"floor_ms": bench.floor_ms(fl, tf32_allowed=tier == "tf32"), "bytes_ms": fl["memory_ms"],
+            "flops_ms": flops_ms}
+
+
+def crossover_M(pid: int, ceilings: bench.Ceilings, tier: str) -> float:
+    """The batch where the FLOPs' time passes the bytes' time: the weight-bandwidth regime ends there."""
+    one, two = (floor_of(pid, m, ceilings, tier) for m in (1024, 2048))
+    # both parts are affine in M: solve bytes(M) = flops(M) from two points
+    db, df = two["bytes_ms"] - one["bytes_ms"], two["flops_ms"] - one["flops_ms"]
+    return 1024 + (one["bytes_ms"] - one["flops_ms"]) * 1024 / (df - db)
+
+
+def contenders(pid: int, M: int, seed: int = 0, modes=tuple(COMPILE_MODES)) -> tuple[dict, torch.Tensor]:
+    """{name: callable} at batch M on the GPU, and the input they share."""
+    ref, new = solution_pair(pid, dims_at(pid, M), "cuda", seed)
+    x = torch.rand(M, dims_at(pid, M).in_features, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
+    linear = next(m for m in ref.modules() if isinstance(m, nn.Linear))  # gemm, matmul or fc, as the problem names it
+    w, b = linear.weight, linear.bias
+    fns = {"eager": lambda: ref(x)}
+    # static shapes: one compile per M, as a user who compiles for the batch they run gets
+    fns |= {name: (lambda m=torch.compile(ref, mode=mode, dynamic=False): m(x)) for name, mode in COMPILE_MODES.items()
+            if name in modes}
+    fns |= {"ours": lambda: new(x), "cuBLAS GEMM": lambda: F.linear(x, w, b), "ours, GEMM": lambda: ops.linear(x, w, b)}
+    return fns, x
+
+
+def measure(pids, tiers, ms, *, reps: int = 30, ceilings: bench.Ceilings, modes=tuple(COMPILE_MODES),
+            progress: bool = True) -> list[dict]:
+    rows = []
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, limit, max(64, getattr(config, limit)))  # one compile per M, each kept
+    for pid in pids:
+        for tier in tiers:
+            torch._dynamo.reset()
+            with precision.tf32(tier == "tf32"), torch.no_grad():
+                for M in ms:
+                    fns, _ = contenders(pid, M, modes=modes)
+                    expected = fns["eager"]()
+                    for name in fns:
+                        got = fns[name]()
+                        if "GEMM" not in name and not torch.allclose(got, expected, atol=TIERS[tier].atol,
+                                                                 rtol=TIERS[tier].rtol):
+                            raise AssertionError(f"problem {pid}, {tier}, M = {M}: {name} differs from eager by "
+                                                 f"{(got - expected).abs().max().item():.1e}")
+                    times = bench.time_interleaved(fns, reps=reps)
+                    floor = floor_of(pid, M, ceilings, tier)
+                    for name, t in times.items():
+                        rows.append({"problem": pid, "tier": tier, "M": M, "contender": name, "median_ms": t.median,
+                                     "p20_ms": t.p20, "p80_ms": t.p80, **floor})
+                    if progress:
+                        best = min(times[n].median for n in ("eager", *modes))
+                        print(f"problem {pid} {tier:>6} M={M:>5}: ours {times['ours'].median:.4f} ms, best other "
+                              f"{best:.4f} ms ({best / times['ours'].median:.2f}x), floor {floor['floor_ms']:.4f} ms",
+                              flush=True)
+                    del fns
+            torch.cuda.empty_cache()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m utils.chapters.batch_sweep", description=__doc__.splitlines()[0])
+    ap.add_argument("--problems", type=int, nargs="*", default=[p.id for p in all_problems()])
+    ap.add_argument("--tiers", nargs="*", default=list(TIERS), choices=list(TIERS))
+    ap.add_argument("--ms", type=int, nargs="*", default=list(MS))
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--modes", nargs="*", default=list(COMPILE_MODES), choices=list(COMPILE_MODES),
+                    help="the torch.compile modes to time (max-autotune's compile takes about a minute per point)")
+    ap.add_argument("--results-dir", default=None)
+    ap.add_argument("--record", action=argparse.BooleanOptionalAction, default=True)
+    args = ap.parse_args(argv)
+    if env.mode() != "gpu":
+        print("batch_sweep: no GPU here; the recorded sweeps are results/<device>/batch_sweep.json")
+        return 0
+    recorded = results.load("ceilings")
+    ceilings = bench.Ceilings.from_record(recorded) if recorded and recorded["device"]["slug"] == env.device_slug() \
+        else bench.measure_ceilings()
+    rows = measure(args.problems, args.tiers, args.ms, reps=args.reps, ceilings=ceilings, modes=args.modes)
+    if args.record:
+        print("recorded", results.record(KIND, rows, results_dir=args.results_dir,
+                                         notes=f"python -m utils.chapters.batch_sweep; ceilings {ceilings.source}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
