@@ -33,3 +33,12 @@ def test_the_record_kind_has_the_keys_the_sweep_writes():
     assert sweep.KIND in results.KINDS
     assert set(results.KINDS[sweep.KIND].entry_keys) <= {"problem", "tier", "M", "contender", "median_ms", "p20_ms",
                                                          "p80_ms", "floor_ms", "bytes_ms", "flops_ms"}
+
+
+def test_the_strict_floor_counts_3xtf32_where_it_beats_sgemm():
+    """37 at M = 4096: 3xTF32 (a third of 400 TFLOP/s) beats SGEMM's 50, so the strict floor uses 133."""
+    f = sweep.floor_of(37, 4096, H100, "strict")
+    flops = bench.problem_cost(37, sweep.dims_at(37, 4096)).flops
+    assert f["flops_ms"] == pytest.approx(flops / (400e12 / 3) * 1e3)
+    slow_tc = bench.Ceilings(3000.0, 50.0, 120.0, "tensor cores slower than 3x SGEMM")
+    assert sweep.floor_of(37, 4096, slow_tc, "strict")["flops_ms"] == pytest.approx(flops / 50e12 * 1e3)

@@ -16,7 +16,8 @@ times, side by side (bench.time_interleaved, a clean L2 before each call, median
     ours, GEMM        workbook::linear alone (the drop-ins' GEMM when the whole model cannot fuse)
 
 and records each point with its floor: the model's minimum bytes (x, every parameter, the output) over the
-measured copy bandwidth, and its FLOPs over the measured peak of the tier (bench.floors, floor_ms). At
+measured copy bandwidth, and its FLOPs over the measured peak of the tier (floor_of: for the strict tier,
+3xTF32's third of the TF32 peak where that beats SGEMM's). At
 small M the floor is one read of the weight; past the M where the FLOPs' time passes the bytes' time,
 the GEMM's arithmetic. Every contender is checked against eager at its tier at that M before it is timed:
 a wrong result gets no number.
@@ -49,11 +50,15 @@ def dims_at(pid: int, M: int) -> Dims:
 
 
 def floor_of(pid: int, M: int, ceilings: bench.Ceilings, tier: str) -> dict:
-    """The point's floor, and its two parts: bytes over bandwidth, FLOPs over the tier's peak."""
-    fl = bench.floors(bench.problem_cost(pid, dims_at(pid, M)), ceilings)
-    flops_ms = fl["tf32_ms"] if tier == "tf32" else fl["fp32_ms"]
-    return {"floor_ms": bench.floor_ms(fl, tf32_allowed=tier == "tf32"), "bytes_ms": fl["memory_ms"],
-            "flops_ms": flops_ms}
+    """The point's floor, and its two parts: bytes over bandwidth, FLOPs over the tier's peak. The strict
+    tier's peak is the faster of fp32 SIMT (cuBLAS SGEMM) and a third of TF32's: 3xTF32 (chapter 08)
+    meets the strict tier with three TF32 products per product, so it can beat SGEMM, and no fp32-accurate
+    GEMM the workbook knows is faster than that."""
+    cost = bench.problem_cost(pid, dims_at(pid, M))
+    fl = bench.floors(cost, ceilings)
+    strict_tflops = max(ceilings.fp32_tflops, ceilings.tf32_tflops / 3)
+    flops_ms = fl["tf32_ms"] if tier == "tf32" else cost.flops / (strict_tflops * 1e12) * 1e3
+    return {"floor_ms": max(fl["memory_ms"], flops_ms), "bytes_ms": fl["memory_ms"], "flops_ms": flops_ms}
 
 
 def crossover_M(pid: int, ceilings: bench.Ceilings, tier: str) -> float:
