@@ -107,17 +107,17 @@ def test_quote_shows_the_sections_and_names_a_missing_one(monkeypatch):
 def test_show_excerpt_shows_the_lines_between_two_markers(monkeypatch):
     shown = []
     monkeypatch.setattr(lc, "display", lambda obj: shown.append(obj.data))
-    text = lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_kernel", "for (int slice = 0", "const Stage& s =")
+    text = lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_block", "for (int slice = 0", "const Stage& s =")
     lines = text.splitlines()
     assert "for (int slice = 0" in lines[0] and "const Stage& s =" in lines[-1]
     assert "cp_async_wait<STAGES - 2>()" in text and "__syncthreads()" in text and "issue(slice + STAGES - 1)" in text
     assert "kernels/common/gemm_pipelined.cuh" in shown[0] and "```cuda" in shown[0]
     with pytest.raises(ValueError, match="no line"):
-        lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_kernel", "no such text", "issue(")
+        lc.show_excerpt("common/gemm_pipelined.cuh", "gemm_pipelined_block", "no such text", "issue(")
 
 
-def test_provenance_names_device_date_and_commit():
-    assert lc.provenance(RECORD) == "Recorded on NVIDIA H100 (2024-05-01, commit `abc1234`)"
+def test_provenance_names_device_and_date_but_no_commit():
+    assert lc.provenance(RECORD) == "Recorded on NVIDIA H100 (2024-05-01)"
 
 
 # --------------------------------------------------------------------------- predicted against measured
@@ -266,10 +266,25 @@ def test_tuning_table_marks_the_best_and_the_committed_pair():
                {"contender": "c", "median_ms": 1.6, "bk": 32, "stages": 3},
                {"contender": ladder.REFERENCE, "median_ms": 1.0}]
     text = lc.tuning_table({**RECORD, "entries": entries}, (32, 2))
-    assert "| 32 | **80.0% (committed)** | 62.5% |" in text and "| 16 | 50.0% | – |" in text
-    assert "the committed defaults are that pair" in text
+    table = [line.replace(" ", "") for line in text.splitlines()]
+    assert "|32|**80.0%(committed)**|62.5%|" in table and "|16|50.0%|–|" in table
+    assert "the committed defaults are that pair" in text and "commit" not in text.replace("committed", "")
     assert "are not: re-tune" in lc.tuning_table({**RECORD, "entries": entries}, (16, 2))
-    assert "No sweep recorded yet" in lc.tuning_table(None, (32, 2))
+    # Without a record it says where it looked, not that nothing was ever recorded.
+    missing = lc.tuning_table(None, (32, 2), "nvidia-h100-80gb-hbm3")
+    assert "No rung-7 sweep is recorded for nvidia-h100-80gb-hbm3" in missing and "yet" not in missing
+
+
+def test_the_recorded_tuning_sweep_is_found_where_the_chapter_looks():
+    """The rung-7 sweep committed under results/ is what notebook 03's cell reads, with or without a GPU of
+    that kind: never "no sweep" while one is recorded."""
+    from utils import REPO, results
+
+    for device in results.recorded_devices(REPO / "results"):
+        record = results.load("ladder_tuning", device, REPO / "results")
+        if record is not None:
+            assert lc.tuning_table(record, ladder.defaults()).startswith(f"Recorded on {record['device']['name']}")
+            assert (lc.tuning_frame(record).max().max() > 0)
 
 
 # --------------------------------------------------------------------------- the chapter without a GPU
@@ -299,11 +314,14 @@ def test_the_chapter_without_a_gpu_reads_the_record(capsys, monkeypatch):
     shown = []
     monkeypatch.setattr(lc, "display", shown.append)
     chapter = lc.LadderChapter(FakeSession({"ladder": LADDER}))
-    assert chapter.cublas_time() == ("Recorded on NVIDIA H100 (2024-05-01, commit `abc1234`): cuBLAS does these "
+    assert chapter.cublas_time() == ("Recorded on NVIDIA H100 (2024-05-01): cuBLAS does these "
                                      "137 GFLOP in **1.000 ms** (1.0 TFLOP/s, fp32, TF32 off).")
     chapter.rung_result("gemm_02_coalesced", ["gemm_01_naive", "gemm_02_coalesced"])
     out = capsys.readouterr().out
-    assert "Recorded on NVIDIA H100 (2024-05-01, commit abc1234):" in out and "gemm_02_coalesced" in out
+    assert "Recorded on NVIDIA H100 (2024-05-01):" in out and "gemm_02_coalesced" in out and "abc1234" not in out
+    chapter.recorded_rows(["gemm_02_coalesced"])
+    assert list(shown[-1].index) == ["gemm_02_coalesced", ladder.REFERENCE]
+    shown.clear()
     chapter.two_rungs("gemm_01_naive", "gemm_02_coalesced", {"sectors": 33, "fmas": 32}, {"sectors": 20, "fmas": 128})
     assert isinstance(shown[0], Figure) and "is **10.0x** faster" in shown[1].data and "6.6x fewer sectors" in shown[1].data
     chapter.prediction_table(["gemm_01_naive", "gemm_02_coalesced"])
@@ -314,16 +332,14 @@ def test_the_chapter_without_a_gpu_reads_the_record(capsys, monkeypatch):
 
 def test_the_exercise_cells_say_not_yet_before_the_reader_acts(capsys):
     chapter = lc.LadderChapter(FakeSession(mode="compile-only"))
-    exercises.time_warp_exercise(None, None, False, chapter, {})
     exercises.tile_exercise(dict.fromkeys(exercises.GIVEN_VARIANTS, []), None, chapter)
     exercises.pipeline_exercise(None, chapter)
     out = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in out] == ["Not yet"] * 3, out
+    assert [line.split(":")[0] for line in out] == ["Not yet"] * 2, out
 
 
 def test_the_exercise_cells_say_what_they_skip_without_a_gpu(capsys):
     chapter = lc.LadderChapter(FakeSession(mode="reference-only"))
-    exercises.time_warp_exercise(1.3, None, False, chapter, {})
     variants = {**dict.fromkeys(exercises.GIVEN_VARIANTS, []), "mine": ["-DTILE_BK=16"]}
     exercises.tile_exercise(variants, list(variants), chapter)
     _, committed = exercises.pipeline_pairs()
@@ -331,10 +347,10 @@ def test_the_exercise_cells_say_what_they_skip_without_a_gpu(capsys):
     assert exercises.check_exercise(chapter, "gemm_seed004", exercises.operands_n515, {}, "PASS") == (None, False)
     exercises.pad_exercise(chapter)
     out = capsys.readouterr().out
-    for what in ("timing exercise 2 against rung 2 (no GPU)", "compiling exercise 1", "exercise 3 (no GPU",
-                 "compiling gemm_seed004", "compiling exercise 2"):
+    for what in ("compiling exercise 2", "exercise 4's builds and timing",
+                 "compiling gemm_seed004", "compiling exercise 3"):
         assert f"{SKIP_MARKER} {what}" in out
-    assert "Not yet" not in out
+    assert "Not yet" not in out and "PASS" not in out
 
 
 def test_pipeline_pairs_halve_the_slice_and_add_a_stage():
