@@ -404,3 +404,74 @@ def test_a_tile_variant_that_does_not_compile_says_why(fake_load_kernels, capsys
     assert calls == [({first: lc.build.Variant("gemm_tile_shape", [], lc.EXERCISES)}, {"on_error": "return"})]
     out = capsys.readouterr().out
     assert f"{first:<16} does not compile: kernels/exercises/gemm_tile_shape.cu:7: error: too big" in out
+
+
+# --------------------------------------------------------------------------- rows from visible timings
+
+def test_keep_turns_the_cells_timings_into_rows_for_the_tables():
+    from utils import bench
+
+    chapter = lc.LadderChapter(FakeSession())
+    timings = {"gemm_01_naive": bench.Timing(100.0, 99.0, 101.0, 98.0, 10),
+               ladder.REFERENCE: bench.Timing(1.0, 0.9, 1.1, 0.8, 10)}
+    frame = chapter.keep(timings, shape=(1024, 8192, 8192))
+    assert list(frame.index) == ["gemm_01_naive", ladder.REFERENCE]
+    assert frame.loc["gemm_01_naive", "pct_of_cublas"] == 1.0
+    assert chapter.measured["gemm_01_naive"]["median_ms"] == 100.0
+    assert chapter.rows()[0] is None  # not on a GPU: the tables read the record, never these rows
+
+
+# --------------------------------------------------------------------------- the sweep over M
+
+CEILINGS = SimpleNamespace(copy_GBps=3000.0, fp32_tflops=50.0, tf32_tflops=400.0, source="measured on X")
+
+
+def test_the_sweep_floor_is_the_weight_at_small_m_and_the_flops_at_large_m():
+    from utils import bench
+
+    N = K = 8192
+    floor = lc.sweep_floor([1, 16384], N, K, CEILINGS)
+    assert floor[1] == pytest.approx(bench.gemm_cost(1, N, K).bytes / 3000e9 * 1e3)
+    assert floor[16384] == pytest.approx(2 * 16384 * N * K / 50e12 * 1e3)
+    cross = lc.crossover_m(N, K, CEILINGS)
+    assert 2 * cross * N * K / 50e12 == pytest.approx(4 * (cross * K + N * K + cross * N) / 3000e9)
+
+
+def test_the_regimes_are_read_from_the_measured_times():
+    N = K = 8192
+    weight_ms, per_row_ms = 0.1, 0.001
+    ms = {M: max(weight_ms, per_row_ms * M) for M in [2**i for i in range(15)]}  # flat to M = 100, then linear
+    rows = [{"contender": ladder.REFERENCE, "M": M, "N": N, "K": K, "median_ms": t} for M, t in ms.items()]
+    text = lc.sweep_regimes(rows, CEILINGS)
+    assert "up to M = 64" in text and "From M = 128 on" in text
+    assert f"at M = {lc.crossover_m(N, K, CEILINGS):,.0f}" in text
+    assert "Too few sizes" in lc.sweep_regimes(rows[:2], CEILINGS)
+
+
+# --------------------------------------------------------------------------- the profile
+
+PROFILE = {**RECORD, "entries": [
+    {"target": "rung 7", "kernel": "gemm_pipelined_plain_kernel", "metric": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+     "value": 12.0, "unit": "%"},
+    {"target": "rung 7", "kernel": "gemm_pipelined_plain_kernel", "metric": "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
+     "value": 81.0, "unit": "%"},
+    {"target": "rung 7", "kernel": "gemm_pipelined_plain_kernel", "metric": "sm__warps_active.avg.pct_of_peak_sustained_active",
+     "value": 24.5, "unit": "%"},
+    {"target": "rung 7", "kernel": "gemm_pipelined_plain_kernel", "metric": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",
+     "value": 1024.0, "unit": "conflicts"},
+    {"target": "whole model 94", "kernel": "fused", "metric": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+     "value": 70.0, "unit": "%"},
+]}
+
+
+def test_the_profile_table_and_prose_come_from_the_record():
+    frame = lc.profile_frame(PROFILE)
+    assert set(frame.columns) == {"rung 7", "whole model 94"} and frame.loc["FMA pipe (%)", "rung 7"] == 81.0
+    text = lc.profile_prose(PROFILE)
+    assert "the FMA pipe binds: it is busy 81% of the time, DRAM at 12% of its peak" in text
+    assert "Achieved occupancy 24%" in text or "Achieved occupancy 25%" in text
+    assert "1,024 conflicts" in text and "abc1234" not in text
+    memory = {**PROFILE, "entries": [{**e, "value": 90.0} if "dram" in e["metric"] else
+                                     {**e, "value": 30.0} if "fma" in e["metric"] else e for e in PROFILE["entries"]]}
+    assert "DRAM binds: 90% of its peak" in lc.profile_prose(memory)
+    assert "no metrics of rung 9" in lc.profile_prose(PROFILE, "rung 9")
