@@ -35,7 +35,7 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from utils import bench, build, env, ladder, plots, precision, results, show
+from utils import bench, build, env, ladder, plots, precision, show
 from utils.chapters.gemm_addressing import l1_model
 from utils.ladder import rung_number
 from utils.run import skip
@@ -145,39 +145,6 @@ class LadderChapter:
     def recorded_ladder(self) -> dict | None:
         """The recorded ladder this run reads: this GPU's, or without a GPU the reading device's."""
         return self.session.recorded("ladder")
-
-    def build(self, rungs: list[str], exercises: list[str] = ()) -> dict:
-        """Compile rungs (kernels/) and exercises (kernels/exercises/) side by side; {} with one line
-        saying why where this machine cannot compile."""
-        if not self.session.can_compile:
-            skip("compiling the GEMM kernels", env.no_build_reason())
-            return {}
-        modules = build.load_kernels({name: name for name in rungs} |
-                                     {name: build.Variant(name, kernels_dir=EXERCISES) for name in exercises})
-        print("loaded:", ", ".join(modules))
-        return modules
-
-    def measure(self, names: list[str], reps: int | None = None) -> list[dict]:
-        """Verify `names` against float64 at the chapter's shape, then time them and cuBLAS side by side
-        (utils.ladder.measure); print the rows and keep each in `measured`."""
-        rows = ladder.measure(self.shape, reps=reps or self.session.reps, names=names)
-        print(ladder.format_ladder(rows))
-        self.measured.update({row["contender"]: row for row in rows})
-        return rows
-
-    def rung_result(self, name: str, names: list[str], reps: int | None = None) -> None:
-        """On a GPU: measure `names` with cuBLAS. Without one: the same rows of the recorded ladder,
-        saying whose they are. The comparison with the PREDICTION is the chapter's table."""
-        if self.on_gpu:
-            self.measure(names, reps)
-            return
-        skip(f"measuring {name}", "no GPU")
-        record = self.recorded_ladder()
-        if record is None or name not in {e["contender"] for e in record["entries"]}:
-            print(f"no recorded ladder has {name} yet: run this notebook (or `make ladder`) on a GPU")
-            return
-        print(f"{provenance(record).replace('`', '')}:")
-        print(ladder.format_ladder([e for e in record["entries"] if e["contender"] in {*names, ladder.REFERENCE}]))
 
     def keep(self, timings: dict, shape: tuple[int, int, int] | None = None):
         """Rows for the timings a cell measured ({contender: bench.Timing}, cuBLAS among them), kept in
@@ -357,24 +324,8 @@ def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
 # --------------------------------------------------------------------------- the whole ladder
 
 def ladder_run(chapter: LadderChapter) -> tuple[list[dict] | None, str | None]:
-    """Every rung verified and timed with cuBLAS in one run, recorded at the full shape (kind "ladder")
-    and plotted, on a GPU; without one, the recorded ladder. Returns (rows, whose they are)."""
-    S = chapter.session
-    if S.on_gpu:
-        recorded_ceilings = S.recorded("ceilings")
-        ceilings = bench.Ceilings.from_record(recorded_ceilings) if recorded_ceilings else None
-        rows = ladder.measure(chapter.shape, reps=S.reps, ceilings=ceilings)
-        print(ladder.format_ladder(rows))
-        save = None
-        if S.scale == "full":
-            path = results.record("ladder", rows, results_dir=S.results_dir,
-                                  notes=f"notebooks/03, shape {list(chapter.shape)}")
-            print("recorded", path)
-            save = path.with_suffix(".png")
-        else:
-            print(f"not recorded: scale {S.scale!r} (only the full shape is)")
-        display(plots.ladder(rows, save=save))
-        return rows, f"Measured on {env.device_name()}"
+    """Without a GPU: the recorded ladder, plotted, and (its rows, whose they are); (None, None) and one line
+    saying so without a record. (On a GPU notebook 03 measures the ladder in a cell of its own.)"""
     record = chapter.recorded_ladder()
     if record is None:
         skip("the ladder", "no GPU and no recorded ladder")
