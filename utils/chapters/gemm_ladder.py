@@ -296,18 +296,20 @@ def _range(lo: float, hi: float, unit: str) -> str:
 def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
     """Markdown: one row per rung, its PREDICTION (read from the header) against the measurement in
     `rows`, a verdict, and below the table why each miss happened, where the chapter knows."""
+    import pandas as pd
+
     lines = [f"{source}. Each header's PREDICTION was written before the rung was measured; a point prediction "
-             f"(\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%.", "",
-             "| rung | predicted % of cuBLAS | measured | predicted × earlier rung | measured | verdict |",
-             "|---|---:|---:|---:|---:|---|"]
+             f"(\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%.", ""]
+    table = []
     misses = []
     for e in prediction_rows(names, rows):
         pct_p = _range(*e["pct_predicted"], "%") if e["pct_predicted"] else "–"
         fac_p = f"{_range(*e['factor_predicted'], 'x')} rung {e['earlier']}" if e["factor_predicted"] else "–"
         fac_m = f"{e['factor']:.2f}x" if e["factor"] is not None else "–"
         verdicts = [v for v in (e["pct_verdict"], e["factor_verdict"]) if v]
-        lines.append(f"| `{e['rung']}` | {pct_p} | {e['pct']:.1f}% | {fac_p} | {fac_m} | "
-                     f"{', '.join(verdicts) or 'nothing to compare'}{' (tuned after)' if e['tuned'] else ''} |")
+        table.append({"rung": f"`{e['rung']}`", "predicted % of cuBLAS": pct_p, "measured": f"{e['pct']:.1f}%",
+                      "predicted × earlier rung": fac_p, "measured ×": fac_m,
+                      "verdict": f"{', '.join(verdicts) or 'nothing to compare'}{' (tuned after)' if e['tuned'] else ''}"})
         for what in ("pct", "factor"):
             if e[f"{what}_verdict"] in ("above", "below"):
                 why = WHY_MISSED.get((e["rung"], what, e[f"{what}_verdict"]))
@@ -316,6 +318,7 @@ def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
                            "tuned afterwards (its header's TUNED AFTERWARDS paragraph).")
                 label = "% of cuBLAS" if what == "pct" else f"factor over rung {e['earlier']}"
                 misses.append(f"- `{e['rung']}`, {label} {e[f'{what}_verdict']} the prediction: {why or UNEXPLAINED}")
+    lines.append(pd.DataFrame(table).to_markdown(index=False, colalign=("left",) + ("right",) * 4 + ("left",)))
     if misses:
         lines += ["", "Where a prediction missed:", "", *misses]
     return "\n".join(lines)
