@@ -258,8 +258,8 @@ WHY_MISSED = {
         "rung 2 reaches only part of its L1 cap (the per-cycle comparison in notebook 02): something other "
         "than the L1's line rate waits.",
 }
-UNEXPLAINED = ("not explained by the header's model; a profile (Nsight Compute's warp-stall reasons) would say "
-               "which resource binds.")
+UNEXPLAINED = ("not explained by the header's model; a profile of this rung, as the one of rung 7 at the end of "
+               "notebook 03, would say which resource binds.")
 
 
 def _verdict(value: float, lo: float, hi: float) -> str:
