@@ -19,7 +19,7 @@ from utils.run import skip
 
 
 def padding_verdict(row_floats: int, report=None, load_floats: int | None = None) -> str:
-    """Exercise 2 of notebook 03: PASS when the warp reads ws[tx][kk] in one pass per kk at the load
+    """Exercise 3 of notebook 03: PASS when the warp reads ws[tx][kk] in one pass per kk at the load
     width nvcc uses for such rows (or `load_floats`) and, when the harness ran, the kernel is right."""
     w = load_floats or ws_load_floats(row_floats)
     passes = ws_passes(row_floats, w)
@@ -34,7 +34,7 @@ def padding_verdict(row_floats: int, report=None, load_floats: int | None = None
 
 # --------------------------------------------------------------------------- verdicts
 
-GIVEN_VARIANTS = ("rung 5 as is", "BK 16", "BK 32", "64 x 64 tile")  # notebook 03, exercise 1
+GIVEN_VARIANTS = ("rung 5 as is", "BK 16", "BK 32", "64 x 64 tile")  # notebook 03, exercise 2
 
 
 def exercise_verdict(report, hints: dict, passed: str = "PASS: every check passed.") -> str:
@@ -314,7 +314,7 @@ def pad_exercise(chapter: LadderChapter) -> bool:
         report = check.check_fn(module.gemm, F.linear, operands_odd, name="your gemm_smem_pad", contiguous_only=True)
         print(report)
     else:
-        skip("running exercise 2 through the harness", "no GPU (it compiled; the layout is checked below)")
+        skip("running exercise 3 through the harness", "no GPU (it compiled; the layout is checked below)")
     verdict = padding_verdict(row, report)
     print(verdict)
     if S.on_gpu and report.ok and verdict.startswith("PASS"):
