@@ -329,7 +329,7 @@ def pad_exercise(chapter: LadderChapter) -> bool:
 
 
 def pipeline_pairs() -> tuple[list[tuple[int, int]], tuple[int, int]]:
-    """Exercise 3 of notebook 03: rung 7's committed (BK, STAGES), half the slice depth, and one stage more
+    """Exercise 4 of notebook 03: rung 7's committed (BK, STAGES), half the slice depth, and one stage more
     of each; and the committed pair."""
     bk0, st0 = ladder.defaults()
     return [(bk, st) for bk in (bk0 // 2, bk0) for st in (st0, st0 + 1)], (bk0, st0)
