@@ -29,6 +29,7 @@ constexpr int kWarpsPerBlock = 8;
 constexpr int kColsPerWarp = 4;
 constexpr int kThreads = kWarpsPerBlock * kWarpSize;
 
+// @launch
 __global__ void __launch_bounds__(kThreads)
     gemm_coalesced_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
                           int M, int N, int K, int col_groups) {

@@ -30,6 +30,7 @@
 constexpr int kTile = 32;
 constexpr int kThreads = kTile * kTile;
 
+// @launch
 __global__ void __launch_bounds__(kThreads)
     gemm_smem_tiled_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
                            int M, int N, int K, int col_tiles) {

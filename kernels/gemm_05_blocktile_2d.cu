@@ -32,6 +32,7 @@ constexpr int TN = 8;
 constexpr int THREADS = (BM / TM) * (BN / TN);
 constexpr int MIN_BLOCKS_PER_SM = 2;
 
+// @launch
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
     gemm_blocktile_2d_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
                              int M, int N, int K) {

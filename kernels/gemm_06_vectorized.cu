@@ -79,6 +79,7 @@ __device__ __forceinline__ void load_tile_kmajor_vec4(float (&tile)[BK][ROWS + G
   }
 }
 
+// @launch: <true>
 template <bool VEC_LOADS>
 __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
     gemm_vectorized_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,

@@ -35,6 +35,17 @@
 
 #include "common/gemm_pipelined.cuh"
 
+// Rung 7 without an epilogue, launchable from Python with its launch configuration in sight
+// (notebook 03): one block per 128 x 128 tile of out (gemm_grid's numbering), 256 threads,
+// gemm_pipelined::SMEM_BYTES of dynamic shared memory; vec_stores only when N % 4 == 0 and out is
+// 16-byte aligned. The launcher below runs the same block code through gemm_pipelined_kernel.
+// @launch
+__global__ void __launch_bounds__(gemm_pipelined::THREADS, gemm_pipelined::MIN_BLOCKS_PER_SM)
+    gemm_pipelined_plain_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+                                int M, int N, int K, bool vec_stores) {
+  gemm_pipelined::gemm_pipelined_block(x, w, out, M, N, K, vec_stores, gemm_pipelined::NoEpilogue{});
+}
+
 // @export: out = x @ w.T for float32 CUDA tensors x (M, K) and w (N, K): rung 7, cp.async pipeline (BK = 32, double-buffered) and warp tiling
 torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
   return gemm_pipelined::gemm_pipelined(x, w, gemm_pipelined::NoEpilogue{});

@@ -38,10 +38,17 @@ EXERCISES = {
     NB02: {"1": ["test_gemm_exercises::test_seed004_leaves_columns_unwritten_until_each_thread_loops"],
            "2": ["test_gemm_exercises::test_warp_per_output_is_wrong_until_the_warp_adds_its_partial_sums",
                  "test_02_the_timing_waits_for_a_guess"]},
-    NB03: {"1": ["test_03_tile_shapes_wait_for_a_variant_and_a_prediction"],
-           "2": ["test_03_the_padding_starting_point_conflicts", "test_03_every_conflict_free_row_passes",
+    NB03: {"1": ["test_tiled_sgemm_exercise::test_the_starter_fails_the_static_checks",
+                 "test_tiled_sgemm_exercise::test_the_answer_passes_the_static_checks",
+                 "test_tiled_sgemm_exercise::test_each_shortcut_fails_the_checker_on_a_gpu",
+                 "test_tiled_sgemm_exercise::test_the_whole_checker_fails_the_starter_and_passes_the_answer"],
+           "2": ["test_03_tile_shapes_wait_for_a_variant_and_a_prediction",
+                 "test_03_the_tile_order_is_judged_against_the_measured_times"],
+           "3": ["test_03_the_padding_starting_point_conflicts", "test_03_every_conflict_free_row_passes",
+                 "test_03_the_padding_table_waits_for_the_readers_attempt",
                  "test_gemm_exercises::test_smem_pad_is_right_but_conflicted_until_padded"],
-           "3": ["test_03_pipeline_depths_wait_for_a_prediction"]},
+           "4": ["test_03_pipeline_depths_wait_for_a_prediction",
+                 "test_03_the_pipeline_prediction_is_judged_against_the_measured_times"]},
     NB04: {"1": ["test_gemm_epilogue_exercise::test_the_starting_point_forgets_the_relu_and_the_solution_passes"],
            "2": ["test_04_the_prediction_is_not_yet_until_written"], "3": THINK},
     "05_fused_activations.ipynb": {"1": ["test_memory_bound_exercises::test_starting_point_fails_the_intended_way"],
@@ -152,14 +159,33 @@ def test_01_seed000_hardtanh_is_not_yet_until_fixed():
 def test_02_the_timing_waits_for_a_guess():
     cell = code_cell(NB02, "MY_GUESS = ")
     assert starting_value(NB02, "MY_GUESS") is None
-    assert "exercises.time_warp_exercise(MY_GUESS," in cell
-    chapter = lc.LadderChapter(SimpleNamespace(on_gpu=False, scale="small", reps=3))
-    namespace = {"exercises": exercises, "C": chapter, "warp_ex": None, "warp_ok": False, "RUNG2_STEP": {}}
+    assert "bench.time_interleaved(" in cell and "exercises.guess_verdict(MY_GUESS," in cell
+    session = SimpleNamespace(on_gpu=False, scale="small", reps=3)
+    namespace = {"exercises": exercises, "S": session, "warp_ex": None, "warp_ok": False, "RUNG2_STEP": {},
+                 "skip": __import__("utils.run", fromlist=["skip"]).skip}
     printed = run(cell, dict(namespace))
     assert printed.startswith("Not yet") and SKIP_MARKER not in printed
     solved = re.sub(r"^MY_GUESS = None", "MY_GUESS = 1.3", cell, flags=re.MULTILINE)
     printed = run(solved, namespace)
     assert "Not yet" not in printed and SKIP_MARKER in printed  # on to the timing (here: skipped, no GPU)
+
+
+def test_02_the_guess_is_set_beside_the_measurement_and_never_passes():
+    step = {"lines": 5, "fmas": 128}
+    for guess in (0.5, 1.3, 1.6, 4.0):
+        text = exercises.guess_verdict(guess, 1.5, step)
+        assert "PASS" not in text and "Measured: 1.50x" in text
+    assert "within 20%" in exercises.guess_verdict(1.6, 1.5, step)
+    assert "outside 20%" in exercises.guess_verdict(4.0, 1.5, step)
+
+
+def test_02_no_answer_before_exercise_1():
+    """Rung 1's kernel is seed 004's, fixed: the notebook shows it only after exercise 1."""
+    sources = [source(c) for c in cells(NB02)]
+    exercise = next(i for i, s in enumerate(sources) if "### Exercise 1:" in s)
+    rung1 = next(i for i, s in enumerate(sources) if 'show.show_kernel("gemm_01_naive"' in s)
+    launch = next(i for i, s in enumerate(sources) if "gemm_naive_kernel[" in s)
+    assert exercise < rung1 and exercise < launch
 
 
 # --- 03: the tile shapes, the padding, the pipeline depths ----------------------------------
@@ -175,16 +201,31 @@ def nb03():
 def test_03_tile_shapes_wait_for_a_variant_and_a_prediction(nb03):
     verdict = nb03["order_verdict"]
     variants, order = starting_value(NB03, "TILE_VARIANTS"), starting_value(NB03, "MY_ORDER")
-    for measured in [None, *itertools.permutations(variants)]:
-        assert verdict(order, variants, None if measured is None else list(measured), {}).startswith("Not yet")
+    times = {label: 1.0 + i for i, label in enumerate(variants)}
+    for measured in [None, times]:
+        assert verdict(order, variants, measured, {}).startswith("Not yet")
     # Predicting the four given variants is not enough: the exercise asks for one of your own.
-    assert verdict(list(variants), variants, list(variants), {}).startswith("Not yet")
+    assert verdict(list(variants), variants, times, {}).startswith("Not yet")
     mine = variants | {"BK 16, 4 x 16 per thread": ["-DTILE_BK=16", "-DTILE_TM=4", "-DTILE_TN=16"]}
     guess = list(reversed(mine))
     assert verdict(guess[:-1], mine).startswith("Not yet")  # a label left out
-    assert not verdict(guess, mine).startswith(("PASS", "Not yet"))  # complete; the timing needs a GPU
-    assert verdict(guess, mine, guess, {}).startswith("PASS") and f"{len(mine)} of {len(mine)}" in verdict(guess, mine, guess, {})
-    assert verdict(guess, mine, guess, {"BK 64": "does not compile"}).startswith("Not yet: BK 64")
+    assert not verdict(guess, mine).startswith(("PASS", "Not yet"))  # complete; the judgement needs a measurement
+    assert verdict(guess, mine, {}, {"BK 64": "does not compile"}).startswith("Not yet: BK 64")
+
+
+def test_03_the_tile_order_is_judged_against_the_measured_times(nb03):
+    """Of every order of five variants, PASS only for those the measurement bears out (ties within 2% either
+    way), and every wrong order gets a message that names no variant: nothing to bisect."""
+    verdict = nb03["order_verdict"]
+    labels = ["rung 5 as is", "BK 16", "BK 32", "64 x 64 tile", "mine"]
+    variants = dict.fromkeys(labels, [])
+    times = {"BK 16": 1.0, "mine": 1.01, "rung 5 as is": 1.2, "BK 32": 1.5, "64 x 64 tile": 2.0}  # BK 16 / mine: a tie
+    passed = [order for order in itertools.permutations(labels)
+              if verdict(list(order), variants, times, {}).startswith("PASS")]
+    assert sorted(passed) == sorted([("BK 16", "mine", "rung 5 as is", "BK 32", "64 x 64 tile"),
+                                     ("mine", "BK 16", "rung 5 as is", "BK 32", "64 x 64 tile")])
+    wrong = verdict(["64 x 64 tile", "BK 32", "rung 5 as is", "mine", "BK 16"], variants, times, {})
+    assert wrong.startswith("Not yet") and not any(label in wrong for label in labels)
 
 
 def committed_ws_row_floats() -> int:
@@ -208,14 +249,54 @@ def test_03_every_conflict_free_row_passes(nb03):
     assert verdict(40).startswith("Not yet") and verdict(48).startswith("Not yet")
 
 
+def test_03_the_padding_table_waits_for_the_readers_attempt():
+    """The table of every row length's passes is the answer to exercise 3: it prints only once the checker passed."""
+    cell = code_cell(NB03, "for row in range(32, 41):")
+    from utils.chapters import gemm_addressing, gemm_diagrams
+
+    namespace = {"addressing": gemm_addressing, "diagrams": gemm_diagrams, "display": lambda *a: None}
+    hidden = run(cell, {**namespace, "PAD_PASSED": False})
+    assert "LDS" not in hidden and "36" not in hidden and "passes per kk" not in hidden, hidden
+    assert "LDS.128" in run(cell, {**namespace, "PAD_PASSED": True})
+    sources = [source(c) for c in cells(NB03)]
+    assert sources.index(cell) > next(i for i, s in enumerate(sources) if "exercises.pad_exercise(C)" in s)
+
+
 def test_03_pipeline_depths_wait_for_a_prediction(nb03):
     verdict, pairs = nb03["pair_verdict"], [(8, 2), (8, 3), (16, 2), (16, 3)]
     mine = starting_value(NB03, "MY_BEST")
-    assert all(verdict(mine, pairs, best).startswith("Not yet") for best in [None, *pairs])
+    times = dict(zip(pairs, (1.3, 1.2, 1.0, 1.1)))
+    assert all(verdict(mine, pairs, measured).startswith("Not yet") for measured in [None, times])
     assert verdict((32, 4), pairs).startswith("Not yet")  # not one of the pairs built
-    assert verdict((16, 3), pairs, (8, 2)).startswith("PASS") and "not this time" in verdict((16, 3), pairs, (8, 2))
-    assert verdict([16, 3], pairs, (16, 3)).endswith(": right.")
-    assert verdict((16, 3), pairs, (16, 3), ["BK 8, 3 stages"]).startswith("Not yet")
+    assert not verdict((16, 3), pairs).startswith(("PASS", "Not yet"))  # in; the judgement needs a measurement
+    assert verdict((16, 2), pairs, times, ["BK 8, 3 stages"]).startswith("Not yet")
+
+
+def test_03_the_pipeline_prediction_is_judged_against_the_measured_times(nb03):
+    """PASS for the fastest pair (or one within 2% of it) and for no other; the same words for every wrong pair."""
+    verdict, pairs = nb03["pair_verdict"], [(8, 2), (8, 3), (16, 2), (16, 3)]
+    times = {(8, 2): 1.3, (8, 3): 1.2, (16, 2): 1.0, (16, 3): 1.015}
+    assert [p for p in pairs if verdict(p, pairs, times).startswith("PASS")] == [(16, 2), (16, 3)]
+    wrong = [verdict(p, pairs, times) for p in [(8, 2), (8, 3)]]
+    assert all(w.startswith("Not yet") for w in wrong)
+    assert wrong[0].replace("(8, 2)", "X") == wrong[1].replace("(8, 3)", "X")  # nothing to bisect
+    assert "(16, 2)" not in "".join(wrong)
+
+
+def test_03_the_pipeline_prediction_without_a_gpu_is_judged_against_the_recorded_sweep(capsys):
+    """Without a GPU the recorded sweep judges; the first prediction of a run is the one judged."""
+    from utils.chapters import gemm_ladder as lc
+
+    pairs, _ = exercises.pipeline_pairs()
+    entries = [{"contender": f"{p}", "bk": p[0], "stages": p[1], "median_ms": 1.0 + i / 10} for i, p in enumerate(pairs)]
+    record = {"device": {"name": "GPU"}, "date": "2026-01-01", "entries": entries}
+    session = SimpleNamespace(on_gpu=False, can_compile=True, scale="small", reps=3,
+                              recorded=lambda kind: record if kind == "ladder_tuning" else None)
+    chapter = lc.LadderChapter(session)
+    exercises.pipeline_exercise(pairs[1], chapter)
+    exercises.pipeline_exercise(pairs[0], chapter)  # changed after the verdict: the first one stands
+    out = capsys.readouterr().out
+    assert "PASS" not in out and out.count("Not yet") == 2 and "the first one is judged" in out
 
 
 # --- 04: the prediction at problem 37's shape -------------------------------------------------

@@ -4,7 +4,8 @@
 //
 //   cp_async_f32 / cp_async_commit / cp_async_wait   the asynchronous-copy instructions (common/cp_async.cuh);
 //   copy_tile_kmajor_async   a slice of x or w into a k-major shared tile, without registers;
-//   gemm_pipelined_kernel    the kernel: a STAGES-deep pipeline of slices, warp-tiled;
+//   gemm_pipelined_block     what one block does: a STAGES-deep pipeline of slices, warp-tiled;
+//   gemm_pipelined_kernel    the kernel, for any epilogue;
 //   gemm_pipelined           the launcher every caller uses, for any epilogue;
 //   NoEpilogue               out = x @ w.T as it is.
 //
@@ -102,10 +103,12 @@ __device__ __forceinline__ void copy_tile_kmajor_async(float (&tile)[BK][ROWS + 
 
 // out = epilogue(x @ w.T), x (M, K), w (N, K), out (M, N), all row-major; one block per 128 x 128
 // tile of out (gemm_grid's numbering). `vec_stores`: N % 4 == 0 and out 16-byte aligned.
+// What one block does, inlined into each kernel below: gemm_pipelined_kernel (any epilogue) and
+// gemm_07_pipelined.cu's launchable instance without one.
 template <class Epilogue>
-__global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
-    gemm_pipelined_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int M,
-                          int N, int K, bool vec_stores, Epilogue epilogue) {
+__device__ __forceinline__ void gemm_pipelined_block(const float* __restrict__ x, const float* __restrict__ w,
+                                                     float* __restrict__ out, int M, int N, int K, bool vec_stores,
+                                                     Epilogue epilogue) {
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   Stage* stages = reinterpret_cast<Stage*>(smem_bytes);
 
@@ -193,6 +196,15 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
       }
     }
   }
+}
+
+// The kernel every launcher runs: one block per 128 x 128 tile of out, THREADS threads, SMEM_BYTES
+// of dynamic shared memory.
+template <class Epilogue>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS_PER_SM)
+    gemm_pipelined_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int M,
+                          int N, int K, bool vec_stores, Epilogue epilogue) {
+  gemm_pipelined_block(x, w, out, M, N, K, vec_stores, epilogue);
 }
 
 // The identity epilogue: out = x @ w.T.

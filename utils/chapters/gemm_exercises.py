@@ -14,12 +14,12 @@ from IPython.display import Markdown, display
 
 from utils import bench, build, check, env, ladder, precision
 from utils.chapters.gemm_addressing import LOAD_NAMES, ws_load_floats, ws_passes
-from utils.chapters.gemm_ladder import EXERCISES, LadderChapter
+from utils.chapters.gemm_ladder import EXERCISES, LadderChapter, provenance
 from utils.run import skip
 
 
 def padding_verdict(row_floats: int, report=None, load_floats: int | None = None) -> str:
-    """Exercise 2 of notebook 03: PASS when the warp reads ws[tx][kk] in one pass per kk at the load
+    """Exercise 3 of notebook 03: PASS when the warp reads ws[tx][kk] in one pass per kk at the load
     width nvcc uses for such rows (or `load_floats`) and, when the harness ran, the kernel is right."""
     w = load_floats or ws_load_floats(row_floats)
     passes = ws_passes(row_floats, w)
@@ -34,7 +34,7 @@ def padding_verdict(row_floats: int, report=None, load_floats: int | None = None
 
 # --------------------------------------------------------------------------- verdicts
 
-GIVEN_VARIANTS = ("rung 5 as is", "BK 16", "BK 32", "64 x 64 tile")  # notebook 03, exercise 1
+GIVEN_VARIANTS = ("rung 5 as is", "BK 16", "BK 32", "64 x 64 tile")  # notebook 03, exercise 2
 
 
 def exercise_verdict(report, hints: dict, passed: str = "PASS: every check passed.") -> str:
@@ -47,34 +47,131 @@ def exercise_verdict(report, hints: dict, passed: str = "PASS: every check passe
     return "\n".join(lines)
 
 
+TIE = 0.02  # two times within 2% of each other are a tie: run-to-run noise on one GPU is about that
+
+
+def _first_prediction(chapter: LadderChapter, exercise: str, prediction):
+    """The prediction an exercise judges: the first one made in this run of the chapter. A prediction changed
+    after the measurement was shown is not judged again (the measurement is on the screen by then)."""
+    return chapter.predictions.setdefault(exercise, prediction)
+
+
 def order_verdict(my_order, variants, measured=None, problems=None) -> str:
-    """Exercise 1 of notebook 03: Not yet until `variants` has one of your own and `my_order` lists each
-    label once; given the measured order (fastest first) and {label: why} for the variants that failed,
-    PASS when none failed."""
+    """Exercise 2 of notebook 03: Not yet until `variants` has one of your own and `my_order` lists each
+    label once. Given the measured times ({label: median ms}) and {label: why} for the variants that failed:
+    PASS only when none failed and no pair of your order is contradicted by the measurement (a pair whose
+    times are within TIE of each other is a tie, either order right). It never says which pair is wrong."""
     if not set(variants) - set(GIVEN_VARIANTS):
         return "Not yet: add a variant of your own to TILE_VARIANTS first."
     if my_order is None or sorted(my_order) != sorted(variants):
         return f"Not yet: put every label of TILE_VARIANTS in MY_ORDER, once each, fastest first: {sorted(variants)}."
     if measured is None:
-        return "Your prediction is in; the measurement needs a GPU."
+        return "Your prediction is in; it is judged against a measurement, which needs a GPU."
     if problems:
         return "Not yet: " + "; ".join(f"{label}: {why}" for label, why in problems.items())
-    right = sum(a == b for a, b in zip(measured, my_order))
-    return f"PASS: every variant computes x @ w.T; your order has {right} of {len(measured)} places right."
+    pairs = [(a, b) for i, a in enumerate(my_order) for b in my_order[i + 1:]]
+    wrong = sum(measured[a] > (1 + TIE) * measured[b] for a, b in pairs)
+    if wrong:
+        return (f"Not yet: the measurement contradicts {wrong} of the {len(pairs)} pairs your order ranks "
+                f"(ties within {100 * TIE:.0f}% count either way). Compare the times above with what you expected.")
+    return f"PASS: every variant computes x @ w.T, and the measurement bears out all {len(pairs)} pairs of your order."
 
 
-def pair_verdict(my_best, pairs, best=None, problems=()) -> str:
-    """Exercise 3 of notebook 03: Not yet until `my_best` is one of the (BK, STAGES) `pairs`; given the
-    fastest pair measured and the labels of the pairs that failed, PASS when none failed."""
+def pair_verdict(my_best, pairs, measured=None, problems=(), source: str = "") -> str:
+    """Exercise 4 of notebook 03: Not yet until `my_best` is one of the (BK, STAGES) `pairs`. Given the
+    measured times ({pair: median ms}, this run's or a recorded sweep's, named by `source`) and the labels of
+    the pairs that failed: PASS only when your pair is the fastest or within TIE of it. It never names the
+    fastest pair."""
     pairs = [tuple(p) for p in pairs]
     if my_best is None or tuple(my_best) not in pairs:
         return f"Not yet: write your prediction in MY_BEST first, one of {pairs}."
-    if best is None:
-        return "Your prediction is in; the measurement needs a GPU."
+    if measured is None:
+        return "Your prediction is in; it is judged against a measurement: this run's on a GPU, else a recorded sweep."
     if problems:
         return "Not yet: " + "; ".join(problems) + " failed (see above)."
-    verdict = "right" if tuple(my_best) == tuple(best) else "not this time"
-    return f"PASS: every pair computes x @ w.T; the fastest is {tuple(best)}, you predicted {tuple(my_best)}: {verdict}."
+    best = min(measured[p] for p in pairs if p in measured)
+    mine = measured.get(tuple(my_best))
+    if mine is None:
+        return f"Not yet: {tuple(my_best)} was not measured{f' in {source}' if source else ''}."
+    if mine <= (1 + TIE) * best:
+        return (f"PASS: {tuple(my_best)} is the fastest pair{f' in {source}' if source else ''}, or within "
+                f"{100 * TIE:.0f}% of it.")
+    return (f"Not yet: {tuple(my_best)} is not the fastest pair{f' in {source}' if source else ''}, nor within "
+            f"{100 * TIE:.0f}% of it. Weigh again what a deeper slice saves and what a stage costs.")
+
+
+# --------------------------------------------------------------------------- notebook 03, exercise 1
+
+TILED_NAME = "my_tiled_sgemm"  # the kernel the reader writes, and the scratch build's name
+_FORBIDDEN = {  # what the source may not use -> why
+    r"#\s*include": "no #include: the kernel is yours, not the workbook's headers or a library's",
+    r"\bcublas\w*": "no cuBLAS: the point is to write the GEMM",
+    r"\b(?:at|torch|c10)::": "no ATen or torch calls: the point is to write the GEMM",
+    r"\b(?:cutlass|cute|wmma|mma)\b|\bmma\.sync|\bwgmma": "no library or tensor-core GEMM: fp32 FMAs, as rung 3",
+    r"@export": "no host launcher (`// @export`): the notebook launches your kernel with its own grid and block",
+}
+
+
+def _code_only(source: str) -> str:
+    """The source without its comments and string literals, for the static checks."""
+    source = re.sub(r"/\*.*?\*/", " ", source, flags=re.DOTALL)
+    source = re.sub(r"//[^\n]*", " ", source)
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', source)
+
+
+def _read_in_an_expression(array: str, code: str) -> bool:
+    """Whether `array[...]` appears on the right of an assignment (what the product loop does with a tile)."""
+    for statement in re.split(r"[;{}]", code):
+        parts = re.split(r"(?<![=!<>+\-*/])[+\-*/]?=(?!=)", statement, maxsplit=1)
+        if len(parts) == 2 and re.search(r"\b" + array + r"\s*\[", parts[1]):
+            return True
+    return False
+
+
+def tiled_static_problems(source: str, kernel: str = TILED_NAME) -> list[str]:
+    """What the source of exercise 1 (notebook 03) lacks or must not have, read without compiling it: the
+    kernel `kernel` marked `// @launch`; slices of x and w staged in __shared__ arrays that the kernel also
+    reads; a __syncthreads() after the copy and one before the next copy overwrites it; no cuBLAS, ATen,
+    library GEMM, #include or host launcher. [] when there is nothing to say."""
+    code = _code_only(source)
+    problems = []
+    if not re.search(r"//\s*@launch\s*\n\s*(?:template\s*<[^>]*>\s*)?__global__[^{]*\b" + kernel + r"\s*\(", source):
+        problems.append(f"`// @launch` directly above `__global__ void {kernel}(...)`: the launch cell calls it by name")
+    arrays = re.findall(r"__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s+)?float\s+(\w+)\s*\[", code)
+    if len(arrays) < 2:
+        problems.append("a slice of x and a slice of w staged in __shared__ float arrays (two arrays), "
+                        f"found {len(arrays)}")
+    unread = [a for a in arrays if not _read_in_an_expression(a, code)]
+    if arrays and unread:
+        problems.append(f"the product loop reads its operands from the shared tiles: {', '.join(unread)} never read")
+    if len(re.findall(r"\b__syncthreads\s*\(\s*\)", code)) < 2:
+        problems.append("two __syncthreads(): one after the copy into shared memory (before anyone reads it), one "
+                        "before the next copy overwrites it")
+    problems += [why for pattern, why in _FORBIDDEN.items() if re.search(pattern, code if pattern != "@export" else source)]
+    return problems
+
+
+def operands_tiled(generator):
+    """x (67, 101) and w (129, 101): several tiles each way, and no tile of 8, 16 or 32 divides M, N or K."""
+    import torch
+
+    return [torch.rand(67, 101, generator=generator), torch.rand(129, 101, generator=generator) * 2 - 1]
+
+
+def tiled_verdict(problems: list[str], report=None) -> str:
+    """Exercise 1 of notebook 03: Not yet while the static checks find something (each named) or, where the
+    harness ran, any check failed; PASS only when both hold. Without a GPU the harness cannot run, and the
+    verdict says so instead of PASS."""
+    if problems:
+        return "Not yet: the source needs\n" + "\n".join(f"  - {p}" for p in problems)
+    if report is None:
+        return "The source has what a tiled SGEMM needs; whether it computes x @ w.T is checked on a GPU."
+    return exercise_verdict(report, {
+        "poisoned_output": "some outputs were never written: does every block store its whole tile, edges included?",
+        "trials": "the outputs differ from x @ w.T: look at the edge tiles (zero-fill what lies past M, N or K) and "
+                  "at the barriers.",
+        "repeatable": "two runs differ: a race on the shared tiles (a barrier missing?).",
+    }, "PASS: your tiled SGEMM computes x @ w.T at shapes no tile divides.")
 
 
 def operands_odd(generator):
@@ -149,33 +246,8 @@ def check_exercise(chapter: LadderChapter, name: str, operands, hints: dict, pas
     return module, report.ok
 
 
-def time_warp_exercise(guess, module, passed: bool, chapter: LadderChapter, rung2_step: dict) -> None:
-    """Exercise 2 of notebook 02: once the reader has written a guess and the kernel passed, time it
-    against rung 2 and cuBLAS and set the guess beside the measurement and the L1-line model."""
-    if guess is None:
-        print("Not yet: write your guess in MY_GUESS first, then run this cell again.")
-        return
-    if not chapter.on_gpu:
-        skip("timing exercise 2 against rung 2", "no GPU")
-        return
-    if not passed:
-        print("Not yet: the checker above must say PASS first (a wrong kernel is not timed).")
-        return
-    yours = "one warp per output (yours)"
-    rows, _ = time_variants({"gemm_02_coalesced": ladder.load("gemm_02_coalesced"), yours: module.gemm},
-                            chapter.shape, chapter.session.reps)
-    pct_table(rows)
-    ms = {r["contender"]: r["median_ms"] for r in rows}
-    measured = ms[yours] / ms["gemm_02_coalesced"]
-    model = (2 / 32) / (rung2_step["lines"] / rung2_step["fmas"])
-    display(Markdown(
-        f"Your guess: {guess:g}x. Measured on {env.device_name()}: **{measured:.2f}x** rung 2's time. The L1-line "
-        f"model alone (2 lines per 32 FMAs against {rung2_step['lines']} per {rung2_step['fmas']}) says {model:.2f}x; "
-        "compare it with how close rung 2 came to that model's cap before trusting it."))
-
-
 def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
-    """Exercise 1 of notebook 03: until the prediction is complete, Not yet and nothing built; then each
+    """Exercise 2 of notebook 03: until the prediction is complete, Not yet and nothing built; then each
     variant of kernels/exercises/gemm_tile_shape.cu built (on a GPU all, else the first), and on a GPU
     checked and timed with cuBLAS in one run, and the verdict."""
     S = chapter.session
@@ -184,7 +256,7 @@ def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
         print(prediction)
         return
     if not S.can_compile:
-        skip("compiling exercise 1", env.no_build_reason())
+        skip("compiling exercise 2", env.no_build_reason())
         return
     chosen = variants if S.on_gpu else dict(list(variants.items())[:1])
     built = build.load_kernels({label: build.Variant("gemm_tile_shape", flags, EXERCISES)
@@ -197,13 +269,17 @@ def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
         skip("timing the tile-shape variants", "no GPU (the first variant compiled)")
         print(prediction)
         return
+    judged = _first_prediction(chapter, "tile shapes", (list(my_order), dict(variants)))
+    if judged != (list(my_order), dict(variants)):
+        print(f"Your prediction changed after the measurement was shown; the first one is judged: {judged[0]}")
     rows, wrong = time_variants({l: m.gemm for l, m in built.items() if l not in broken}, chapter.shape, S.reps)
     pct_table(rows)
     order = [r["contender"] for r in sorted(rows, key=lambda r: r["median_ms"]) if r["contender"] != ladder.REFERENCE]
     print("measured, fastest first:", order)
-    print("your order:             ", list(my_order))
+    print("your order:             ", judged[0])
     problems = {**{l: f"does not compile: {_first_line(e)}" for l, e in broken.items()}, **wrong}
-    print(order_verdict(my_order, variants, order, problems))
+    times = {r["contender"]: r["median_ms"] for r in rows}
+    print(order_verdict(judged[0], judged[1], times if not problems else {}, problems))
 
 
 def shared_loads(module) -> dict | None:
@@ -218,15 +294,16 @@ def shared_loads(module) -> dict | None:
     return dict(sorted(Counter(re.findall(r"\b(LDS(?:\.[0-9A-Z]+)*)\b", sass)).items()))
 
 
-def pad_exercise(chapter: LadderChapter) -> None:
-    """Exercise 2 of notebook 03: build gemm_smem_pad, show its shared loads in the SASS where the toolkit
-    can, run the harness on a GPU, print the verdict (it needs no GPU), and on a GPU time it against rung 3."""
+def pad_exercise(chapter: LadderChapter) -> bool:
+    """Exercise 3 of notebook 03: build gemm_smem_pad, show its shared loads in the SASS where the toolkit
+    can, run the harness on a GPU, print the verdict (it needs no GPU), and on a GPU time it against rung 3.
+    Returns whether the verdict is PASS."""
     import torch.nn.functional as F
 
     S = chapter.session
     if not S.can_compile:
-        skip("compiling exercise 2", env.no_build_reason())
-        return
+        skip("compiling exercise 3", env.no_build_reason())
+        return False
     module = build.load_kernel("gemm_smem_pad", kernels_dir=EXERCISES)  # your edits rebuild it here
     row = module.ws_row_floats()
     if (sass := shared_loads(module)) is not None:
@@ -237,9 +314,10 @@ def pad_exercise(chapter: LadderChapter) -> None:
         report = check.check_fn(module.gemm, F.linear, operands_odd, name="your gemm_smem_pad", contiguous_only=True)
         print(report)
     else:
-        skip("running exercise 2 through the harness", "no GPU (it compiled; the layout is checked below)")
-    print(padding_verdict(row, report))
-    if S.on_gpu and report.ok:
+        skip("running exercise 3 through the harness", "no GPU (it compiled; the layout is checked below)")
+    verdict = padding_verdict(row, report)
+    print(verdict)
+    if S.on_gpu and report.ok and verdict.startswith("PASS"):
         yours = f"yours (rows of {row} floats)"
         rows, _ = time_variants({"gemm_03_smem_tiled": ladder.load("gemm_03_smem_tiled"), yours: module.gemm},
                                 chapter.shape, S.reps)
@@ -247,27 +325,43 @@ def pad_exercise(chapter: LadderChapter) -> None:
         ms = {r["contender"]: r["median_ms"] for r in rows}
         display(Markdown(f"Measured on {env.device_name()}: your kernel takes **{ms[yours] / ms['gemm_03_smem_tiled']:.2f}x** "
                          f"rung 3's time, at {ws_passes(row):g} pass(es) per kk against rung 3's 1."))
+    return verdict.startswith("PASS")
 
 
 def pipeline_pairs() -> tuple[list[tuple[int, int]], tuple[int, int]]:
-    """Exercise 3 of notebook 03: rung 7's committed (BK, STAGES), half the slice depth, and one stage more
+    """Exercise 4 of notebook 03: rung 7's committed (BK, STAGES), half the slice depth, and one stage more
     of each; and the committed pair."""
     bk0, st0 = ladder.defaults()
     return [(bk, st) for bk in (bk0 // 2, bk0) for st in (st0, st0 + 1)], (bk0, st0)
 
 
+def recorded_pairs(record: dict | None, pairs) -> dict:
+    """{(BK, STAGES): median ms} of the `pairs` in a recorded rung-7 sweep (kind "ladder_tuning"); {} without one."""
+    if record is None:
+        return {}
+    return {(e["bk"], e["stages"]): e["median_ms"] for e in record["entries"]
+            if e.get("bk") is not None and (e["bk"], e["stages"]) in set(pairs)}
+
+
 def pipeline_exercise(my_best, chapter: LadderChapter) -> None:
-    """Exercise 3 of notebook 03: until MY_BEST names one of the pairs, Not yet and nothing built; on a GPU,
-    the four builds of rung 7 checked and timed with cuBLAS in one run, and the verdict."""
+    """Exercise 4 of notebook 03: until MY_BEST names one of the pairs, Not yet and nothing built. On a GPU,
+    the four builds of rung 7 checked and timed with cuBLAS in one run, and the first prediction judged
+    against them; without one, judged against the recorded sweep of rung 7, where there is one."""
     S = chapter.session
     pairs, committed = pipeline_pairs()
     prediction = pair_verdict(my_best, pairs)
     if prediction.startswith("Not yet"):
         print(prediction)
         return
+    judged = _first_prediction(chapter, "pipeline", tuple(my_best))
+    if judged != tuple(my_best):
+        print(f"Your prediction changed after the measurement was shown; the first one is judged: {judged}")
     if not S.on_gpu:
-        skip("exercise 3", "no GPU (the committed rung 7 compiled above; the other pairs are built on a GPU)")
-        print(prediction)
+        record = S.recorded("ladder_tuning")
+        measured = recorded_pairs(record, pairs)
+        skip("exercise 4's builds and timing", "no GPU; judged against the recorded sweep" if measured else
+             "no GPU, and no recorded sweep to judge against")
+        print(pair_verdict(judged, pairs, measured or None, source=provenance(record) if measured else ""))
         return
     label = {p: f"BK {p[0]}, {p[1]} stages" + (" (committed)" if p == committed else "") for p in pairs}
     built = build.load_kernels({label[p]: build.Variant(ladder.TUNED, [] if p == committed else ladder.tune_flags(*p))
@@ -278,10 +372,16 @@ def pipeline_exercise(my_best, chapter: LadderChapter) -> None:
     rows, wrong = time_variants({l: m.gemm for l, m in built.items() if l not in broken}, chapter.shape, S.reps)
     pct_table(rows)
     timed = {r["contender"]: r["median_ms"] for r in rows}
-    best = min((p for p in pairs if label[p] in timed), key=lambda p: timed[label[p]])
-    text = f"Measured on {env.device_name()}: fastest **BK = {best[0]} with {best[1]} stages**"
-    text += "; that is the committed pair." if best == committed else (
-        f", {timed[label[committed]] / timed[label[best]]:.3f}x faster than the committed pair in this run "
-        "(differences of a percent or two are within run-to-run noise; the recorded sweep used more repetitions).")
-    display(Markdown(text))
-    print(pair_verdict(my_best, pairs, best, [*broken, *wrong]))
+    print(pair_verdict(judged, pairs, {p: timed[label[p]] for p in pairs if label[p] in timed}, [*broken, *wrong],
+                       source=f"this run on {env.device_name()}"))
+
+
+def guess_verdict(guess: float, measured: float, rung2_step: dict, close: float = 0.2) -> str:
+    """Exercise 2 of notebook 02: the reader's guess (your kernel's time / rung 2's) against the measured
+    ratio, within `close` (relative) or not, beside what the L1-line model alone says."""
+    model = (2 / 32) / (rung2_step["lines"] / rung2_step["fmas"])
+    near = abs(guess / measured - 1) <= close
+    return (f"Your guess: {guess:g}x. Measured: {measured:.2f}x rung 2's time: your guess is "
+            f"{'within' if near else 'outside'} {100 * close:.0f}% of it. The L1-line model alone (2 lines per 32 FMAs "
+            f"against {rung2_step['lines']} per {rung2_step['fmas']}) says {model:.2f}x; compare it with how close rung 2 "
+            "came to that model's cap before trusting it.")

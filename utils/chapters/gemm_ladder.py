@@ -1,25 +1,31 @@
-"""The GEMM ladder chapter (notebooks 02 and 03), tested in tests/test_ladder_chapter.py:
+"""The GEMM ladder chapter (notebooks 02 and 03), tested in tests/test_ladder_chapter.py.
 
-    S = chapter.session(DEVICE, SCALE, REPS, RESULTS_DIR); C = LadderChapter(S)
-    C.build(["gemm_01_naive"], exercises=["gemm_seed004"])     # compile (in parallel), or say why not
-    C.rung_result("gemm_02_coalesced", ["gemm_01_naive", "gemm_02_coalesced"])  # measure, or the record
-    quote("gemm_01_naive", "PREDICTION")                       # a header paragraph, as written
-    display(Markdown(prediction_table(names, rows, source)))   # every PREDICTION against its measurement
+The lesson itself is in the notebooks' cells: each rung's launch (grid, block, shared memory), its check
+against float64 with the output poisoned, and its timing (`bench.time_interleaved`). This module holds what
+the cells share and do not teach:
 
-This module: the rungs' kernel text and PREDICTIONs, building and measuring them (LadderChapter), the
-predictions against the measurements and the whole ladder's run. Without a GPU as well, the chapter's other
-parts, each a module of its own:
+    C = LadderChapter(S)                      # the chapter's shape; the rows this run measured
+    display(C.keep(timings))                  # {contender: bench.Timing} -> rows (kept for the tables) and a DataFrame
+    C.recorded_rows(["gemm_01_naive"])        # without a GPU: the recorded ladder's rows, and whose they are
+    quote("gemm_01_naive", "PREDICTION")      # a header paragraph, as written
+    C.prediction_table(names)                 # every PREDICTION against its measurement
+    tuning_table(record, defaults)            # the recorded rung-7 sweep over BK x stages
+    sweep_floor / sweep_regimes               # the floor of the sweep over M, and where each regime begins
+    profile_prose(record)                     # what a recorded Nsight Compute profile says binds rung 7
+
+Without a GPU as well, the chapter's other parts, each a module of its own:
 
 - gemm_addressing.py, the address arithmetic the chapters reason with: `warp_step` (sectors and cache lines
   of one warp's loads), `load_passes` / `bank_table` (shared-memory passes at the load width the SASS shows:
   a 16-byte LDS.128 is served a quarter-warp at a time, an 8-byte LDS.64 a half-warp, a 4-byte LDS the whole
-  warp), `tile_table` (each rung's tile, read from its constants);
+  warp), `tile_table` and `kernel_constants` (each rung's tile, read from its constants);
 - gemm_diagrams.py, the diagrams (matplotlib figures, not measurements): `draw_mapping` (02: which thread
   computes which output and reads which elements), `draw_block_tile`, `draw_kmajor_copy`, `draw_bank_phases`,
   `draw_warp_tile`, `draw_pipeline` (03);
-- gemm_exercises.py, the exercise checkers' verdicts (`exercise_verdict`, `order_verdict`, `pair_verdict`;
-  `padding_verdict` is gemm_addressing's) and the cells that run them (`check_exercise`, `tile_exercise`,
-  `pad_exercise`, `pipeline_exercise`, `time_warp_exercise`): each says "Not yet" until the reader has acted.
+- gemm_exercises.py, the exercise checkers: `exercise_verdict`, `tiled_static_problems` / `tiled_verdict` (03's
+  tiled SGEMM written from scratch), `order_verdict` and `pair_verdict` (predictions judged against measured
+  times), `padding_verdict`, and the cells that run them (`check_exercise`, `tile_exercise`, `pad_exercise`,
+  `pipeline_exercise`): each says "Not yet" until the reader has acted, and PASS only for a right answer.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from pathlib import Path
 
 from IPython.display import Markdown, display
 
-from utils import bench, build, env, ladder, plots, precision, results, show
+from utils import bench, build, env, ladder, plots, precision, show
 from utils.chapters.gemm_addressing import l1_model
 from utils.ladder import rung_number
 from utils.run import skip
@@ -114,8 +120,9 @@ def predicted_speedup(name: str) -> tuple[float, float, int] | None:
 # --------------------------------------------------------------------------- building and measuring
 
 def provenance(record: dict) -> str:
-    """Whose numbers a recorded run holds: device, date and commit, to open a sentence that uses them."""
-    return f"Recorded on {record['device']['name']} ({record['date'][:10]}, commit `{record['git_commit']}`)"
+    """Whose numbers a recorded run holds: device and date, to open a sentence that uses them (no commit:
+    the chapters speak of the workbook, not of its history)."""
+    return f"Recorded on {record['device']['name']} ({record['date'][:10]})"
 
 
 @dataclass
@@ -125,6 +132,7 @@ class LadderChapter:
     contender, its latest row, on this GPU."""
     session: object
     measured: dict = field(default_factory=dict)
+    predictions: dict = field(default_factory=dict)  # exercise -> the first prediction judged in this run
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -138,38 +146,36 @@ class LadderChapter:
         """The recorded ladder this run reads: this GPU's, or without a GPU the reading device's."""
         return self.session.recorded("ladder")
 
-    def build(self, rungs: list[str], exercises: list[str] = ()) -> dict:
-        """Compile rungs (kernels/) and exercises (kernels/exercises/) side by side; {} with one line
-        saying why where this machine cannot compile."""
-        if not self.session.can_compile:
-            skip("compiling the GEMM kernels", env.no_build_reason())
-            return {}
-        modules = build.load_kernels({name: name for name in rungs} |
-                                     {name: build.Variant(name, kernels_dir=EXERCISES) for name in exercises})
-        print("loaded:", ", ".join(modules))
-        return modules
+    def keep(self, timings: dict, shape: tuple[int, int, int] | None = None):
+        """Rows for the timings a cell measured ({contender: bench.Timing}, cuBLAS among them), kept in
+        `measured` for the chapter's tables, and returned as a DataFrame: median, p20, p80, TFLOP/s and
+        % of cuBLAS."""
+        import pandas as pd
 
-    def measure(self, names: list[str], reps: int | None = None) -> list[dict]:
-        """Verify `names` against float64 at the chapter's shape, then time them and cuBLAS side by side
-        (utils.ladder.measure); print the rows and keep each in `measured`."""
-        rows = ladder.measure(self.shape, reps=reps or self.session.reps, names=names)
-        print(ladder.format_ladder(rows))
+        M, N, K = shape or self.shape
+        flops = bench.gemm_cost(M, N, K).flops
+        reference = timings[ladder.REFERENCE].median if ladder.REFERENCE in timings else None
+        rows = [{"contender": name, "median_ms": t.median, "p20_ms": t.p20, "p80_ms": t.p80,
+                 "tflops": flops / (t.median * 1e-3) / 1e12,
+                 "pct_of_cublas": 100 * reference / t.median if reference else None, "shape": [M, N, K]}
+                for name, t in timings.items()]
         self.measured.update({row["contender"]: row for row in rows})
-        return rows
+        return pd.DataFrame(rows).set_index("contender").drop(columns="shape").round(3)
 
-    def rung_result(self, name: str, names: list[str], reps: int | None = None) -> None:
-        """On a GPU: measure `names` with cuBLAS. Without one: the same rows of the recorded ladder,
-        saying whose they are. The comparison with the PREDICTION is the chapter's table."""
-        if self.on_gpu:
-            self.measure(names, reps)
-            return
-        skip(f"measuring {name}", "no GPU")
+    def recorded_rows(self, names: list[str]) -> None:
+        """Without a GPU: display the recorded ladder's rows of `names` and cuBLAS as a DataFrame, after one line
+        saying whose they are; or the line saying that no record has them."""
+        import pandas as pd
+
         record = self.recorded_ladder()
-        if record is None or name not in {e["contender"] for e in record["entries"]}:
-            print(f"no recorded ladder has {name} yet: run this notebook (or `make ladder`) on a GPU")
-            return
-        print(f"{provenance(record).replace('`', '')}:")
-        print(ladder.format_ladder([e for e in record["entries"] if e["contender"] in {*names, ladder.REFERENCE}]))
+        if record is None or not set(names) <= {e["contender"] for e in record["entries"]}:
+            skip(f"measuring {', '.join(names)}", "no GPU, and no recorded ladder has them")
+            return None
+        skip(f"measuring {', '.join(names)}", f"no GPU; {provenance(record)} instead")
+        rows = [e for e in record["entries"] if e["contender"] in {*names, ladder.REFERENCE}]
+        frame = pd.DataFrame(rows).set_index("contender")
+        display(frame[[c for c in ("median_ms", "p20_ms", "p80_ms", "tflops", "pct_of_cublas") if c in frame]].round(3))
+        return None
 
     def rows(self) -> tuple[list[dict], str] | tuple[None, None]:
         """The rows the chapter's table compares: this run's measurements on a GPU, else the recorded
@@ -252,8 +258,8 @@ WHY_MISSED = {
         "rung 2 reaches only part of its L1 cap (the per-cycle comparison in notebook 02): something other "
         "than the L1's line rate waits.",
 }
-UNEXPLAINED = ("not explained by the header's model; a profile (Nsight Compute's warp-stall reasons) would say "
-               "which resource binds.")
+UNEXPLAINED = ("not explained by the header's model; a profile of this rung, as the one of rung 7 at the end of "
+               "notebook 03, would say which resource binds.")
 
 
 def _verdict(value: float, lo: float, hi: float) -> str:
@@ -290,18 +296,20 @@ def _range(lo: float, hi: float, unit: str) -> str:
 def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
     """Markdown: one row per rung, its PREDICTION (read from the header) against the measurement in
     `rows`, a verdict, and below the table why each miss happened, where the chapter knows."""
+    import pandas as pd
+
     lines = [f"{source}. Each header's PREDICTION was written before the rung was measured; a point prediction "
-             f"(\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%.", "",
-             "| rung | predicted % of cuBLAS | measured | predicted × earlier rung | measured | verdict |",
-             "|---|---:|---:|---:|---:|---|"]
+             f"(\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%.", ""]
+    table = []
     misses = []
     for e in prediction_rows(names, rows):
         pct_p = _range(*e["pct_predicted"], "%") if e["pct_predicted"] else "–"
         fac_p = f"{_range(*e['factor_predicted'], 'x')} rung {e['earlier']}" if e["factor_predicted"] else "–"
         fac_m = f"{e['factor']:.2f}x" if e["factor"] is not None else "–"
         verdicts = [v for v in (e["pct_verdict"], e["factor_verdict"]) if v]
-        lines.append(f"| `{e['rung']}` | {pct_p} | {e['pct']:.1f}% | {fac_p} | {fac_m} | "
-                     f"{', '.join(verdicts) or 'nothing to compare'}{' (tuned after)' if e['tuned'] else ''} |")
+        table.append({"rung": f"`{e['rung']}`", "predicted % of cuBLAS": pct_p, "measured": f"{e['pct']:.1f}%",
+                      "predicted × earlier rung": fac_p, "measured ×": fac_m,
+                      "verdict": f"{', '.join(verdicts) or 'nothing to compare'}{' (tuned after)' if e['tuned'] else ''}"})
         for what in ("pct", "factor"):
             if e[f"{what}_verdict"] in ("above", "below"):
                 why = WHY_MISSED.get((e["rung"], what, e[f"{what}_verdict"]))
@@ -310,6 +318,7 @@ def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
                            "tuned afterwards (its header's TUNED AFTERWARDS paragraph).")
                 label = "% of cuBLAS" if what == "pct" else f"factor over rung {e['earlier']}"
                 misses.append(f"- `{e['rung']}`, {label} {e[f'{what}_verdict']} the prediction: {why or UNEXPLAINED}")
+    lines.append(pd.DataFrame(table).to_markdown(index=False, colalign=("left",) + ("right",) * 4 + ("left",)))
     if misses:
         lines += ["", "Where a prediction missed:", "", *misses]
     return "\n".join(lines)
@@ -318,24 +327,8 @@ def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
 # --------------------------------------------------------------------------- the whole ladder
 
 def ladder_run(chapter: LadderChapter) -> tuple[list[dict] | None, str | None]:
-    """Every rung verified and timed with cuBLAS in one run, recorded at the full shape (kind "ladder")
-    and plotted, on a GPU; without one, the recorded ladder. Returns (rows, whose they are)."""
-    S = chapter.session
-    if S.on_gpu:
-        recorded_ceilings = S.recorded("ceilings")
-        ceilings = bench.Ceilings.from_record(recorded_ceilings) if recorded_ceilings else None
-        rows = ladder.measure(chapter.shape, reps=S.reps, ceilings=ceilings)
-        print(ladder.format_ladder(rows))
-        save = None
-        if S.scale == "full":
-            path = results.record("ladder", rows, results_dir=S.results_dir,
-                                  notes=f"notebooks/03, shape {list(chapter.shape)}")
-            print("recorded", path)
-            save = path.with_suffix(".png")
-        else:
-            print(f"not recorded: scale {S.scale!r} (only the full shape is)")
-        display(plots.ladder(rows, save=save))
-        return rows, f"Measured on {env.device_name()}"
+    """Without a GPU: the recorded ladder, plotted, and (its rows, whose they are); (None, None) and one line
+    saying so without a record. (On a GPU notebook 03 measures the ladder in a cell of its own.)"""
     record = chapter.recorded_ladder()
     if record is None:
         skip("the ladder", "no GPU and no recorded ladder")
@@ -369,25 +362,131 @@ def ladder_checks(rows: list[dict], source: str, target_pct: float = 75) -> str:
     return "\n".join(lines)
 
 
-def tuning_table(record: dict | None, committed: tuple[int, int]) -> str:
-    """Markdown: a recorded rung-7 sweep (kind "ladder_tuning") as BK x stages, % of cuBLAS, the best
-    in bold, and whether `committed` (the header's defaults) is that best."""
-    if record is None:
-        return ("No sweep recorded yet: `python -m utils.ladder --tune` on a GPU records one "
-                "(results/<device>/ladder_tuning.json).")
+def tuning_frame(record: dict):
+    """A recorded rung-7 sweep (kind "ladder_tuning") as a DataFrame: % of cuBLAS, one row per slice
+    depth BK, one column per number of stages."""
+    import pandas as pd
+
     swept = [e for e in record["entries"] if e.get("bk") is not None and e.get("stages") is not None]
     cublas = next(e for e in record["entries"] if e["contender"] == ladder.REFERENCE)
-    pct = {(e["bk"], e["stages"]): 100 * cublas["median_ms"] / e["median_ms"] for e in swept}
-    best = max(pct, key=pct.get)
-    depths = sorted({stages for _, stages in pct})
-    table = ["| BK / stages | " + " | ".join(map(str, depths)) + " |", "|---|" + "---:|" * len(depths)]
-    for bk in sorted({bk for bk, _ in pct}):
-        cells = []
-        for st in depths:
-            cell = "–" if (bk, st) not in pct else f"{pct[bk, st]:.1f}%" + (" (committed)" if (bk, st) == committed else "")
-            cells.append(f"**{cell}**" if (bk, st) == best else cell)
-        table.append(f"| {bk} | " + " | ".join(cells) + " |")
-    agree = ("the committed defaults are that pair" if best == committed else
+    frame = pd.DataFrame([{"BK": e["bk"], "stages": e["stages"], "pct": 100 * cublas["median_ms"] / e["median_ms"]}
+                          for e in swept])
+    return frame.pivot(index="BK", columns="stages", values="pct").round(1)
+
+
+def tuning_table(record: dict | None, committed: tuple[int, int], where: str = "") -> str:
+    """Markdown: a recorded rung-7 sweep (kind "ladder_tuning") as BK x stages, % of cuBLAS, the best
+    in bold, and whether `committed` (the header's defaults) is that best. Without a record, one line that
+    names the device and folder it looked in (`where`)."""
+    if record is None:
+        return (f"No rung-7 sweep is recorded{f' for {where}' if where else ''}: `python -m utils.ladder --tune` "
+                "on that GPU records one (results/<device>/ladder_tuning.json).")
+    frame = tuning_frame(record)
+    best = frame.stack().idxmax()
+    shown = frame.map(lambda v: "–" if v != v else f"{v:.1f}%").astype(object)
+    for (bk, st) in [committed]:
+        if bk in shown.index and st in shown.columns:
+            shown.loc[bk, st] += " (committed)"
+    shown.loc[best] = f"**{shown.loc[best]}**"
+    agree = ("the committed defaults are that pair" if tuple(best) == tuple(committed) else
              f"the committed defaults, BK = {committed[0]} with {committed[1]} stages, are not: re-tune or explain why")
-    return (f"{provenance(record)}, rung 7 at % of cuBLAS:\n\n" + "\n".join(table)
-            + f"\n\nFastest: BK = {best[0]} with {best[1]} stages; {agree}.")
+    return (f"{provenance(record)}, rung 7 at % of cuBLAS (rows: BK, columns: stages):\n\n"
+            + shown.to_markdown() + f"\n\nFastest: BK = {best[0]} with {best[1]} stages; {agree}.")
+
+
+# --------------------------------------------------------------------------- the sweep over M
+
+def sweep_floor(Ms, N: int, K: int, ceilings: bench.Ceilings) -> dict[int, float]:
+    """{M: ms}: the least time x (M, K) @ w (N, K).T can take at fp32, the slower of its bytes (x and w read
+    once, out written once) over the copy bandwidth and its FLOPs over the fp32 peak."""
+    return {M: max(bench.floors(bench.gemm_cost(M, N, K), ceilings)[k] for k in ("memory_ms", "fp32_ms")) for M in Ms}
+
+
+def crossover_m(N: int, K: int, ceilings: bench.Ceilings) -> float:
+    """The M at which the fp32 FLOPs of the GEMM take as long as its bytes at the copy bandwidth: below it the
+    floor is reading the weight, above it the arithmetic. Solved from 2MNK / peak = 4(MK + NK + MN) / bandwidth."""
+    peak, bandwidth = ceilings.fp32_tflops * 1e12, ceilings.copy_GBps * 1e9
+    # 2MNK / peak - 4M(K + N) / bandwidth = 4NK / bandwidth, linear in M
+    slope = 2 * N * K / peak - 4 * (K + N) / bandwidth
+    return float("inf") if slope <= 0 else 4 * N * K / bandwidth / slope
+
+
+def sweep_regimes(rows: list[dict], ceilings: bench.Ceilings, contender: str = ladder.REFERENCE,
+                  flat: float = 1.25) -> str:
+    """Markdown: where each regime begins, from the floors and from the measured times of `contender`: the
+    largest M whose time stays within `flat` of its smallest M's (one read of the weight costs the same for one
+    row or many), the M from which time per row stays within `flat` of the largest M's (the compute regime), and
+    the crossover of the two floors. Every number comes from the rows and the ceilings."""
+    mine = sorted((r["M"], r["median_ms"]) for r in rows if r["contender"] == contender)
+    if len(mine) < 3:
+        return f"Too few sizes of {contender} in the sweep to say where its regimes begin."
+    N, K = next((r["N"], r["K"]) for r in rows)
+    (m0, t0), (m1, t1) = mine[0], mine[-1]
+    flat_until = max(M for M, t in mine if t <= flat * t0)
+    per_row = t1 / m1
+    compute_from = min(M for M, t in mine if all(t2 / M2 <= flat * per_row for M2, t2 in mine if M2 >= M))
+    cross = crossover_m(N, K, ceilings)
+    weight_ms = bench.FP32_BYTES * N * K / (ceilings.copy_GBps * 1e9) * 1e3
+    return "\n".join([
+        f"- **The floors** ({ceilings.source}): reading the {bench.FP32_BYTES * N * K / 2**20:.0f} MiB weight once "
+        f"takes {weight_ms:.3f} ms at {ceilings.copy_GBps:,.0f} GB/s; the fp32 arithmetic ({ceilings.fp32_tflops:.1f} "
+        f"TFLOP/s) takes as long at M = {cross:,.0f}. Below that the floor is the weight's bandwidth, above it the FMAs.",
+        f"- **Measured, {contender}**: its time stays within {flat:g}x of its time at M = {m0} "
+        f"({t0:.3f} ms) up to M = {flat_until:,}: the weight-bandwidth regime, where more rows of x ride on the "
+        f"same read of w. From M = {compute_from:,} on, its time per row stays within {flat:g}x of its time per "
+        f"row at M = {m1:,} ({per_row * 1e3:.2f} us): the compute regime.",
+    ])
+
+
+# --------------------------------------------------------------------------- the profile
+
+PROFILE_METRICS = {  # a substring of Nsight Compute's metric name -> what the table calls it
+    "dram__throughput": "DRAM throughput",
+    "pipe_fma": "FMA pipe",
+    "pipe_tensor": "tensor pipe",
+    "warps_active": "achieved occupancy",
+    "occupancy": "achieved occupancy",
+    "bank_conflicts": "shared-memory bank conflicts",
+}
+
+
+def _profile_label(metric: str) -> str:
+    return next((label for key, label in PROFILE_METRICS.items() if key in metric), metric)
+
+
+def profile_frame(record: dict):
+    """A recorded Nsight Compute profile (kind "profile") as a DataFrame: one row per metric, one column per
+    target ("rung 7", "whole model 94", ...), the unit beside the metric's name."""
+    import pandas as pd
+
+    frame = pd.DataFrame(record["entries"])
+    frame["metric"] = [f"{_profile_label(m)} ({u})" for m, u in zip(frame["metric"], frame["unit"])]
+    return frame.pivot_table(index="metric", columns="target", values="value", aggfunc="first")
+
+
+def profile_prose(record: dict, target: str = "rung 7", busy: float = 60.0) -> str:
+    """What binds `target`, read from its recorded metrics: the FMA (or tensor) pipe busy against DRAM's share
+    of its peak (a unit at `busy`% or more of its peak is the one that binds), with occupancy and bank
+    conflicts beside them. Every number comes from the record."""
+    values = {_profile_label(e["metric"]): (e["value"], e["unit"]) for e in record["entries"] if e["target"] == target}
+    if not values:
+        return f"The recorded profile has no metrics of {target}."
+    pipe = max((k for k in ("FMA pipe", "tensor pipe") if k in values), key=lambda k: values[k][0], default=None)
+    dram = values.get("DRAM throughput", (None, None))[0]
+    said = []
+    if pipe is not None and dram is not None:
+        p = values[pipe][0]
+        if p >= busy and p >= dram:
+            verdict = f"the {pipe} binds: it is busy {p:.0f}% of the time, DRAM at {dram:.0f}% of its peak"
+        elif dram >= busy:
+            verdict = f"DRAM binds: {dram:.0f}% of its peak, the {pipe} busy {p:.0f}% of the time"
+        else:
+            verdict = (f"neither unit is busy: the {pipe} at {p:.0f}%, DRAM at {dram:.0f}% of its peak, so the warps "
+                       "wait (latency, barriers, issue) more than they compute or load")
+        said.append(f"{target}: {verdict}.")
+    if "achieved occupancy" in values:
+        said.append(f"Achieved occupancy {values['achieved occupancy'][0]:.0f}{values['achieved occupancy'][1]}.")
+    if "shared-memory bank conflicts" in values:
+        v, unit = values["shared-memory bank conflicts"]
+        said.append(f"Shared-memory bank conflicts: {v:,.0f} {unit}.")
+    return f"{provenance(record)}: " + " ".join(said)
