@@ -224,7 +224,9 @@ def test_expression_diagnosis_and_verdict():
 def test_prediction_verdict():
     assert bc.prediction_verdict(None, 2.5, "measured").startswith("Not yet")
     assert bc.prediction_verdict(2.0, 2.5, "measured").startswith("PASS")
-    assert "too high" in bc.prediction_verdict(20.0, 2.5, "m") and "too low" in bc.prediction_verdict(0.5, 2.5, "m")
+    for miss in (20.0, 0.5):  # neither the value nor the direction: a reader could bisect the answer from either
+        text = bc.prediction_verdict(miss, 2.5, "the estimate says")
+        assert text.startswith("Not yet") and "2.5" not in text and "high" not in text and "low" not in text
 
 
 def test_the_estimate_at_37s_shape_counts_from_the_runs_rates(capsys):
@@ -237,7 +239,10 @@ def test_the_estimate_at_37s_shape_counts_from_the_runs_rates(capsys):
     assert capsys.readouterr().out.startswith("Not yet: write your prediction")
     bc.exercise_37(estimate, run, {}, on_gpu=False, reps=3, shape37=(32768, 4096, 1024))
     out = capsys.readouterr().out
-    assert "PASS" in out and "measuring at problem 37's shape (no GPU)" in out
+    assert "PASS" in out and "measuring at problem 37's shape (no GPU)" in out and "count-based estimate" in out
+    bc.exercise_37(10 * estimate, run, {}, on_gpu=False, reps=3, shape37=(32768, 4096, 1024))
+    out = capsys.readouterr().out  # a miss shows neither the estimate nor how it was counted
+    assert out.startswith("Not yet") and "count-based estimate" not in out and f"{estimate:.2f}" not in out
 
 
 def test_odd_operands_are_odd_and_not_zeros():
