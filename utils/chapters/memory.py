@@ -60,16 +60,18 @@ def measure(spec, reps):
     return entries
 
 
-def table(entries):
-    """The rows of measure() (or of a record) as text: one line per contender, speedups against the rows each names."""
+def table(entries) -> pd.DataFrame:
+    """The rows of measure() (or of a record) as a DataFrame: one row per contender, with its speedups against the
+    rows it names ("faster than")."""
     named = {(e["problem"], e["contender"]): e for e in entries}
-    lines = [f"{'problem':>7}  {'contender':<44} {'role':<9} {'median us':>10} {'GB/s':>6} {'% copy':>7}  faster than"]
+    rows = []
     for e in entries:
         against = [f"{named[(e['problem'], r)]['median_ms'] / e['median_ms']:.2f}x {r}"
                    for r in e.get("replaces", ()) if (e["problem"], r) in named]
-        lines.append(f"{e['problem']:>7}  {e['contender']:<44} {e['role']:<9} {1e3 * e['median_ms']:10.1f} "
-                     f"{e['GBps']:6.0f} {e['pct_of_copy']:6.0f}%  {'; '.join(against)}")
-    return "\n".join(lines)
+        rows.append({"problem": e["problem"], "contender": e["contender"], "role": e["role"],
+                     "median us": round(1e3 * e["median_ms"], 1), "GB/s": round(e["GBps"]),
+                     "% copy": round(e["pct_of_copy"]), "faster than": "; ".join(against)})
+    return pd.DataFrame(rows)
 
 
 def bandwidth_plot(entries, title, recorded_from=None, save=None):
@@ -165,13 +167,15 @@ def prediction_rows(entries, predictions, prediction_text):
 
 
 def prediction_table(entries, predictions, prediction_text, source):
-    """The chapter's predicted-against-measured table, in Markdown, headed by where the numbers come from."""
-    lines = [f"{source}.", "", "| the header predicted | problem | kernel | measured | verdict |", "|---|---:|---|---|---|"]
-    said = None
-    for r in prediction_rows(entries, predictions, prediction_text):  # each claim quoted once, its rows below it
+    """The chapter's predicted-against-measured table, in Markdown (DataFrame.to_markdown), headed by where the
+    numbers come from; each claim quoted once, its rows below it."""
+    rows, said = [], None
+    for r in prediction_rows(entries, predictions, prediction_text):
         claim, said = ("" if r["phrase"] == said else f"\"{r['phrase']}\""), r["phrase"]
-        lines.append(f"| {claim} | {r['problem']} | `{r['kernel']}` | {r['measured']} | {r['verdict']} |")
-    return "\n".join(lines)
+        rows.append({"the header predicted": claim, "problem": r["problem"], "kernel": f"`{r['kernel']}`",
+                     "measured": r["measured"], "verdict": r["verdict"]})
+    columns = ["the header predicted", "problem", "kernel", "measured", "verdict"]
+    return f"{source}.\n\n" + pd.DataFrame(rows, columns=columns).to_markdown(index=False)
 
 
 def row_min_budget(entries):
@@ -260,7 +264,7 @@ class MemoryChapter:
             skip(f"measuring {kind}", f"scale {self.scale}: only the problems' full shapes are measured")
             return None
         entries = measure(make_spec(), self.reps)
-        print(table(entries))
+        display(table(entries))
         print("recorded", results.record(kind, entries, results_dir=self.results_dir,
                                          notes=f"{notes}, reps {self.reps}"))
         return entries
@@ -289,7 +293,7 @@ class MemoryChapter:
             return None
         if rec is not None:
             print(f"the recorded run ({stamp(rec)}, {rec['notes']}):")
-            print(table(shown))
+            display(table(shown))
         save = self.plot_path(kind) if rec is None and self.scale == "full" else None
         display(bandwidth_plot(shown, title, recorded_from=rec, save=save))
         source = (f"Recorded on {stamp(rec)}" if rec is not None
