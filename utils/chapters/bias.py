@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Callable
 
 import matplotlib
+import pandas as pd
 import torch
 import torch.nn.functional as F
+from IPython.display import display
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -202,9 +204,8 @@ def amdahl_table(a: dict) -> str:
     if a["add_us"] is not None:
         rows.append(("that pass, profiled", f"{a['add_us']:.1f} us, {a['add_pct']:.2f}% of eager time "
                      f"({a['add_us'] / a['pass_us']:.2f}x the estimate)", "`aten::add` in the profile"))
-    head = [f"From notebook 01's profile, recorded on {a['source']} (TF32 off):", "",
-            "| what | how much | from |", "|---|---|---|"]
-    return "\n".join(head + [f"| {w} | {v} | {f} |" for w, v, f in rows])
+    table = pd.DataFrame(rows, columns=["what", "how much", "from"]).to_markdown(index=False)
+    return f"From notebook 01's profile, recorded on {a['source']} (TF32 off):\n\n{table}"
 
 
 # --------------------------------------------------------------------------- compile and check
@@ -256,11 +257,12 @@ def register_table(modules: dict) -> None:
         return skip("reading the kernels' register counts", "nothing was compiled")
     if tool is None:
         return skip("reading the kernels' register counts", "no cuobjdump here (CUDA toolkit or Triton)")
-    print(f"{'kernel instantiation':<44} {'registers':>9} {'local (spill) bytes':>20}")
+    rows = []
     for label in ("gemm_07_pipelined", "gemm_bias", "gemm_epilogue_relu"):
         dump = subprocess.run([tool, "--dump-resource-usage", modules[label].__file__], capture_output=True, text=True).stdout
-        for epilogue, regs, local in instantiations(dump):
-            print(f"{'gemm_pipelined_kernel<' + epilogue + '>':<44} {regs:>9} {local:>20}   ({label})")
+        rows += [{"kernel instantiation": f"gemm_pipelined_kernel<{epilogue}>", "registers": regs,
+                  "local (spill) bytes": local, "library": label} for epilogue, regs, local in instantiations(dump)]
+    display(pd.DataFrame(rows))
 
 
 def odd_operands(generator, M=37, N=129, K=65):
@@ -430,12 +432,14 @@ def cost_table(entries: list[dict], source: str) -> str:
     resolution of the run (the control's spread and drift)."""
     bases = controls(entries)
     by = {r["contender"]: r for r in entries}
-    lines = [f"{source}.", "", "| contender | median ms | control | over the control |", "|---|---:|---|---:|"]
+    rows = []
     for r in entries:
         base = bases.get(r["gemm"])
         over = ("–" if base is None or r is base else f"{us_over(r, base):+.1f} us ({pct_over(r, base):+.2f}%)")
         control = "–" if base is None or r is base else f"`{base['contender']}`"
-        lines.append(f"| `{r['contender']}` | {r['median_ms']:.3f} | {control} | {over} |")
+        rows.append({"contender": f"`{r['contender']}`", "median ms": f"{r['median_ms']:.3f}", "control": control,
+                     "over the control": over})
+    lines = [f"{source}.", "", pd.DataFrame(rows).to_markdown(index=False, colalign=("left", "right", "left", "right"))]
     if RUNG7 in by:
         drift = f", timed again last it moved {pct_over(by[AGAIN], by[RUNG7]):+.2f}%" if AGAIN in by else ""
         lines += ["", f"Resolution: the rung-7 control's p20-p80 spread is {spread_pct(by[RUNG7]):.2f}% of its median{drift}."]
@@ -494,8 +498,7 @@ def prediction_table(entries: list[dict], bound: dict | None, text: str | None) 
                      "held" if not low else f"missed for {', '.join(map(str, sorted(low)))}"))
     if not rows:
         return "*(kernels/gemm_bias.cu's header states no PREDICTION this table can read)*"
-    return "\n".join(["| the PREDICTION says | predicted | measured | verdict |", "|---|---|---|---|",
-                      *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)])
+    return pd.DataFrame(rows, columns=["the PREDICTION says", "predicted", "measured", "verdict"]).to_markdown(index=False)
 
 
 # --------------------------------------------------------------------------- the exercises
