@@ -376,3 +376,43 @@ def test_sweep_regimes_are_read_from_the_entries():
     width = mc.width_regimes(rows, "ours", "eager", 3000.0)
     assert "**Teams of lanes** (D = 4 to 256)" in width and "**The block path** (D = 1024" in width
     assert "20.0x faster at D = 4" in width and "1.2x faster at D = 1024" in width
+
+
+# --- the kernels chapters 05-07 launch from a cell (`// @launch`) -----------------------------------------------
+
+LAUNCHED = {"activations": ["bias_hardtanh_mish_vec4"], "groupnorm": ["group_norm_leaky_relu_x2_team2"],
+            "min_bias_broadcast": ["group_norm_row_min_team_kernel", "broadcast_write_vec4"]}
+
+
+def test_the_kernels_the_chapters_launch_are_marked():
+    from utils import build, launch
+    assert {n: [k.name for k in launch.launchables(build.kernel_source(n))] for n in LAUNCHED} == LAUNCHED
+
+
+@pytest.mark.gpu
+def test_the_launched_kernels_write_every_element_as_pytorch_computes_it():
+    """Each launch as the chapters compute its grid, into NaN-poisoned outputs, against PyTorch."""
+    import math
+    from utils import build
+    act, gn, mb = (build.load_kernel(n) for n in LAUNCHED)
+    x, bias = (t.cuda() for t in mc.x_and_bias(37, 128)(torch.Generator().manual_seed(0)))
+    y = torch.full_like(x, float("nan"))
+    n4 = x.numel() // 4
+    act.bias_hardtanh_mish_vec4[(math.ceil(n4 / 512),), (256,), 0](x, bias, y, n4, 128, -1.0, 1.0)
+    torch.testing.assert_close(y, F.mish(F.hardtanh(x + bias)), atol=1e-5, rtol=1e-5)
+
+    N, C, G = 37, 1024, 64  # D = 16: teams of 2 lanes
+    x, gamma, beta, b4 = (t.cuda() for t in mc.gn_inputs(N, C, with_bias=True)(torch.Generator().manual_seed(1)))
+    y = torch.full_like(x, float("nan"))
+    gn.group_norm_leaky_relu_x2_team2[(math.ceil(N * G / 128),), (256,), 0](x, gamma, beta, y, N * G, G, 16, mc.EPS, 0.01)
+    h = F.leaky_relu(F.group_norm(x, G, gamma, beta, mc.EPS), 0.01)
+    torch.testing.assert_close(y, h + h, atol=1e-4, rtol=1e-4)
+
+    N = 40  # a multiple of 4: float4s of n
+    x, gamma, beta, b4 = (t.cuda() for t in mc.gn_inputs(N, C, with_bias=True)(torch.Generator().manual_seed(2)))
+    rowmin = torch.full((N, 1), float("nan"), device="cuda")
+    out = torch.full((1, C, N, 1), float("nan"), device="cuda")
+    mb.group_norm_row_min_team_kernel[(N,), (256,), 0](x, gamma, beta, rowmin, N, G, 16, mc.EPS)
+    mb.broadcast_write_vec4[(1, 7), (256,), 0](rowmin, b4, out, N, C)
+    torch.testing.assert_close(out, torch.min(F.group_norm(x, G, gamma, beta, mc.EPS), 1, keepdim=True)[0] + b4,
+                               atol=1e-4, rtol=1e-4)
