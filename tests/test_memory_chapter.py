@@ -416,3 +416,16 @@ def test_the_launched_kernels_write_every_element_as_pytorch_computes_it():
     mb.broadcast_write_vec4[(1, 7), (256,), 0](rowmin, b4, out, N, C)
     torch.testing.assert_close(out, torch.min(F.group_norm(x, G, gamma, beta, mc.EPS), 1, keepdim=True)[0] + b4,
                                atol=1e-4, rtol=1e-4)
+
+
+def test_06s_welford_column_is_computed_with_welford():
+    """The cell's 'Welford (M2/n)' comes from Welford's update, one value at a time, in float32: no two-pass mean."""
+    import pandas as pd
+    cell = next("".join(c["source"]) for c in json.loads((REPO / "notebooks" / "06_groupnorm_reduction.ipynb").read_text())["cells"]
+                if "def float32_stats_error(" in "".join(c["source"]))
+    function = cell[:cell.index("\n\n\nerrors = ")]
+    assert "v.mean(" not in function and "delta = v[:, k] - w_mean" in function
+    namespace = {"torch": torch, "pd": pd, "display": lambda *a: None}
+    exec(compile(cell, "notebook 06's Welford cell", "exec"), namespace)
+    sumsq, welford = namespace["float32_stats_error"](1e3)
+    assert sumsq > 1e-2 and welford < 1e-3  # Welford: float32 rounding of the data near 1e3, not cancellation
