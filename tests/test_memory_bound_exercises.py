@@ -22,7 +22,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from utils import REPO, build, check
+from utils import REPO, build, check, launch
 from utils.chapters import memory as mc
 from utils.chapters import memory_exercises as exercises
 
@@ -305,8 +305,8 @@ def test_welford_starter_and_answer_compile():
     (NB07, "MIN_BIAS_SOURCE", exercises.MIN_BIAS_KERNEL, MIN_BIAS_ANSWER)])
 def test_from_scratch_starter_and_answer_compile(notebook, name, kernel, answer):
     starter = build_answer(f"starter_{kernel}", notebook_source(notebook, name))
-    assert callable(getattr(starter, kernel))
-    assert callable(getattr(build_answer(f"answer_{kernel}", answer), kernel))
+    assert isinstance(getattr(starter, kernel), launch.Launcher)  # launched as kernel[grid, block, smem](...)
+    assert isinstance(getattr(build_answer(f"answer_{kernel}", answer), kernel), launch.Launcher)
 
 
 # --- on a GPU: the starters fail, the answers pass, the shortcuts fail ---------------------------
