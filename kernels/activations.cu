@@ -71,6 +71,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// Problem 94's chain as notebook 05 launches it from Python (`// @launch`): the loop of
+// map_vec4_kernel for BiasHardtanhMish, the operation built from plain arguments (a launchable
+// kernel takes pointers and numbers). bias_hardtanh_mish below runs the same code.
+// @launch
+__global__ void __launch_bounds__(kThreads)
+    bias_hardtanh_mish_vec4(const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y,
+                            int64_t n4, int64_t cols, float lo, float hi) {
+  const BiasHardtanhMish op{bias, lo, hi};
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4; i += 2 * stride) {
+    const int64_t j = i + stride;
+    const float4 a = load4(x + 4 * i);
+    const float4 b = j < n4 ? load4(x + 4 * j) : a;
+    store4(y + 4 * i, apply4(op, a, index_mod(4 * i, cols)));
+    if (j < n4) store4(y + 4 * j, apply4(op, b, index_mod(4 * j, cols)));
+  }
+}
+
 // The same, one float at a time: any cols, any alignment.
 template <class Op>
 __global__ void __launch_bounds__(kThreads)

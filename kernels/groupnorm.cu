@@ -117,3 +117,28 @@ torch::Tensor group_norm_leaky_relu_x2(torch::Tensor x, int64_t num_groups, torc
   return group_norm_with<WelfordStats>(x, num_groups, gamma, beta, eps, Identity{},
                                        LeakyReluX2{nullptr, static_cast<float>(negative_slope)});
 }
+
+// Problem 62's tail as notebook 06 launches it from Python (`// @launch`), at its shape's team size: the
+// body of group_norm_team_kernel (common/groupnorm.cuh) for L = 2 lanes per group of D = 16 (two float4s
+// a lane), Welford statistics, nothing before the statistics, LeakyReLU and x + x after. The notebook
+// computes the grid the launcher's resident_grid would; group_norm_leaky_relu_x2 above is the same code.
+// @launch
+__global__ void __launch_bounds__(kTeamThreads)
+    group_norm_leaky_relu_x2_team2(const float* __restrict__ x, const float* __restrict__ gamma,
+                                   const float* __restrict__ beta, float* __restrict__ y, int64_t segments,
+                                   int64_t G, int D, float eps, float negative_slope) {
+  constexpr int L = 2;
+  constexpr int kTeams = 32 / L;  // segments per warp per run
+  const int lane = threadIdx.x % 32;
+  const int l = lane % L;
+  const int team = lane / L;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  StoreSink<LeakyReluX2> sink{y, LeakyReluX2{nullptr, negative_slope}};
+  for (int64_t q0 = warp * kTeams * kTeamUnroll; q0 < segments; q0 += warps * kTeams * kTeamUnroll) {
+    team_trip<L, GROUPNORM_TEAM_VECS, kTeamUnroll, WelfordStats>(x, gamma, beta, eps, Identity{}, sink, [&](int u) {
+      const int64_t q = q0 + u * kTeams + team;
+      return team_slot<L, GROUPNORM_TEAM_VECS>(q, index_mod(q, G) * D, q < segments, l, D);
+    });
+  }
+}

@@ -275,8 +275,6 @@ SPECS: dict[str, Spec] = {
     "exercises/scale_add:scale_add": Spec(lambda n, g: [*_pair(n, g), 0.5], lambda a, b, s: s * a + b, tol=None),
     "exercises/bias_gelu:bias_gelu": Spec(lambda n, g: [_x(n, g), torch.randn(C, generator=g)],
                                           lambda x, b: F.gelu(x + b), tol=None),
-    "exercises/broadcast_write:min_bias_broadcast": Spec(
-        lambda n, g: [torch.randn(n, 1, generator=g), torch.randn(1, C, 1, 1, generator=g)], torch.add, tol=None),
     "exercises/gemm_epilogue_relu:linear_relu": Spec(_linear, lambda x, w, b: F.relu(F.linear(x, w, b)), tol=None),
     **{f"exercises/{kernel}:gemm": _EXERCISE_GEMM
        for kernel in ("gemm_seed004", "gemm_smem_pad", "gemm_tile_shape", "gemm_warp_per_output")},

@@ -62,6 +62,11 @@ def two_devices(tmp_path):
 
 # --- Amdahl -----------------------------------------------------------------------------------
 
+def md_cells(line: str) -> list[str]:
+    """The cells of a Markdown table's line (DataFrame.to_markdown pads them); [] for a line of no table."""
+    return [c.strip() for c in line.strip().strip("|").split("|")] if line.strip().startswith("|") else []
+
+
 def test_amdahl_bounds_from_the_profile_and_the_same_devices_copy(two_devices):
     rec = {kind: results.load(kind, device=H100["slug"], results_root=two_devices) for kind in ("eager_profile", "ceilings")}
     a = bc.amdahl(rec["eager_profile"], rec["ceilings"], (1024, 8192, 8192))
@@ -95,14 +100,15 @@ def test_prediction_table_verdicts():
     text = ("costs < 1% over the same GEMM, below the run-to-run noise of about 0.3%; about 20 us more per bias, of the "
             "3.1 ms GEMM: buys ~1% for 94. The GEMM is over 90% of these models' eager time")
     table = bc.prediction_table(entries(), bound, text)
-    rows = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()[2:]}
-    assert rows[f"`{bc.FUSED1}` over `{bc.RUNG7}`"].endswith("| +0.28% | held |")
-    assert "missed: the differences exceed the noise" in rows["the fused biases, against the run's resolution"]
+    assert md_cells(table.splitlines()[0]) == ["the PREDICTION says", "predicted", "measured", "verdict"]
+    rows = {cells[0]: cells[2:] for cells in map(md_cells, table.splitlines()[2:])}
+    assert rows[f"`{bc.FUSED1}` over `{bc.RUNG7}`"] == ["+0.28%", "held"]
+    assert "missed: the differences exceed the noise" in rows["the fused biases, against the run's resolution"][1]
     first = rows[f"a separate pass, the first bias (`{bc.SEP1}` over `{bc.RUNG7}`)"]
-    assert "| 28.6 us | missed (1.43x the prediction) |" in first
-    assert rows[f"eager 94's second bias (`{bc.EAGER94}` over `{bc.CUB1}`)"].endswith("| 29.2 us | held |")
-    assert rows[f"`{bc.RUNG7}` at this shape"].endswith("| 3.111 ms | held |")
-    assert rows["the GEMM's share of eager time (notebook 01's profile)"].endswith("| 37: 64%, 94: 91% | missed for 37 |")
+    assert first == ["28.6 us", "missed (1.43x the prediction)"]
+    assert rows[f"eager 94's second bias (`{bc.EAGER94}` over `{bc.CUB1}`)"] == ["29.2 us", "held"]
+    assert rows[f"`{bc.RUNG7}` at this shape"] == ["3.111 ms", "held"]
+    assert rows["the GEMM's share of eager time (notebook 01's profile)"] == ["37: 64%, 94: 91%", "missed for 37"]
     assert bc.prediction_table(entries(), None, None).startswith("*(")
 
 
@@ -112,9 +118,9 @@ def test_every_row_is_measured_against_its_own_gemm_without_a_bias():
     bases = bc.controls(entries())
     assert {g: r["contender"] for g, r in bases.items()} == {"rung 7": bc.RUNG7, "cuBLAS": bc.CUB0}
     table = bc.cost_table(entries(), "Recorded")
-    eager = next(line for line in table.splitlines() if line.startswith(f"| `{bc.EAGER94}`"))
-    assert f"| `{bc.CUB0}` | +21.4 us (+0.79%) |" in eager  # the plot's control, named in the row
-    assert "| `one (M, N) copy` | 0.022 | – | – |" in table and "timed again last it moved +0.00%" in table
+    rows = {cells[0]: cells[1:] for cells in map(md_cells, table.splitlines()) if cells and cells[0].startswith("`")}
+    assert rows[f"`{bc.EAGER94}`"][1:] == [f"`{bc.CUB0}`", "+21.4 us (+0.79%)"]  # the plot's control, named in the row
+    assert rows["`one (M, N) copy`"] == ["0.022", "–", "–"] and "timed again last it moved +0.00%" in table
 
 
 def test_the_plot_names_each_rows_control():
@@ -224,7 +230,9 @@ def test_expression_diagnosis_and_verdict():
 def test_prediction_verdict():
     assert bc.prediction_verdict(None, 2.5, "measured").startswith("Not yet")
     assert bc.prediction_verdict(2.0, 2.5, "measured").startswith("PASS")
-    assert "too high" in bc.prediction_verdict(20.0, 2.5, "m") and "too low" in bc.prediction_verdict(0.5, 2.5, "m")
+    for miss in (20.0, 0.5):  # neither the value nor the direction: a reader could bisect the answer from either
+        text = bc.prediction_verdict(miss, 2.5, "the estimate says")
+        assert text.startswith("Not yet") and "2.5" not in text and "high" not in text and "low" not in text
 
 
 def test_the_estimate_at_37s_shape_counts_from_the_runs_rates(capsys):
@@ -237,7 +245,10 @@ def test_the_estimate_at_37s_shape_counts_from_the_runs_rates(capsys):
     assert capsys.readouterr().out.startswith("Not yet: write your prediction")
     bc.exercise_37(estimate, run, {}, on_gpu=False, reps=3, shape37=(32768, 4096, 1024))
     out = capsys.readouterr().out
-    assert "PASS" in out and "measuring at problem 37's shape (no GPU)" in out
+    assert "PASS" in out and "measuring at problem 37's shape (no GPU)" in out and "count-based estimate" in out
+    bc.exercise_37(10 * estimate, run, {}, on_gpu=False, reps=3, shape37=(32768, 4096, 1024))
+    out = capsys.readouterr().out  # a miss shows neither the estimate nor how it was counted
+    assert out.startswith("Not yet") and "count-based estimate" not in out and f"{estimate:.2f}" not in out
 
 
 def test_odd_operands_are_odd_and_not_zeros():

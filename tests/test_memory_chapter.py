@@ -4,6 +4,7 @@ timed contenders (with CPU stand-ins for the kernels), broadcasting step by step
 records are its session's (a GPU reads only its own device's). Timing itself is utils.bench's (tests/test_bench.py);
 the exercise checkers are tests/test_memory_bound_exercises.py's."""
 import json
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -11,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
 
+from utils import REPO
 from utils.chapters import session as chapter
 from utils.chapters import memory as mc
 from utils.chapters import memory_diagrams as diagrams
@@ -43,10 +45,10 @@ def test_measure_adds_gbps_and_percent_of_copy(monkeypatch):
     assert "replaces" not in eager and ours["shape"] == [1000, 25000]
 
 
-def test_table_has_a_line_per_row_and_the_speedups(monkeypatch):
-    lines = mc.table(measured(monkeypatch)).splitlines()
-    assert len(lines) == 4 and lines[0].split()[:2] == ["problem", "contender"]
-    assert lines[3].rstrip().endswith("4.17x eager chain")
+def test_table_is_a_dataframe_with_a_row_per_contender_and_the_speedups(monkeypatch):
+    df = mc.table(measured(monkeypatch))
+    assert len(df) == 3 and list(df.columns[:2]) == ["problem", "contender"]
+    assert df.iloc[2]["faster than"] == "4.17x eager chain"
 
 
 # --- predicted against measured ----------------------------------------------------------------
@@ -66,10 +68,13 @@ def test_the_prediction_table_says_within_better_worse_and_no_longer_said(monkey
         ("120.0 us", "worse than predicted"), ("–", "no longer in the header: not compared"),
         ("–", "no row 'a read' in this run")]
     text = mc.prediction_table(rows, predictions, HEADER, "Measured here")
-    assert text.startswith("Measured here.\n\n| the header predicted | problem | kernel | measured | verdict |")
-    assert '| "3-5x the eager chain" | 94 | `fused` | 4.17x against *eager chain* | within it |' in text
+    assert text.startswith("Measured here.\n\n| the header predicted")
+    cells = lambda line: [c.strip() for c in line.strip("|").split("|")]
+    assert cells(text.splitlines()[2]) == ["the header predicted", "problem", "kernel", "measured", "verdict"]
+    assert ['"3-5x the eager chain"', "94", "`fused`", "4.17x against *eager chain*", "within it"] in map(
+        cells, text.splitlines())
     twice = mc.prediction_table(rows, predictions[:1] * 2, HEADER, "Measured here").splitlines()
-    assert twice[-2].startswith('| "80-90% of a copy" | 94') and twice[-1].startswith("|  | 94")  # quoted once
+    assert cells(twice[-2])[:2] == ['"80-90% of a copy"', "94"] and cells(twice[-1])[:2] == ["", "94"]  # quoted once
 
 
 def test_percent_of_another_row_and_lower_is_better():
@@ -311,3 +316,116 @@ def test_the_chapter_on_a_gpu_saves_its_plot_beside_its_records(tmp_path, monkey
     monkeypatch.setattr(utils.env, "device_slug", lambda name=None: "h100")
     M = mc.MemoryChapter(session(tmp_path, "gpu"))
     assert M.plot_path("fused_activations") == tmp_path / "h100" / "fused_activations.png"
+
+
+# --- 06: the GEMM's share of the models, and the sweep of the tails -------------------------------------------
+
+def share_frame():
+    import pandas as pd
+    return pd.DataFrame([{"problem": 94, "tail speedup": 10.0, "tail saves": 0.25, "GEMM costs more": 0.45,
+                          "GEMM share of ours": 0.99, "model speedup": 0.93},
+                         {"problem": 37, "tail speedup": 8.6, "tail saves": 2.7, "GEMM costs more": -0.1,
+                          "GEMM share of ours": 0.95, "model speedup": 1.28}]).set_index("problem")
+
+
+def test_tail_share_text_says_what_the_table_says():
+    text = mc.tail_share_text(share_frame())
+    assert "**94**: the tail runs 10.0x faster than eager's and saves 250 us; our GEMM is 450 us slower" in text
+    assert "99% of our model's time, which runs at 0.93x eager" in text
+    assert "100 us faster than eager's" in text.splitlines()[1]
+    assert "No scoreboard" in mc.tail_share_text(share_frame().iloc[0:0])
+
+
+def test_the_share_cell_reads_the_records_of_one_device():
+    """Notebook 06's cell computes the shares from the scoreboard and groupnorm_fusion records; the text under it is
+    tail_share_text's, from those numbers (none typed)."""
+    cell = next("".join(c["source"]) for c in json.loads((REPO / "notebooks" / "06_groupnorm_reduction.ipynb").read_text())["cells"]
+                if "mc.tail_share_text(share)" in "".join(c["source"]))
+    assert 'M.recorded("scoreboard")' in cell and 'M.companion("groupnorm_fusion", board_rec)' in cell
+    assert not re.search(r"\b\d+\.\d+\b", cell)  # no measured number typed into the cell
+
+
+def sweep_entries():
+    class T:  # a bench.Timing stand-in
+        def __init__(self, ms):
+            self.median, self.p20, self.p80 = ms, 0.9 * ms, 1.1 * ms
+    rows = []
+    for N, ms in [(1, 0.004), (4, 0.005), (16, 0.0055), (64, 0.006), (256, 0.01), (1024, 0.025), (4096, 0.09)]:
+        rows += mc.sweep_entries("rows", N, 8192, 512, {"ours": T(ms), "eager": T(10 * ms)}, 2 * 4 * N * 8192)
+    for D, ms in [(4, 0.03), (16, 0.025), (256, 0.024), (1024, 0.05)]:
+        rows += mc.sweep_entries("group width", 1024, 8192, 8192 // D, {"ours": T(ms), "eager": T(40 * ms / D ** 0.5)},
+                                 2 * 4 * 1024 * 8192)
+    return rows
+
+
+def test_sweep_entries_are_what_the_record_kind_asks():
+    from utils import results
+    rows = sweep_entries()
+    assert set(results.KINDS["sweep_tails"].entry_keys) <= set(rows[0])
+    assert rows[0]["group_width"] == 16 and rows[0]["GBps"] == pytest.approx(2 * 4 * 8192 / 0.004 / 1e6)
+
+
+def test_sweep_regimes_are_read_from_the_entries():
+    rows = sweep_entries()
+    text = mc.sweep_regimes(rows, "ours", 3000.0, 132, 4)
+    assert "up to 64 rows ours takes at most 1.5x its 4.0 us at 1 row(s)" in text
+    assert "from 64 rows the grid has a block for each of the 132 SMs" in text
+    # GB/s: 64 rows 699, 256 rows 1678, 1024 rows 2684: half (1500) from 256 rows, 80% (2400) from 1024
+    assert "from 256 rows ours moves at least half the copy bandwidth (3000 GB/s), from 1024 rows at least 80%" in text
+    assert "never reaches half" in mc.sweep_regimes(rows, "ours", 1e6, 132, 4)
+    width = mc.width_regimes(rows, "ours", "eager", 3000.0)
+    assert "**Teams of lanes** (D = 4 to 256)" in width and "**The block path** (D = 1024" in width
+    assert "20.0x faster at D = 4" in width and "1.2x faster at D = 1024" in width
+
+
+# --- the kernels chapters 05-07 launch from a cell (`// @launch`) -----------------------------------------------
+
+LAUNCHED = {"activations": ["bias_hardtanh_mish_vec4"], "groupnorm": ["group_norm_leaky_relu_x2_team2"],
+            "min_bias_broadcast": ["group_norm_row_min_team_kernel", "broadcast_write_vec4"]}
+
+
+def test_the_kernels_the_chapters_launch_are_marked():
+    from utils import build, launch
+    assert {n: [k.name for k in launch.launchables(build.kernel_source(n))] for n in LAUNCHED} == LAUNCHED
+
+
+@pytest.mark.gpu
+def test_the_launched_kernels_write_every_element_as_pytorch_computes_it():
+    """Each launch as the chapters compute its grid, into NaN-poisoned outputs, against PyTorch."""
+    import math
+    from utils import build
+    act, gn, mb = (build.load_kernel(n) for n in LAUNCHED)
+    x, bias = (t.cuda() for t in mc.x_and_bias(37, 128)(torch.Generator().manual_seed(0)))
+    y = torch.full_like(x, float("nan"))
+    n4 = x.numel() // 4
+    act.bias_hardtanh_mish_vec4[(math.ceil(n4 / 512),), (256,), 0](x, bias, y, n4, 128, -1.0, 1.0)
+    torch.testing.assert_close(y, F.mish(F.hardtanh(x + bias)), atol=1e-5, rtol=1e-5)
+
+    N, C, G = 37, 1024, 64  # D = 16: teams of 2 lanes
+    x, gamma, beta, b4 = (t.cuda() for t in mc.gn_inputs(N, C, with_bias=True)(torch.Generator().manual_seed(1)))
+    y = torch.full_like(x, float("nan"))
+    gn.group_norm_leaky_relu_x2_team2[(math.ceil(N * G / 128),), (256,), 0](x, gamma, beta, y, N * G, G, 16, mc.EPS, 0.01)
+    h = F.leaky_relu(F.group_norm(x, G, gamma, beta, mc.EPS), 0.01)
+    torch.testing.assert_close(y, h + h, atol=1e-4, rtol=1e-4)
+
+    N = 40  # a multiple of 4: float4s of n
+    x, gamma, beta, b4 = (t.cuda() for t in mc.gn_inputs(N, C, with_bias=True)(torch.Generator().manual_seed(2)))
+    rowmin = torch.full((N, 1), float("nan"), device="cuda")
+    out = torch.full((1, C, N, 1), float("nan"), device="cuda")
+    mb.group_norm_row_min_team_kernel[(N,), (256,), 0](x, gamma, beta, rowmin, N, G, 16, mc.EPS)
+    mb.broadcast_write_vec4[(1, 7), (256,), 0](rowmin, b4, out, N, C)
+    torch.testing.assert_close(out, torch.min(F.group_norm(x, G, gamma, beta, mc.EPS), 1, keepdim=True)[0] + b4,
+                               atol=1e-4, rtol=1e-4)
+
+
+def test_06s_welford_column_is_computed_with_welford():
+    """The cell's 'Welford (M2/n)' comes from Welford's update, one value at a time, in float32: no two-pass mean."""
+    import pandas as pd
+    cell = next("".join(c["source"]) for c in json.loads((REPO / "notebooks" / "06_groupnorm_reduction.ipynb").read_text())["cells"]
+                if "def float32_stats_error(" in "".join(c["source"]))
+    function = cell[:cell.index("\n\n\nerrors = ")]
+    assert "v.mean(" not in function and "delta = v[:, k] - w_mean" in function
+    namespace = {"torch": torch, "pd": pd, "display": lambda *a: None}
+    exec(compile(cell, "notebook 06's Welford cell", "exec"), namespace)
+    sumsq, welford = namespace["float32_stats_error"](1e3)
+    assert sumsq > 1e-2 and welford < 1e-3  # Welford: float32 rounding of the data near 1e3, not cancellation

@@ -327,7 +327,6 @@ def kernel_units() -> tuple[Unit, ...]:
         # the exercises as committed, the reader's starting points: the reduced shapes only
         Unit("exercises/scale_add", calls(["scale_add"], scale_add, ROWS_REDUCED)),
         Unit("exercises/bias_gelu", calls(["bias_gelu"], rows, ROWS_REDUCED, bias=True)),
-        Unit("exercises/broadcast_write", calls(["min_bias_broadcast"], tail, [(37, 115, 5), (300, 520, 8)], named=True)),
         Unit("exercises/gemm_epilogue_relu", calls(["linear_relu"], linear, GEMM_REDUCED)),
         *(Unit(f"exercises/{stem}", calls(["gemm"], gemm, GEMM_REDUCED)) for stem in gemms),
         Unit("exercises/group_norm_stats", calls(["group_norm"], tail, [(37, 115, 5), GROUPS_TILES[0]], named=True)),

@@ -3,8 +3,8 @@
 //   bias_gelu(x, bias) = F.gelu(x + bias)     x (rows, cols), bias (cols,), float32
 //
 // F.gelu's default (approximate="none") is the exact GELU, v * Phi(v), with Phi the standard
-// normal CDF: gelu(v) = 0.5 * v * (1 + erf(v / sqrt(2))). PyTorch's CUDA kernel computes exactly
-// that expression in float32 (erff; 1 / sqrt(2) as the constant M_SQRT1_2).
+// normal CDF (torch.nn.GELU's documentation writes Phi out; CUDA's math library has the function
+// it is built on, in float32). The tanh form is another function: the checker tells them apart.
 //
 // A new fusion on the elementwise path is a new *operation*: a small struct with
 //     __device__ float f(float v, float b) const

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Callable
 
 import matplotlib
+import pandas as pd
 import torch
 import torch.nn.functional as F
+from IPython.display import display
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -202,9 +204,8 @@ def amdahl_table(a: dict) -> str:
     if a["add_us"] is not None:
         rows.append(("that pass, profiled", f"{a['add_us']:.1f} us, {a['add_pct']:.2f}% of eager time "
                      f"({a['add_us'] / a['pass_us']:.2f}x the estimate)", "`aten::add` in the profile"))
-    head = [f"From notebook 01's profile, recorded on {a['source']} (TF32 off):", "",
-            "| what | how much | from |", "|---|---|---|"]
-    return "\n".join(head + [f"| {w} | {v} | {f} |" for w, v, f in rows])
+    table = pd.DataFrame(rows, columns=["what", "how much", "from"]).to_markdown(index=False)
+    return f"From notebook 01's profile, recorded on {a['source']} (TF32 off):\n\n{table}"
 
 
 # --------------------------------------------------------------------------- compile and check
@@ -256,11 +257,12 @@ def register_table(modules: dict) -> None:
         return skip("reading the kernels' register counts", "nothing was compiled")
     if tool is None:
         return skip("reading the kernels' register counts", "no cuobjdump here (CUDA toolkit or Triton)")
-    print(f"{'kernel instantiation':<44} {'registers':>9} {'local (spill) bytes':>20}")
+    rows = []
     for label in ("gemm_07_pipelined", "gemm_bias", "gemm_epilogue_relu"):
         dump = subprocess.run([tool, "--dump-resource-usage", modules[label].__file__], capture_output=True, text=True).stdout
-        for epilogue, regs, local in instantiations(dump):
-            print(f"{'gemm_pipelined_kernel<' + epilogue + '>':<44} {regs:>9} {local:>20}   ({label})")
+        rows += [{"kernel instantiation": f"gemm_pipelined_kernel<{epilogue}>", "registers": regs,
+                  "local (spill) bytes": local, "library": label} for epilogue, regs, local in instantiations(dump)]
+    display(pd.DataFrame(rows))
 
 
 def odd_operands(generator, M=37, N=129, K=65):
@@ -430,12 +432,14 @@ def cost_table(entries: list[dict], source: str) -> str:
     resolution of the run (the control's spread and drift)."""
     bases = controls(entries)
     by = {r["contender"]: r for r in entries}
-    lines = [f"{source}.", "", "| contender | median ms | control | over the control |", "|---|---:|---|---:|"]
+    rows = []
     for r in entries:
         base = bases.get(r["gemm"])
         over = ("–" if base is None or r is base else f"{us_over(r, base):+.1f} us ({pct_over(r, base):+.2f}%)")
         control = "–" if base is None or r is base else f"`{base['contender']}`"
-        lines.append(f"| `{r['contender']}` | {r['median_ms']:.3f} | {control} | {over} |")
+        rows.append({"contender": f"`{r['contender']}`", "median ms": f"{r['median_ms']:.3f}", "control": control,
+                     "over the control": over})
+    lines = [f"{source}.", "", pd.DataFrame(rows).to_markdown(index=False, colalign=("left", "right", "left", "right"))]
     if RUNG7 in by:
         drift = f", timed again last it moved {pct_over(by[AGAIN], by[RUNG7]):+.2f}%" if AGAIN in by else ""
         lines += ["", f"Resolution: the rung-7 control's p20-p80 spread is {spread_pct(by[RUNG7]):.2f}% of its median{drift}."]
@@ -494,8 +498,7 @@ def prediction_table(entries: list[dict], bound: dict | None, text: str | None) 
                      "held" if not low else f"missed for {', '.join(map(str, sorted(low)))}"))
     if not rows:
         return "*(kernels/gemm_bias.cu's header states no PREDICTION this table can read)*"
-    return "\n".join(["| the PREDICTION says | predicted | measured | verdict |", "|---|---|---|---|",
-                      *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows)])
+    return pd.DataFrame(rows, columns=["the PREDICTION says", "predicted", "measured", "verdict"]).to_markdown(index=False)
 
 
 # --------------------------------------------------------------------------- the exercises
@@ -521,15 +524,16 @@ def expression_verdict(report, diagnosis: str | None, goal: str, candidates: dic
 
 
 def prediction_verdict(predicted_pct: float | None, actual: float, what: str) -> str:
-    """PASS when the prediction (in %) is within a factor of 2 of `actual`; Not yet before there is one."""
+    """PASS when the prediction (in %) is within a factor of 2 of `actual`; Not yet before there is one. A miss
+    says neither the value nor its direction (a reader could bisect the answer from either)."""
     if predicted_pct is None:
         return "Not yet: write your prediction in MY_PREDICTION_PCT first, then run this cell again."
     ratio = predicted_pct / actual if actual > 0 else float("inf")
     if 0.5 <= ratio <= 2:
         return f"PASS: you predicted {predicted_pct:g}%, {what} {actual:.2f}% (a factor of {max(ratio, 1 / ratio):.2f})."
-    return (f"Not yet: you predicted {predicted_pct:g}%, {what} {actual:.2f}%: "
-            f"{'too high' if ratio > 2 else 'too low'} by a factor of {max(ratio, 1 / ratio):.1f}. "
-            "Count the bytes of the pass and the FLOPs of the GEMM at this shape.")
+    source = "the estimate" if "estimate" in what else "the measurement"
+    return (f"Not yet: {predicted_pct:g}% is more than a factor of 2 from {source}. Count the bytes of the pass and the FLOPs of the GEMM at this shape, and the rates of each "
+            "from the measurement above.")
 
 
 def estimate_37(entries: list[dict], shape37: tuple[int, int, int]) -> tuple[float, str]:
@@ -557,8 +561,10 @@ def exercise_37(mine: float | None, run: Run | None, modules: dict, on_gpu: bool
         skip("the count-based estimate", "no bias_fusion rows to take rates from")
     else:
         estimate, how = estimate_37(run.entries, shape37)
-        print(f"count-based estimate, rates from: {run.source}: {how}")
-        print(prediction_verdict(mine, estimate, "the estimate says"))
+        verdict = prediction_verdict(mine, estimate, "the estimate says")
+        print(verdict)
+        if verdict.startswith("PASS"):  # the count is the answer: shown once the prediction holds
+            print(f"count-based estimate, rates from: {run.source}: {how}")
     if not on_gpu:
         return skip("measuring at problem 37's shape", "no GPU")
     M, N, K = shape37
@@ -568,8 +574,11 @@ def exercise_37(mine: float | None, run: Run | None, modules: dict, on_gpu: bool
     with precision.ieee_fp32():
         rows = bench.compare({RUNG7: lambda: gemm(x, w), SEP1: lambda: gemm(x, w) + b,
                               FUSED1: lambda: fused.linear_bias(x, w, b)}, baseline=RUNG7, reps=reps)
-    print(bench.format_table(rows))
     by = {r["contender"]: r for r in rows}
-    print(prediction_verdict(mine, pct_over(by[SEP1], by[RUNG7]), "measured"))
+    verdict = prediction_verdict(mine, pct_over(by[SEP1], by[RUNG7]), "measured")
+    print(verdict)
+    if not verdict.startswith("PASS"):  # the times are the answer: shown once the prediction holds
+        return
+    print(bench.format_table(rows))
     print(f"and the fused epilogue at this shape: {pct_over(by[FUSED1], by[RUNG7]):+.2f}% "
           f"(run-to-run spread of the control {spread_pct(by[RUNG7]):.2f}%)")

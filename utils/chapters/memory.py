@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 import matplotlib
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from IPython.display import Markdown, display
@@ -59,16 +60,18 @@ def measure(spec, reps):
     return entries
 
 
-def table(entries):
-    """The rows of measure() (or of a record) as text: one line per contender, speedups against the rows each names."""
+def table(entries) -> pd.DataFrame:
+    """The rows of measure() (or of a record) as a DataFrame: one row per contender, with its speedups against the
+    rows it names ("faster than")."""
     named = {(e["problem"], e["contender"]): e for e in entries}
-    lines = [f"{'problem':>7}  {'contender':<44} {'role':<9} {'median us':>10} {'GB/s':>6} {'% copy':>7}  faster than"]
+    rows = []
     for e in entries:
         against = [f"{named[(e['problem'], r)]['median_ms'] / e['median_ms']:.2f}x {r}"
                    for r in e.get("replaces", ()) if (e["problem"], r) in named]
-        lines.append(f"{e['problem']:>7}  {e['contender']:<44} {e['role']:<9} {1e3 * e['median_ms']:10.1f} "
-                     f"{e['GBps']:6.0f} {e['pct_of_copy']:6.0f}%  {'; '.join(against)}")
-    return "\n".join(lines)
+        rows.append({"problem": e["problem"], "contender": e["contender"], "role": e["role"],
+                     "median us": round(1e3 * e["median_ms"], 1), "GB/s": round(e["GBps"]),
+                     "% copy": round(e["pct_of_copy"]), "faster than": "; ".join(against)})
+    return pd.DataFrame(rows)
 
 
 def bandwidth_plot(entries, title, recorded_from=None, save=None):
@@ -164,13 +167,15 @@ def prediction_rows(entries, predictions, prediction_text):
 
 
 def prediction_table(entries, predictions, prediction_text, source):
-    """The chapter's predicted-against-measured table, in Markdown, headed by where the numbers come from."""
-    lines = [f"{source}.", "", "| the header predicted | problem | kernel | measured | verdict |", "|---|---:|---|---|---|"]
-    said = None
-    for r in prediction_rows(entries, predictions, prediction_text):  # each claim quoted once, its rows below it
+    """The chapter's predicted-against-measured table, in Markdown (DataFrame.to_markdown), headed by where the
+    numbers come from; each claim quoted once, its rows below it."""
+    rows, said = [], None
+    for r in prediction_rows(entries, predictions, prediction_text):
         claim, said = ("" if r["phrase"] == said else f"\"{r['phrase']}\""), r["phrase"]
-        lines.append(f"| {claim} | {r['problem']} | `{r['kernel']}` | {r['measured']} | {r['verdict']} |")
-    return "\n".join(lines)
+        rows.append({"the header predicted": claim, "problem": r["problem"], "kernel": f"`{r['kernel']}`",
+                     "measured": r["measured"], "verdict": r["verdict"]})
+    columns = ["the header predicted", "problem", "kernel", "measured", "verdict"]
+    return f"{source}.\n\n" + pd.DataFrame(rows, columns=columns).to_markdown(index=False)
 
 
 def row_min_budget(entries):
@@ -259,7 +264,7 @@ class MemoryChapter:
             skip(f"measuring {kind}", f"scale {self.scale}: only the problems' full shapes are measured")
             return None
         entries = measure(make_spec(), self.reps)
-        print(table(entries))
+        display(table(entries))
         print("recorded", results.record(kind, entries, results_dir=self.results_dir,
                                          notes=f"{notes}, reps {self.reps}"))
         return entries
@@ -288,7 +293,7 @@ class MemoryChapter:
             return None
         if rec is not None:
             print(f"the recorded run ({stamp(rec)}, {rec['notes']}):")
-            print(table(shown))
+            display(table(shown))
         save = self.plot_path(kind) if rec is None and self.scale == "full" else None
         display(bandwidth_plot(shown, title, recorded_from=rec, save=save))
         source = (f"Recorded on {stamp(rec)}" if rec is not None
@@ -296,8 +301,13 @@ class MemoryChapter:
         display(Markdown(prediction_table(shown, predictions, prediction_text, source)))
         return shown
 
-    def check_exercise(self, name: str, run: Callable) -> None:
-        """Recompile kernels/exercises/<name>.cu (your edits included) and print run(module)'s report and verdict."""
+    def check_exercise(self, name: str, run: Callable, static: Callable[[str], list] | None = None) -> None:
+        """Recompile kernels/exercises/<name>.cu (your edits included) and print run(module)'s report and verdict.
+        static(text) lists what is wrong with the file's text before anything runs (on any machine): "Not yet"."""
+        problems = static((EXERCISES / f"{name}.cu").read_text()) if static else []
+        if problems:
+            print("Not yet:\n" + "\n".join(f"  - {p}" for p in problems))
+            return
         if not self.can_compile:
             skip("compiling the exercise", env.no_build_reason())
             return
@@ -499,3 +509,80 @@ def broadcast_steps(a, b):
         print(f"   dim {i}: {x:>5} vs {y:>5}: {'equal: kept' if x == y else f'a 1 stretches to {max(x, y)}'}")
     print(f"2. result: {tuple(out)}")
     return tuple(out)
+
+
+# --------------------------------------------------------------------------- why the fast tails do not move the scoreboard
+
+def tail_share_text(df: pd.DataFrame) -> str:
+    """Notebook 06's lines on why fast tails barely move the scoreboard, from its table (a row per problem: "tail
+    speedup", "tail saves", "GEMM costs more", "GEMM share of ours", "model speedup"; times in ms), itself computed
+    from the scoreboard and groupnorm_fusion records of one device: every number here comes from them."""
+    if df.empty:
+        return "No scoreboard and groupnorm_fusion records of one device to compare."
+    lines = []
+    for p, r in df.iterrows():
+        lines.append(f"- **{p}**: the tail runs {r['tail speedup']:.1f}x faster than eager's and saves "
+                     f"{1e3 * r['tail saves']:.0f} us; our GEMM is {1e3 * r['GEMM costs more']:.0f} us "
+                     f"{'slower' if r['GEMM costs more'] > 0 else 'faster'} than eager's and is "
+                     f"{100 * r['GEMM share of ours']:.0f}% of our model's time, which runs at "
+                     f"{r['model speedup']:.2f}x eager.")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the sweep of the tails (kind sweep_tails)
+
+def sweep_entries(sweep: str, rows: int, channels: int, groups: int, times: dict, nbytes: int) -> list[dict]:
+    """sweep_tails entries from bench.time_interleaved's {contender: Timing} at one size."""
+    return [{"contender": name, "sweep": sweep, "rows": rows, "channels": channels, "group_width": channels // groups,
+             "median_ms": t.median, "p20_ms": t.p20, "p80_ms": t.p80, "GBps": nbytes / t.median / 1e6}
+            for name, t in times.items()]
+
+
+def sweep_regimes(entries: list[dict], ours: str, copy_GBps: float, sms: int, blocks_per_row: float) -> str:
+    """Where each regime of the rows sweep begins, from its entries: the rows where ours stays within 1.5x of its time
+    at the fewest rows (launch and latency), the rows from which the grid has a block per SM (blocks_per_row blocks
+    a row), and the first rows at which ours moves half and 80% of the copy bandwidth (the bytes set the time)."""
+    pts = sorted((e["rows"], e["median_ms"], e["GBps"]) for e in entries
+                 if e["sweep"] == "rows" and e["contender"] == ours)
+    if not pts:
+        return "No rows sweep of ours recorded."
+    t0 = pts[0][1]
+    flat = max(r for r, t, _ in pts if t <= 1.5 * t0)
+    fill = next((r for r, _, _ in pts if r * blocks_per_row >= sms), None)
+    half = next((r for r, _, gb in pts if gb >= 0.5 * copy_GBps), None)
+    full = next((r for r, _, gb in pts if gb >= 0.8 * copy_GBps), None)
+    text = [f"- **Launch-bound:** up to {flat} rows ours takes at most 1.5x its {1e3 * t0:.1f} us at {pts[0][0]} "
+            "row(s): the launch and one trip's latency, not the bytes, set the time."]
+    if fill is not None:
+        text.append(f"- **The SMs fill:** from {fill} rows the grid has a block for each of the {sms} SMs "
+                    f"({fill} rows x {blocks_per_row:g} blocks a row).")
+    if half is not None:
+        text.append(f"- **Bandwidth-bound:** from {half} rows ours moves at least half the copy bandwidth "
+                    f"({copy_GBps:.0f} GB/s)" + (f", from {full} rows at least 80%" if full is not None else "")
+                    + ": from there the time grows with the bytes.")
+    else:
+        text.append(f"- Ours never reaches half the copy bandwidth ({copy_GBps:.0f} GB/s) in this sweep.")
+    return "\n".join(text)
+
+
+def width_regimes(entries: list[dict], ours: str, eager: str, copy_GBps: float, team_max: int = 256) -> str:
+    """The group-width sweep in words, from its entries: ours' share of the copy bandwidth on the team path (groups
+    up to team_max floats) and beyond it (the block path), and how many times faster than eager at each end."""
+    by = {(e["contender"], e["group_width"]): e for e in entries if e["sweep"] == "group width"}
+    widths = sorted({d for c, d in by if c == ours})
+    if not widths:
+        return "No group-width sweep of ours recorded."
+    pct = {d: 100 * by[ours, d]["GBps"] / copy_GBps for d in widths}
+    team = [d for d in widths if d <= team_max]
+    text = []
+    if team:
+        text.append(f"- **Teams of lanes** (D = {team[0]} to {team[-1]}): ours at {min(pct[d] for d in team):.0f}-"
+                    f"{max(pct[d] for d in team):.0f}% of the copy bandwidth.")
+    for d in (d for d in widths if d > team_max):
+        text.append(f"- **The block path** (D = {d}, a block per group): {pct[d]:.0f}%.")
+    ends = [d for d in (widths[0], widths[-1]) if (eager, d) in by]
+    if ends:
+        text.append("- Against eager: " + ", ".join(
+            f"{by[eager, d]['median_ms'] / by[ours, d]['median_ms']:.1f}x faster at D = {d}" for d in ends)
+            + ".")
+    return "\n".join(text)
