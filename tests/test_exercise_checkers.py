@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from utils import REPO, build, check
+from utils.chapters import baselines
 from utils.chapters import gemm_exercises as exercises
 from utils.chapters import gemm_ladder as lc
 from utils.problems import get_problem
@@ -34,7 +35,8 @@ NB01, NB02, NB03, NB04 = ("01_models_and_baselines.ipynb", "02_naive_gemm.ipynb"
 THINK = "think"  # a "Think it through": answers, no checker
 # notebook -> {exercise number: the tests that run its checker on the starting point ("module::test" for another file)}
 EXERCISES = {
-    NB01: {"1": ["test_01_seed000_hardtanh_is_not_yet_until_fixed"], "2": THINK},
+    NB01: {"1": ["test_01_seed000_hardtanh_is_not_yet_until_fixed",
+                 "test_01_a_forward_that_is_models_own_is_not_yet_on_the_cpu"], "2": THINK},
     NB02: {"1": ["test_gemm_exercises::test_seed004_leaves_columns_unwritten_until_each_thread_loops"],
            "2": ["test_gemm_exercises::test_warp_per_output_is_wrong_until_the_warp_adds_its_partial_sums",
                  "test_02_the_timing_waits_for_a_guess"]},
@@ -134,8 +136,11 @@ def test_every_think_it_through_question_has_a_hidden_answer(notebook):
 
 # --- 01: seed 000's Hardtanh through the harness ---------------------------------------------
 
+ANSWERS = REPO / "tests" / "exercise_answers"
+
+
 def run_01(start: str) -> str:
-    namespace = {"torch": torch, "check": check, "get_problem": get_problem}
+    namespace = {"torch": torch, "check": check, "get_problem": get_problem, "bl": baselines}
     return run(start + "\n" + code_cell(NB01, "def model_verdict("), namespace)
 
 
@@ -144,7 +149,20 @@ def test_01_seed000_hardtanh_is_not_yet_until_fixed():
     assert "torch.clamp(x, 0.0, 2.0)" in start, "the starting point is seed 000's range"
     printed = run_01(start)
     assert "Not yet: trials failed." in printed and "PASS" not in printed, printed
+    assert "PASS: YourModelNew94" in run_01((ANSWERS / "01_your_model_new94.py").read_text())
     assert "PASS: YourModelNew94" in run_01(start.replace("torch.clamp(x, 0.0, 2.0)", "self.hardtanh(x)"))
+
+
+@pytest.mark.parametrize("shortcut", [
+    "",                                            # the forward deleted: Model's runs
+    "    def forward(self, x):\n        return super().forward(x)\n",
+    "    def forward(self, x):\n        return get_problem(94).Model.forward(self, x)\n",
+])
+def test_01_a_forward_that_is_models_own_is_not_yet_on_the_cpu(shortcut):
+    start = code_cell(NB01, "class YourModelNew94")
+    head = start[:start.index("    def forward(self, x):")]
+    printed = run_01(head + shortcut)
+    assert printed.startswith("Not yet: calling YourModelNew94 runs Model's forward") and "PASS" not in printed, printed
 
 
 # --- 02: the timing of exercise 2 waits for a guess --------------------------------------------

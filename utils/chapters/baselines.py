@@ -10,6 +10,7 @@ off, the KernelBench reference setting. A TF32-on row is not compared with eager
     rows = measure_baselines([94, 75, 37, 62], "cuda", "full", 50, ceilings)   # one run per problem
     print(per_problem_tables(rec))                                    # speedups over eager fp32
     display(Markdown(summary_table(rec, profile)))                    # floors and bounds vs the run
+    runs_reference_forward(YourModelNew94, get_problem(94))           # exercise 1: its forward, or Model's?
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import contextlib
 import io
 import time
 from typing import Callable
+from unittest import mock
 
 import torch
 
@@ -24,8 +26,8 @@ from utils import bench, precision
 from utils.problems import get_problem
 
 __all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "eager_fp32", "eager_profile", "gemm_shares",
-           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "summary_table",
-           "with_eager_fp32_speedups"]
+           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "runs_reference_forward",
+           "summary_table", "with_eager_fp32_speedups"]
 
 PROBLEM_IDS = (94, 75, 37, 62)
 # torch.compile's modes as notebook 01 times them (each compiled from scratch; its first call is the compile time)
@@ -176,3 +178,21 @@ def summary_table(baselines, profile) -> str:
                  "–" if best_on is None else f"{eager['median_ms'] / best_on['median_ms']:.2f}x (`{best_on['contender']}`)"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def runs_reference_forward(model_class, p, scale: str = "small") -> bool:
+    """Whether a call of model_class (a subclass of problem p's Model) runs the reference's own forward: no forward
+    of its own, `super().forward(x)` or `Model.forward(self, x)`. On the CPU the harness cannot tell such a model
+    from one that computes the steps itself (both run PyTorch's ops), so notebook 01's exercise asks this first."""
+    calls = []
+    reference = p.Model.forward
+
+    def spy(self, *args, **kwargs):
+        calls.append(type(self))
+        return reference(self, *args, **kwargs)
+
+    model = model_class(*p.init_inputs(scale))
+    (x,) = p.get_inputs(scale, generator=torch.Generator().manual_seed(0))
+    with mock.patch.object(p.Model, "forward", spy), torch.no_grad():
+        model(x)
+    return bool(calls)
