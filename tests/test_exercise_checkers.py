@@ -58,8 +58,13 @@ EXERCISES = {
         "3": THINK},
     "09_hopper_gemm_and_epilogue.ipynb": {
         "1": ["test_hopper_chapter::test_exercise_1_is_not_yet_at_the_start_and_passes_on_the_deepest_rings"], "2": THINK},
-    "10_fused_solutions.ipynb": {"1": ["test_chapter::test_the_backward_exercise_fails_until_the_reader_acts"],
-                                 "2": ["test_chapter::test_the_fake_exercise_fails_until_the_reader_acts"], "3": THINK},
+    "10_fused_solutions.ipynb": {"1": ["test_solutions_exercises::test_the_backward_starting_point_is_not_yet",
+                                       "test_solutions_exercises::test_the_backward_reference_answer_passes",
+                                       "test_solutions_exercises::test_the_backward_shortcuts_are_not_yet"],
+                                 "2": ["test_chapter::test_the_fake_exercise_fails_until_the_reader_acts",
+                                       "test_solutions_exercises::test_the_fake_reference_answer_passes_and_the_starting_point_does_not",
+                                       "test_solutions_exercises::test_the_fake_shortcut_of_calling_the_op_is_not_yet"],
+                                 "3": THINK},
     "11_dropins_in_real_code.ipynb": {"1": THINK},
 }
 
