@@ -201,6 +201,7 @@ def test_the_fake_exercise_cell_calls_the_checker_that_keeps_the_answer():
     assert "solution_exercises.fake_verdict(my_fake)" in code(cell)
 
 
+@pytest.mark.gpu
 def test_measure_solutions_times_every_contender_in_both_protocols():
     rows = chapter.measure_solutions([62], scale="small", reps=3, progress=False)
     assert len(rows) == 6 * 2 * 2  # contenders x TF32 off/on x protocols
