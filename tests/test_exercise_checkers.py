@@ -30,11 +30,13 @@ from utils.run import SKIP_MARKER
 
 from kernel_tests import notebook_cell
 
+NB00 = "00_setup.ipynb"
 NB01, NB02, NB03, NB04 = ("01_models_and_baselines.ipynb", "02_naive_gemm.ipynb", "03_tiled_gemm.ipynb",
                           "04_bias_fusion.ipynb")
 THINK = "think"  # a "Think it through": answers, no checker
 # notebook -> {exercise number: the tests that run its checker on the starting point ("module::test" for another file)}
 EXERCISES = {
+    NB00: {"1": ["test_00_scale_add_is_not_yet_until_it_uses_alpha", "test_00_a_kernel_that_fits_one_alpha_is_not_yet"]},
     NB01: {"1": ["test_01_seed000_hardtanh_is_not_yet_until_fixed",
                  "test_01_a_forward_that_is_models_own_is_not_yet_on_the_cpu"], "2": THINK},
     NB02: {"1": ["test_gemm_exercises::test_seed004_leaves_columns_unwritten_until_each_thread_loops"],
@@ -137,6 +139,30 @@ def test_every_think_it_through_question_has_a_hidden_answer(notebook):
     questions = re.findall(r"^- ", think, re.MULTILINE)
     answers = re.findall(r"^  <details><summary>Answer</summary>\n(?:.*\n)+?  </details>$", think, re.MULTILINE)
     assert questions and len(answers) == len(questions), f"{notebook}: {len(questions)} questions, {len(answers)} answers"
+
+
+# --- 00: alpha * a + b ---------------------------------------------------------------------------
+
+def verdict_00(scale_add) -> str:
+    """Notebook 00's checker, as its cell defines it, on a stand-in for the kernel (torch math on the CPU)."""
+    namespace = {"torch": torch, "check": check}
+    for marker in ("def two_vectors(", "def scale_add_verdict("):  # the definitions, without the cells' GPU steps
+        cell = code_cell(NB00, marker)
+        exec(compile(cell[:cell.index("\n\nif MODE")], "notebook 00", "exec"), namespace)
+    return run("print(scale_add_verdict(kernel))", {**namespace, "kernel": scale_add}).strip().splitlines()[-1]
+
+
+def test_00_scale_add_is_not_yet_until_it_uses_alpha():
+    starter = (build.KERNELS_DIR / "exercises" / "scale_add.cu").read_text()
+    assert "out[i] = a[i] + b[i];  // TODO: use alpha" in starter  # what the stand-in below computes
+    assert verdict_00(lambda a, b, alpha: a + b).startswith("Not yet: with alpha = 0.5")
+    assert verdict_00(lambda a, b, alpha: alpha * a + b).startswith("PASS")  # the answer: out[i] = alpha * a[i] + b[i]
+
+
+@pytest.mark.parametrize("fits", [lambda a, b, alpha: 0.5 * a + b, lambda a, b, alpha: -1.75 * a + b,
+                                  lambda a, b, alpha: (alpha if alpha in (0.5, -1.75) else 1.0) * a + b])
+def test_00_a_kernel_that_fits_one_alpha_is_not_yet(fits):
+    assert verdict_00(fits).startswith("Not yet"), "the checker tries more than one alpha, one of them at random"
 
 
 # --- 01: seed 000's Hardtanh through the harness ---------------------------------------------
