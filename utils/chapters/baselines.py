@@ -25,9 +25,9 @@ import torch
 from utils import bench, precision
 from utils.problems import get_problem
 
-__all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "eager_fp32", "eager_profile", "gemm_shares",
-           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "runs_reference_forward",
-           "summary_table", "with_eager_fp32_speedups"]
+__all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "contenders", "eager_fp32", "eager_profile", "gemm_shares",
+           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "rows_over_eager_fp32",
+           "runs_reference_forward", "summary_table", "with_eager_fp32_speedups"]
 
 PROBLEM_IDS = (94, 75, 37, 62)
 # torch.compile's modes as notebook 01 times them (each compiled from scratch; its first call is the compile time)
@@ -89,38 +89,50 @@ def _first_call(fn, x) -> tuple[torch.Tensor, float]:
     return out, time.perf_counter() - start
 
 
-def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, compile: bool = True) -> list[dict]:
-    """Per problem, in one run: eager and the torch.compile modes, TF32 off then on, each output compared
-    with eager's under the same setting before it is timed. Every row's speedup is over eager with TF32
-    off (eager fp32), the one definition the README and the scoreboard use."""
-    modes = {"eager": None, **(COMPILE_MODES if compile else {})}
+def contenders(model, x, *, compile: bool = True):
+    """Yield (name, fn) for eager and (compile) each torch.compile mode of COMPILE_MODES, in the precision settings
+    of the caller: each compiled from scratch, its first call (the compile time) timed, its output compared with
+    eager's before it is handed over, one line printed. Notebook 01 times each as it comes."""
+    reference = model(x)
+    for name, mode in {"eager": None, **(COMPILE_MODES if compile else {})}.items():
+        fn = contender_fn(model, mode)
+        out, first_s = _first_call(fn, x)
+        # compared before it is timed: max-autotune replays a CUDA graph, whose next call
+        # overwrites the output of the last (reading `out` afterwards raises)
+        diff = (out - reference).abs().max().item()
+        del out
+        print(f"  {name}: first call {first_s:.1f} s, max |diff| vs eager {diff:.1e}", flush=True)
+        yield name, fn
+
+
+def rows_over_eager_fp32(timed: list[dict], ceilings, scale: str) -> list[dict]:
+    """The record's rows from [{"problem", "contender", "tf32", "timing"}]: bench.make_row with every speedup over
+    the same problem's eager with TF32 off (eager fp32), the one definition the README and the scoreboard use."""
     rows = []
+    for pid in dict.fromkeys(t["problem"] for t in timed):
+        mine = [t for t in timed if t["problem"] == pid]
+        eager_ms = next(t["timing"].median for t in mine if t["contender"] == "eager" and not t["tf32"])
+        cost = bench.problem_cost(get_problem(pid), scale)
+        rows += [{"problem": pid, **bench.make_row(t["contender"], t["timing"], baseline_ms=eager_ms, cost=cost,
+                                                   ceilings=ceilings, tf32_allowed=t["tf32"])} for t in mine]
+    return rows
+
+
+def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, compile: bool = True) -> list[dict]:
+    """Notebook 01's measuring loop as one call (the notebook writes it out): per problem, eager and the
+    torch.compile modes, TF32 off then on, each checked against eager, then timed by bench.time_ms."""
+    timed = []
     for pid in pids:
-        p = get_problem(pid)
-        model, x = model_and_input(p, device, scale)
-        cost = bench.problem_cost(p, scale)
-        timed = []
+        model, x = model_and_input(get_problem(pid), device, scale)
         for tf32 in (False, True):
             with precision.tf32(tf32), torch.no_grad():
-                reference = model(x)
-                for name, mode in modes.items():
-                    fn = contender_fn(model, mode)
-                    out, first_s = _first_call(fn, x)
-                    # compared before it is timed: max-autotune replays a CUDA graph, whose next call
-                    # overwrites the output of the last (reading `out` afterwards raises)
-                    diff = (out - reference).abs().max().item()
-                    del out
+                for name, fn in contenders(model, x, compile=compile):
                     t = bench.time_ms(lambda: fn(x), reps=reps)
-                    print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms  (first call "
-                          f"{first_s:6.1f} s, max |diff| vs eager {diff:.1e})", flush=True)
-                    timed.append((name, tf32, t))
-        eager_ms = next(t.median for name, tf32, t in timed if name == "eager" and not tf32)
-        for name, tf32, t in timed:
-            rows.append({"problem": pid, **bench.make_row(name, t, baseline_ms=eager_ms, cost=cost, ceilings=ceilings,
-                                                          tf32_allowed=tf32)})
-        del model, x, reference
+                    print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms", flush=True)
+                    timed.append({"problem": pid, "contender": name, "tf32": tf32, "timing": t})
+        del model, x
         torch._dynamo.reset()
-    return rows
+    return rows_over_eager_fp32(timed, ceilings, scale)
 
 
 def _entries(rec_or_entries) -> list[dict]:
