@@ -8,8 +8,7 @@ off, the KernelBench reference setting. A TF32-on row is not compared with eager
 
     rows = profile_eager([94, 75, 37, 62], "cuda", "full")            # on a GPU: ms and % per aten op
     rows = measure_baselines([94, 75, 37, 62], "cuda", "full", 50, ceilings)   # one run per problem
-    print(per_problem_tables(rec))                                    # speedups over eager fp32
-    display(Markdown(summary_table(rec, profile)))                    # floors and bounds vs the run
+    display(summary_table(rec, profile))                              # floors and bounds vs the run (a DataFrame)
     runs_reference_forward(YourModelNew94, get_problem(94))           # exercise 1: its forward, or Model's?
 """
 from __future__ import annotations
@@ -20,13 +19,14 @@ import time
 from typing import Callable
 from unittest import mock
 
+import pandas as pd
 import torch
 
 from utils import bench, precision
 from utils.problems import get_problem
 
 __all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "contenders", "eager_fp32", "eager_profile", "gemm_shares",
-           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "rows_over_eager_fp32",
+           "measure_baselines", "model_and_input", "profile_eager", "rows_over_eager_fp32",
            "runs_reference_forward", "summary_table", "with_eager_fp32_speedups"]
 
 PROBLEM_IDS = (94, 75, 37, 62)
@@ -151,45 +151,37 @@ def with_eager_fp32_speedups(rec_or_entries) -> list[dict]:
     return [{**e, "speedup": eager_fp32(entries, e["problem"])["median_ms"] / e["median_ms"]} for e in entries]
 
 
-def per_problem_tables(rec_or_entries) -> str:
-    """bench.format_table per problem, TF32 off then on, speedups over eager fp32."""
-    entries = with_eager_fp32_speedups(rec_or_entries)
-    parts = []
-    for pid in dict.fromkeys(e["problem"] for e in entries):
-        rows = sorted((e for e in entries if e["problem"] == pid), key=lambda e: e["tf32"])  # stable: off first
-        parts.append(f"problem {pid}\n" + bench.format_table([{**r, "contender": r["contender"] + (" · TF32" if r["tf32"] else "")}
-                                                               for r in rows]))
-    return "\n".join(parts)
-
-
 def gemm_shares(profile) -> dict[int, float]:
     """{problem: the GEMM's share of eager GPU time, in %} from an eager_profile record or its rows."""
     return {e["problem"]: e["pct"] for e in _entries(profile) if e["op"] in GEMM_OPS}
 
 
-def summary_table(baselines, profile) -> str:
-    """Markdown: per problem, what was predicted before timing (the FP32 floor; the most fusing the epilogue
-    can save, its share of eager time in the profile) against what was measured (eager, the faster
-    torch.compile mode with TF32 off, and the best with TF32 on, over eager fp32)."""
+def summary_table(baselines, profile) -> pd.DataFrame:
+    """Per problem, what was predicted before timing (the FP32 floor; the most fusing the epilogue can save, its
+    share of eager time in the profile) against what was measured (eager, the faster torch.compile mode with TF32
+    off, and the best with TF32 on, over eager fp32): a DataFrame of the cells as the notebook shows them."""
     entries, shares = _entries(baselines), gemm_shares(profile)
-    lines = ["| problem | predicted: FP32 floor | eager fp32 (% of floor) | predicted: fusing the epilogue saves at most "
-             "| measured: torch.compile saves, TF32 off | within the bound | best with TF32 on, over eager fp32 |",
-             "|---|---:|---:|---:|---:|---|---:|"]
+    rows = []
     for pid in dict.fromkeys(e["problem"] for e in entries):
         eager = eager_fp32(entries, pid)
-        rows = [e for e in entries if e["problem"] == pid]
-        compiled = min((e for e in rows if not e["tf32"] and e["contender"] != "eager"), key=lambda e: e["median_ms"],
+        mine = [e for e in entries if e["problem"] == pid]
+        compiled = min((e for e in mine if not e["tf32"] and e["contender"] != "eager"), key=lambda e: e["median_ms"],
                        default=None)
-        best_on = min((e for e in rows if e["tf32"]), key=lambda e: e["median_ms"], default=None)
+        best_on = min((e for e in mine if e["tf32"]), key=lambda e: e["median_ms"], default=None)
         bound = 100 - shares[pid] if pid in shares else None
         saved = 100 * (1 - compiled["median_ms"] / eager["median_ms"]) if compiled else None
-        cells = [str(pid), f"{eager['floor_ms']:.2f} ms", f"{eager['median_ms']:.2f} ms ({eager['pct_of_floor']:.0f}%)",
-                 "–" if bound is None else f"{bound:.0f}%",
-                 "–" if saved is None else f"{saved:.0f}% (`{compiled['contender']}`)",
-                 "–" if bound is None or saved is None else ("yes" if saved <= bound else "**no**: its GEMM beat eager's"),
-                 "–" if best_on is None else f"{eager['median_ms'] / best_on['median_ms']:.2f}x (`{best_on['contender']}`)"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append({
+            "problem": pid,
+            "predicted: FP32 floor": f"{eager['floor_ms']:.2f} ms",
+            "eager fp32 (% of floor)": f"{eager['median_ms']:.2f} ms ({eager['pct_of_floor']:.0f}%)",
+            "predicted: fusing the epilogue saves at most": "–" if bound is None else f"{bound:.0f}%",
+            "measured: torch.compile saves, TF32 off": "–" if saved is None else f"{saved:.0f}% ({compiled['contender']})",
+            "within the bound": "–" if bound is None or saved is None else ("yes" if saved <= bound
+                                                                              else "no: its GEMM beat eager's"),
+            "best with TF32 on, over eager fp32": "–" if best_on is None
+            else f"{eager['median_ms'] / best_on['median_ms']:.2f}x ({best_on['contender']})",
+        })
+    return pd.DataFrame(rows).set_index("problem")
 
 
 def runs_reference_forward(model_class, p, scale: str = "small") -> bool:
