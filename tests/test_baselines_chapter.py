@@ -1,5 +1,5 @@
 """utils.chapters.baselines, the helpers of notebook 01, without a GPU: one definition of speedup (over
-eager fp32, TF32 off), the per-problem tables, the predicted-vs-measured table, and the measuring
+eager fp32, TF32 off), the predicted-vs-measured table, and the measuring
 loop's bookkeeping with the timer and CUDA stubbed out (torch.compile left out: COMPILE=False).
 Timing itself is utils.bench's; the profiler needs a GPU."""
 import pytest
@@ -31,20 +31,12 @@ def test_every_speedup_is_over_eager_fp32():
     assert bl.with_eager_fp32_speedups({"entries": ENTRIES}) == bl.with_eager_fp32_speedups(ENTRIES)
 
 
-def test_per_problem_tables_mark_tf32_rows():
-    text = bl.per_problem_tables(ENTRIES)
-    assert text.startswith("problem 94") and "problem 37" in text
-    line = next(l for l in text.splitlines() if l.startswith("torch.compile · TF32"))
-    assert "7.50x" in line
-
-
 def test_the_summary_holds_the_run_against_the_floor_and_the_bound():
     table = bl.summary_table(ENTRIES, PROFILE)
-    line94 = next(l for l in table.splitlines() if l.startswith("| 94 |"))
-    assert line94 == ("| 94 | 2.00 ms | 3.00 ms (67%) | 9% | 8% (`torch.compile`) | yes | 7.50x (`torch.compile`) |")
-    line37 = next(l for l in table.splitlines() if l.startswith("| 37 |"))
-    assert "41% (`torch.compile`) | **no**: its GEMM beat eager's | – |" in line37  # 41% saved > 36% of epilogue
+    assert list(table.loc[94]) == ["2.00 ms", "3.00 ms (67%)", "9%", "8% (torch.compile)", "yes", "7.50x (torch.compile)"]
+    assert list(table.loc[37])[3:] == ["41% (torch.compile)", "no: its GEMM beat eager's", "–"]  # 41% saved > 36%
     assert bl.gemm_shares(PROFILE) == {94: 91.0, 37: 64.0}
+    assert table.to_markdown().startswith("|   problem |")  # the Markdown form of the same table
 
 
 def test_measure_baselines_compares_every_row_with_eager_fp32(monkeypatch, capsys):

@@ -1,8 +1,13 @@
-"""utils.bench: counts, floors, the too-fast flag and the table on the CPU; timing and ceilings on a GPU."""
+"""utils.bench: counts, floors, the too-fast flag and the table on the CPU; timing and ceilings on a GPU; the
+timer as notebook 01 writes it in a cell, the same code as utils.bench.time_ms."""
+import ast
+import inspect
+import json
+
 import pytest
 import torch
 
-from utils import bench, precision
+from utils import REPO, bench, precision
 from utils.bench import DATASHEET_H100, Ceilings, Cost, Timing
 from utils.problems import get_problem
 
@@ -172,8 +177,8 @@ def test_time_interleaved_times_rep_by_rep_in_a_rotating_order(monkeypatch):
     # No GPU needed: the events, the synchronisation and the flush are stand-ins; what is checked is
     # the order of the timed calls, and that each contender's events enclose its own call alone.
     log = _FakeEvent.log = []
-    monkeypatch.setattr(bench, "_require_gpu", lambda what: None)
-    monkeypatch.setattr(bench, "_l2_flush", lambda l2: None)
+    monkeypatch.setattr(bench, "require_gpu", lambda what: None)
+    monkeypatch.setattr(bench, "l2_flush", lambda l2: None)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
     fns = {name: (lambda name=name: log.append(name)) for name in "abc"}
@@ -244,3 +249,51 @@ def test_compare_runs_contenders_side_by_side(capsys):
     assert all(r["flag"] == "" for r in rows)
     out = capsys.readouterr().out
     assert "2 contenders, timed in turn (10 reps each)" in out and out.count("ms  (p20") == 2
+
+
+# --------------------------------------------------------------------------- the timer, as notebook 01 shows it
+
+def _notebook_01_timer_def() -> ast.FunctionDef:
+    nb = json.loads((REPO / "notebooks" / "01_models_and_baselines.ipynb").read_text())
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code" and "def time_ms(" in "".join(c["source"])]
+    assert len(cells) == 1, "notebook 01 writes the timer in one cell"
+    defs = [n for n in ast.parse(cells[0]).body if isinstance(n, ast.FunctionDef) and n.name == "time_ms"]
+    assert len(defs) == 1
+    return cells[0], defs[0]
+
+
+def test_notebook_01_writes_the_very_timer_that_utils_bench_runs():
+    cell, cell_def = _notebook_01_timer_def()
+    module_def = ast.parse(inspect.getsource(bench.time_ms)).body[0]
+    assert ast.dump(cell_def) == ast.dump(module_def)  # the same code, docstring included
+    # and the same text, comments included: what the reader reads is what runs
+    assert ast.get_source_segment(cell, cell_def) == inspect.getsource(bench.time_ms).rstrip("\n")
+    assert "utils/bench.py" in cell.splitlines()[0]  # the cell says where the function lives
+    assert 15 <= len(inspect.getsource(bench.time_ms).splitlines()) <= 25  # about 15 readable lines, and short
+
+
+def _timer_of_the_cell(monkeypatch, log):
+    """The time_ms notebook 01's cell defines, run on the names it imports (with the stand-ins below)."""
+    cell, _ = _notebook_01_timer_def()
+    namespace = {"torch": torch}
+    exec(compile(cell, "notebook 01", "exec"), namespace)
+    monkeypatch.setitem(namespace, "require_gpu", lambda what: None)
+    monkeypatch.setitem(namespace, "l2_flush", lambda l2: (lambda: log.append("flush")) if l2 != "warm" else None)
+    return namespace["time_ms"]
+
+
+@pytest.mark.parametrize("where", ["utils.bench", "notebook 01"])
+def test_time_ms_warms_up_flushes_outside_the_events_and_times_each_call(monkeypatch, where):
+    # No GPU: events, synchronize and the flush are stand-ins that log; each timed call takes 1 "ms".
+    log = _FakeEvent.log = []
+    monkeypatch.setattr(bench, "require_gpu", lambda what: None)
+    monkeypatch.setattr(bench, "l2_flush", lambda l2: (lambda: log.append("flush")) if l2 != "warm" else None)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: log.append("sync"))
+    monkeypatch.setattr(torch.cuda, "Event", _FakeEvent)
+    time_ms = bench.time_ms if where == "utils.bench" else _timer_of_the_cell(monkeypatch, log)
+    t = time_ms(lambda: log.append("fn"), reps=3, warmup=2)
+    assert log == ["fn", "fn", "sync"] + ["flush", "fn"] * 3 + ["sync"]
+    assert (t.n, t.median) == (3, 1.0)  # each pair of events encloses one call, not the flush
+    log.clear()
+    time_ms(lambda: log.append("fn"), reps=2, warmup=0, l2="warm", sync_each=True)
+    assert log == ["sync", "sync", "fn", "sync", "fn", "sync"]

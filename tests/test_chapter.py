@@ -1,5 +1,5 @@
-"""utils.chapters.session: the notebooks' shared helpers, and notebook 10's exercise checkers (exercise 2's
-is utils.chapters.solution_exercises's).
+"""utils.chapters.session: the notebooks' shared helpers, and notebook 10's exercise 2 checker
+(utils.chapters.solution_exercises; exercise 1's and the shortcuts of both: tests/test_solutions_exercises.py).
 
 The checkers' starting points are the notebook's own cells, run here: each must say "Not yet"
 until the reader acts, and a solved version must say PASS."""
@@ -152,25 +152,6 @@ def test_the_solutions_record_renders_for_the_readme():
 # --- notebook 10's exercises --------------------------------------------------------------------
 
 
-def test_the_backward_exercise_fails_until_the_reader_acts():
-    draft = notebook_cell(NB10, "my_backward")["my_backward"]
-    verdict = chapter.backward_verdict(draft)
-    assert verdict.startswith("Not yet") and "0.500 times autograd's" in verdict and "y + y" in verdict
-    # what is off and a question, not the fix: nothing of the gradient doubled
-    assert not any(answer in verdict for answer in ("grad + grad", "2 * grad", "grad * 2", "twice", "double"))
-
-
-def test_the_backward_exercise_passes_when_solved():
-    namespace = notebook_cell(NB10, "my_backward")
-
-    def solved(grad, x, num_groups, gamma, beta, eps, negative_slope):
-        return namespace["my_backward"](grad + grad, x, num_groups, gamma, beta, eps, negative_slope)
-
-    assert chapter.backward_verdict(solved).startswith("PASS")
-    assert chapter.backward_verdict(lambda *a: None).startswith("Not yet: my_backward must return three tensors")
-    assert "raised ZeroDivisionError" in chapter.backward_verdict(lambda *a: 1 / 0)
-
-
 def _spellings(shape) -> list[str]:
     """The ways a message could print a shape: as a tuple, a list, a torch.Size or its sizes in a row."""
     sizes = ", ".join(map(str, shape))
@@ -218,19 +199,6 @@ def test_the_fake_exercise_passes_when_solved():
 def test_the_fake_exercise_cell_calls_the_checker_that_keeps_the_answer():
     cell = next(c for c in notebook_cells(NB10) if c["cell_type"] == "code" and "fake_verdict(my_fake)" in code(c))
     assert "solution_exercises.fake_verdict(my_fake)" in code(cell)
-
-
-def test_no_cell_before_the_exercises_prints_the_backward_they_ask_for():
-    """Exercise 1 asks for problem 62's tail backward: its reference (and the kernel's tail with the same
-    `grad + grad`) is shown only after the exercise's checker, and the prose before says nothing of the gradient
-    reaching y twice."""
-    cells = notebook_cells(NB10)
-    exercise = next(i for i, c in enumerate(cells) if code(c).startswith("## Your turn"))
-    checker = next(i for i, c in enumerate(cells) if "backward_verdict(my_backward)" in code(c))
-    shown = [i for i, c in enumerate(cells) if "_group_norm_leaky_relu_x2_backward_reference" in code(c)]
-    assert shown and all(i > checker for i in shown)
-    before = "\n".join(code(c) for c in cells[:exercise])
-    assert "LeakyReluX2Tail" not in before and "grad + grad" not in before and "twice, LeakyReLU" not in before
 
 
 @pytest.mark.gpu

@@ -22,6 +22,7 @@ import pytest
 import torch
 
 from utils import REPO, build, check
+from utils.chapters import baselines
 from utils.chapters import gemm_exercises as exercises
 from utils.chapters import gemm_ladder as lc
 from utils.problems import get_problem
@@ -29,12 +30,15 @@ from utils.run import SKIP_MARKER
 
 from kernel_tests import notebook_cell
 
+NB00 = "00_setup.ipynb"
 NB01, NB02, NB03, NB04 = ("01_models_and_baselines.ipynb", "02_naive_gemm.ipynb", "03_tiled_gemm.ipynb",
                           "04_bias_fusion.ipynb")
 THINK = "think"  # a "Think it through": answers, no checker
 # notebook -> {exercise number: the tests that run its checker on the starting point ("module::test" for another file)}
 EXERCISES = {
-    NB01: {"1": ["test_01_seed000_hardtanh_is_not_yet_until_fixed"], "2": THINK},
+    NB00: {"1": ["test_00_scale_add_is_not_yet_until_it_uses_alpha", "test_00_a_kernel_that_fits_one_alpha_is_not_yet"]},
+    NB01: {"1": ["test_01_seed000_hardtanh_is_not_yet_until_fixed",
+                 "test_01_a_forward_that_is_models_own_is_not_yet_on_the_cpu"], "2": THINK},
     NB02: {"1": ["test_gemm_exercises::test_seed004_leaves_columns_unwritten_until_each_thread_loops"],
            "2": ["test_gemm_exercises::test_warp_per_output_is_wrong_until_the_warp_adds_its_partial_sums",
                  "test_02_the_timing_waits_for_a_guess"]},
@@ -70,8 +74,13 @@ EXERCISES = {
         "3": THINK},
     "09_hopper_gemm_and_epilogue.ipynb": {
         "1": ["test_hopper_chapter::test_exercise_1_is_not_yet_at_the_start_and_passes_on_the_deepest_rings"], "2": THINK},
-    "10_fused_solutions.ipynb": {"1": ["test_chapter::test_the_backward_exercise_fails_until_the_reader_acts"],
-                                 "2": ["test_chapter::test_the_fake_exercise_fails_until_the_reader_acts"], "3": THINK},
+    "10_fused_solutions.ipynb": {"1": ["test_solutions_exercises::test_the_backward_starting_point_is_not_yet",
+                                       "test_solutions_exercises::test_the_backward_reference_answer_passes",
+                                       "test_solutions_exercises::test_the_backward_shortcuts_are_not_yet"],
+                                 "2": ["test_chapter::test_the_fake_exercise_fails_until_the_reader_acts",
+                                       "test_solutions_exercises::test_the_fake_reference_answer_passes_and_the_starting_point_does_not",
+                                       "test_solutions_exercises::test_the_fake_shortcut_of_calling_the_op_is_not_yet"],
+                                 "3": THINK},
     "11_dropins_in_real_code.ipynb": {"1": THINK},
 }
 
@@ -146,10 +155,37 @@ def test_every_think_it_through_question_has_a_hidden_answer(notebook):
     assert questions and len(answers) == len(questions), f"{notebook}: {len(questions)} questions, {len(answers)} answers"
 
 
+# --- 00: alpha * a + b ---------------------------------------------------------------------------
+
+def verdict_00(scale_add) -> str:
+    """Notebook 00's checker, as its cell defines it, on a stand-in for the kernel (torch math on the CPU)."""
+    namespace = {"torch": torch, "check": check}
+    for marker in ("def two_vectors(", "def scale_add_verdict("):  # the definitions, without the cells' GPU steps
+        cell = code_cell(NB00, marker)
+        exec(compile(cell[:cell.index("\n\nif MODE")], "notebook 00", "exec"), namespace)
+    return run("print(scale_add_verdict(kernel))", {**namespace, "kernel": scale_add}).strip().splitlines()[-1]
+
+
+def test_00_scale_add_is_not_yet_until_it_uses_alpha():
+    starter = (build.KERNELS_DIR / "exercises" / "scale_add.cu").read_text()
+    assert "out[i] = a[i] + b[i];  // TODO: use alpha" in starter  # what the stand-in below computes
+    assert verdict_00(lambda a, b, alpha: a + b).startswith("Not yet: with alpha = 0.5")
+    assert verdict_00(lambda a, b, alpha: alpha * a + b).startswith("PASS")  # the answer: out[i] = alpha * a[i] + b[i]
+
+
+@pytest.mark.parametrize("fits", [lambda a, b, alpha: 0.5 * a + b, lambda a, b, alpha: -1.75 * a + b,
+                                  lambda a, b, alpha: (alpha if alpha in (0.5, -1.75) else 1.0) * a + b])
+def test_00_a_kernel_that_fits_one_alpha_is_not_yet(fits):
+    assert verdict_00(fits).startswith("Not yet"), "the checker tries more than one alpha, one of them at random"
+
+
 # --- 01: seed 000's Hardtanh through the harness ---------------------------------------------
 
+ANSWERS = REPO / "tests" / "exercise_answers"
+
+
 def run_01(start: str) -> str:
-    namespace = {"torch": torch, "check": check, "get_problem": get_problem}
+    namespace = {"torch": torch, "check": check, "get_problem": get_problem, "bl": baselines}
     return run(start + "\n" + code_cell(NB01, "def model_verdict("), namespace)
 
 
@@ -158,7 +194,20 @@ def test_01_seed000_hardtanh_is_not_yet_until_fixed():
     assert "torch.clamp(x, 0.0, 2.0)" in start, "the starting point is seed 000's range"
     printed = run_01(start)
     assert "Not yet: trials failed." in printed and "PASS" not in printed, printed
+    assert "PASS: YourModelNew94" in run_01((ANSWERS / "01_your_model_new94.py").read_text())
     assert "PASS: YourModelNew94" in run_01(start.replace("torch.clamp(x, 0.0, 2.0)", "self.hardtanh(x)"))
+
+
+@pytest.mark.parametrize("shortcut", [
+    "",                                            # the forward deleted: Model's runs
+    "    def forward(self, x):\n        return super().forward(x)\n",
+    "    def forward(self, x):\n        return get_problem(94).Model.forward(self, x)\n",
+])
+def test_01_a_forward_that_is_models_own_is_not_yet_on_the_cpu(shortcut):
+    start = code_cell(NB01, "class YourModelNew94")
+    head = start[:start.index("    def forward(self, x):")]
+    printed = run_01(head + shortcut)
+    assert printed.startswith("Not yet: calling YourModelNew94 runs Model's forward") and "PASS" not in printed, printed
 
 
 # --- 02: the timing of exercise 2 waits for a guess --------------------------------------------

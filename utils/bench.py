@@ -62,7 +62,8 @@ def _quantile(sorted_xs: list[float], q: float) -> float:
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
-def _require_gpu(what: str) -> None:
+def require_gpu(what: str) -> None:
+    """Raise, naming `what`, where torch sees no CUDA GPU (and where recorded measurements are instead)."""
     if not torch.cuda.is_available():
         raise RuntimeError(
             f"{what} needs a CUDA GPU, and torch sees none on this machine "
@@ -95,46 +96,51 @@ def _l2_flush_buffer(device_index: int, l2: str) -> torch.Tensor:
     return torch.ones(2 * l2_bytes // FP32_BYTES, dtype=torch.float32, device=f"cuda:{device_index}")
 
 
-def _l2_flush(l2: str) -> Callable[[], object] | None:
+def l2_flush(l2: str) -> Callable[[], object] | None:
+    """What to call before each timed call to leave the L2 as `l2` says (L2_STATES): "clean" reads a
+    buffer of twice the L2's size (its .amax), "dirty" zeroes one, "warm" flushes nothing (None)."""
     if l2 == "warm":
         return None
     buffer = _l2_flush_buffer(torch.cuda.current_device(), l2)
     return buffer.amax if l2 == "clean" else buffer.zero_
 
 
-def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: str = "clean",
-            sync_each: bool = False) -> Timing:
-    """Time `fn()` on the current CUDA stream: `warmup` untimed calls, then `reps` calls,
-    each between two CUDA events, with the L2 flushed before each (outside the events) and
-    left as `l2` says: "clean" (default), "dirty" or "warm" (no flush; see L2_STATES).
-
-    The events measure GPU time from the moment the stream reaches the first event, so a
-    call whose CPU side (Python, launches) is slower than its kernels is charged for it,
-    as it would be in a real model: that is the honest number for eager PyTorch.
-
-    By default the CPU runs ahead: the calls are queued back to back and synchronized once at
-    the end, the steady state of a model called in a loop. sync_each=True synchronizes after
-    every call instead (KernelBench's per-trial protocol): the GPU then sits idle while the CPU
-    launches the next call, so its launch cost lands inside the events too ("per call").
-    """
-    _check_timing_args(l2, reps)
-    _require_gpu("time_ms")
-    flush = _l2_flush(l2)
-    for _ in range(warmup):
-        fn()
-    events = _event_pairs(reps)
-    torch.cuda.synchronize()
-    for start, end in events:
-        _timed_call(fn, start, end, flush, sync_each)
-    torch.cuda.synchronize()
-    return _timing_of(events)
-
-
-def _check_timing_args(l2: str, reps: int) -> None:
+def check_timing_args(l2: str, reps: int) -> None:
+    """The timers' arguments, checked before anything touches a GPU."""
     if l2 not in L2_STATES:
         raise ValueError(f"l2 must be one of {L2_STATES}, got {l2!r}")
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
+
+
+# The timer every chapter calls. Notebook 01 ("The timer, line by line") shows this very function in
+# a cell and says what each line is for; tests/test_bench.py checks that the two are the same code.
+# How it times: the GPU stamps two CUDA events around each call, so the time is the GPU's, from the
+# moment the stream reaches the first event: a call whose CPU side (Python, launches) is slower than
+# its kernels is charged for it, as in a real model. By default the CPU runs ahead and the calls
+# queue back to back (the steady state of a model called in a loop); sync_each=True synchronizes
+# before every call (KernelBench's per-trial protocol), so the launch cost lands inside the events.
+def time_ms(fn: Callable[[], object], *, reps: int = 50, warmup: int = 10, l2: str = "clean",
+            sync_each: bool = False) -> Timing:
+    """Time fn() on the current CUDA stream: `warmup` calls, then `reps` timed ones; their Timing (ms)."""
+    check_timing_args(l2, reps)
+    require_gpu("time_ms")
+    flush = l2_flush(l2)  # "clean": a read of twice the L2, so none of fn's data is left in it
+    for _ in range(warmup):  # untimed: the first calls pay for allocation, caches, lazy loading
+        fn()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    torch.cuda.synchronize()  # nothing of the warm-up is left running when the first event is recorded
+    for start, end in zip(starts, ends):
+        if flush is not None:
+            flush()  # before the start event: the flush is not timed
+        if sync_each:
+            torch.cuda.synchronize()  # the GPU idle, so the call's launch cost lands inside the events
+        start.record()  # enqueued: the GPU stamps it when it gets there, as it does end
+        fn()
+        end.record()
+    torch.cuda.synchronize()  # every event reached
+    return Timing.from_times([start.elapsed_time(end) for start, end in zip(starts, ends)])
 
 
 def _event_pairs(reps: int) -> list:
@@ -142,16 +148,14 @@ def _event_pairs(reps: int) -> list:
 
 
 def _timed_call(fn: Callable[[], object], start, end, flush, sync_each: bool) -> None:
-    """One timed call: the L2 flushed first (outside the events), fn() between the two events."""
+    """One timed call as time_ms makes it: the L2 flushed first (outside the events), fn() between the two events."""
     if flush is not None:
         flush()
-        if sync_each:
-            torch.cuda.synchronize()  # the flush done before the call starts, as KernelBench clears its L2
+    if sync_each:
+        torch.cuda.synchronize()
     start.record()
     fn()
     end.record()
-    if sync_each:
-        torch.cuda.synchronize()
 
 
 def _timing_of(events: list) -> Timing:
@@ -171,11 +175,11 @@ def time_interleaved(fns: dict[str, Callable[[], object]], *, reps: int = 50, wa
     and 0.81-0.84 ms timed after the others, and the spread of a kernel between runs followed where
     it stood in the order (experiments/wgmma_schedule/README.md, "The spread at K = 1024 is the clock").
     """
-    _check_timing_args(l2, reps)
+    check_timing_args(l2, reps)
     if not fns:
         raise ValueError("no contenders to time")
-    _require_gpu("time_interleaved")
-    flush = _l2_flush(l2)
+    require_gpu("time_interleaved")
+    flush = l2_flush(l2)
     names = list(fns)
     start_s = time.perf_counter()
     rounds = 0
@@ -283,7 +287,7 @@ DATASHEET_H100 = Ceilings(3350, 67.0, 494.7, "datasheet H100 SXM")
 def measure_ceilings(*, reps: int = 20, gemm_size: int = 8192) -> Ceilings:
     """Measure this GPU's ceilings: device-to-device copy bandwidth (bytes read + written),
     cuBLAS SGEMM at gemm_size³ with TF32 off, and the same GEMM with TF32 on."""
-    _require_gpu("measure_ceilings")
+    require_gpu("measure_ceilings")
     name = torch.cuda.get_device_name()
     date = datetime.now(timezone.utc).date().isoformat()
     return Ceilings(_copy_GBps(reps), *_gemm_tflops(gemm_size, reps), f"measured on {name} {date}")

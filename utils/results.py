@@ -301,6 +301,8 @@ KINDS: dict[str, Kind] = {
     "baselines": Kind("Baselines", ("problem", "contender", "tf32", "median_ms", "p20_ms", "p80_ms", "tflops",
                                     "floor_ms", "pct_of_floor")),
     "eager_profile": Kind("Where eager spends its time", ("problem", "op", "cuda_ms", "pct")),
+    "timer": Kind("The timer against one cold call, the CPU's clock and no L2 flush (notebook 01)",
+                  ("what", "how", "median_ms", "p20_ms", "p80_ms", "reps")),
     "ladder": Kind("GEMM ladder", ("contender", "median_ms", "tflops")),
     "ladder_tuning": Kind("GEMM rung 7 tuning", ("contender", "bk", "stages", "median_ms", "tflops", "pct_of_cublas")),
     "bias_fusion": Kind("Bias fusion (notebook 04)", ("contender", "gemm", "biases", "separate_passes", "median_ms",

@@ -8,8 +8,8 @@ off, the KernelBench reference setting. A TF32-on row is not compared with eager
 
     rows = profile_eager([94, 75, 37, 62], "cuda", "full")            # on a GPU: ms and % per aten op
     rows = measure_baselines([94, 75, 37, 62], "cuda", "full", 50, ceilings)   # one run per problem
-    print(per_problem_tables(rec))                                    # speedups over eager fp32
-    display(Markdown(summary_table(rec, profile)))                    # floors and bounds vs the run
+    display(summary_table(rec, profile))                              # floors and bounds vs the run (a DataFrame)
+    runs_reference_forward(YourModelNew94, get_problem(94))           # exercise 1: its forward, or Model's?
 """
 from __future__ import annotations
 
@@ -17,15 +17,17 @@ import contextlib
 import io
 import time
 from typing import Callable
+from unittest import mock
 
+import pandas as pd
 import torch
 
 from utils import bench, precision
 from utils.problems import get_problem
 
-__all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "eager_fp32", "eager_profile", "gemm_shares",
-           "measure_baselines", "model_and_input", "per_problem_tables", "profile_eager", "summary_table",
-           "with_eager_fp32_speedups"]
+__all__ = ["COMPILE_MODES", "PROBLEM_IDS", "contender_fn", "contenders", "eager_fp32", "eager_profile", "gemm_shares",
+           "measure_baselines", "model_and_input", "profile_eager", "rows_over_eager_fp32",
+           "runs_reference_forward", "summary_table", "with_eager_fp32_speedups"]
 
 PROBLEM_IDS = (94, 75, 37, 62)
 # torch.compile's modes as notebook 01 times them (each compiled from scratch; its first call is the compile time)
@@ -87,38 +89,50 @@ def _first_call(fn, x) -> tuple[torch.Tensor, float]:
     return out, time.perf_counter() - start
 
 
-def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, compile: bool = True) -> list[dict]:
-    """Per problem, in one run: eager and the torch.compile modes, TF32 off then on, each output compared
-    with eager's under the same setting before it is timed. Every row's speedup is over eager with TF32
-    off (eager fp32), the one definition the README and the scoreboard use."""
-    modes = {"eager": None, **(COMPILE_MODES if compile else {})}
+def contenders(model, x, *, compile: bool = True):
+    """Yield (name, fn) for eager and (compile) each torch.compile mode of COMPILE_MODES, in the precision settings
+    of the caller: each compiled from scratch, its first call (the compile time) timed, its output compared with
+    eager's before it is handed over, one line printed. Notebook 01 times each as it comes."""
+    reference = model(x)
+    for name, mode in {"eager": None, **(COMPILE_MODES if compile else {})}.items():
+        fn = contender_fn(model, mode)
+        out, first_s = _first_call(fn, x)
+        # compared before it is timed: max-autotune replays a CUDA graph, whose next call
+        # overwrites the output of the last (reading `out` afterwards raises)
+        diff = (out - reference).abs().max().item()
+        del out
+        print(f"  {name}: first call {first_s:.1f} s, max |diff| vs eager {diff:.1e}", flush=True)
+        yield name, fn
+
+
+def rows_over_eager_fp32(timed: list[dict], ceilings, scale: str) -> list[dict]:
+    """The record's rows from [{"problem", "contender", "tf32", "timing"}]: bench.make_row with every speedup over
+    the same problem's eager with TF32 off (eager fp32), the one definition the README and the scoreboard use."""
     rows = []
+    for pid in dict.fromkeys(t["problem"] for t in timed):
+        mine = [t for t in timed if t["problem"] == pid]
+        eager_ms = next(t["timing"].median for t in mine if t["contender"] == "eager" and not t["tf32"])
+        cost = bench.problem_cost(get_problem(pid), scale)
+        rows += [{"problem": pid, **bench.make_row(t["contender"], t["timing"], baseline_ms=eager_ms, cost=cost,
+                                                   ceilings=ceilings, tf32_allowed=t["tf32"])} for t in mine]
+    return rows
+
+
+def measure_baselines(pids, device: str, scale: str, reps: int, ceilings, *, compile: bool = True) -> list[dict]:
+    """Notebook 01's measuring loop as one call (the notebook writes it out): per problem, eager and the
+    torch.compile modes, TF32 off then on, each checked against eager, then timed by bench.time_ms."""
+    timed = []
     for pid in pids:
-        p = get_problem(pid)
-        model, x = model_and_input(p, device, scale)
-        cost = bench.problem_cost(p, scale)
-        timed = []
+        model, x = model_and_input(get_problem(pid), device, scale)
         for tf32 in (False, True):
             with precision.tf32(tf32), torch.no_grad():
-                reference = model(x)
-                for name, mode in modes.items():
-                    fn = contender_fn(model, mode)
-                    out, first_s = _first_call(fn, x)
-                    # compared before it is timed: max-autotune replays a CUDA graph, whose next call
-                    # overwrites the output of the last (reading `out` afterwards raises)
-                    diff = (out - reference).abs().max().item()
-                    del out
+                for name, fn in contenders(model, x, compile=compile):
                     t = bench.time_ms(lambda: fn(x), reps=reps)
-                    print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms  (first call "
-                          f"{first_s:6.1f} s, max |diff| vs eager {diff:.1e})", flush=True)
-                    timed.append((name, tf32, t))
-        eager_ms = next(t.median for name, tf32, t in timed if name == "eager" and not tf32)
-        for name, tf32, t in timed:
-            rows.append({"problem": pid, **bench.make_row(name, t, baseline_ms=eager_ms, cost=cost, ceilings=ceilings,
-                                                          tf32_allowed=tf32)})
-        del model, x, reference
+                    print(f"{pid} TF32 {'on ' if tf32 else 'off'} {name:<28} {t.median:8.3f} ms", flush=True)
+                    timed.append({"problem": pid, "contender": name, "tf32": tf32, "timing": t})
+        del model, x
         torch._dynamo.reset()
-    return rows
+    return rows_over_eager_fp32(timed, ceilings, scale)
 
 
 def _entries(rec_or_entries) -> list[dict]:
@@ -137,42 +151,52 @@ def with_eager_fp32_speedups(rec_or_entries) -> list[dict]:
     return [{**e, "speedup": eager_fp32(entries, e["problem"])["median_ms"] / e["median_ms"]} for e in entries]
 
 
-def per_problem_tables(rec_or_entries) -> str:
-    """bench.format_table per problem, TF32 off then on, speedups over eager fp32."""
-    entries = with_eager_fp32_speedups(rec_or_entries)
-    parts = []
-    for pid in dict.fromkeys(e["problem"] for e in entries):
-        rows = sorted((e for e in entries if e["problem"] == pid), key=lambda e: e["tf32"])  # stable: off first
-        parts.append(f"problem {pid}\n" + bench.format_table([{**r, "contender": r["contender"] + (" · TF32" if r["tf32"] else "")}
-                                                               for r in rows]))
-    return "\n".join(parts)
-
-
 def gemm_shares(profile) -> dict[int, float]:
     """{problem: the GEMM's share of eager GPU time, in %} from an eager_profile record or its rows."""
     return {e["problem"]: e["pct"] for e in _entries(profile) if e["op"] in GEMM_OPS}
 
 
-def summary_table(baselines, profile) -> str:
-    """Markdown: per problem, what was predicted before timing (the FP32 floor; the most fusing the epilogue
-    can save, its share of eager time in the profile) against what was measured (eager, the faster
-    torch.compile mode with TF32 off, and the best with TF32 on, over eager fp32)."""
+def summary_table(baselines, profile) -> pd.DataFrame:
+    """Per problem, what was predicted before timing (the FP32 floor; the most fusing the epilogue can save, its
+    share of eager time in the profile) against what was measured (eager, the faster torch.compile mode with TF32
+    off, and the best with TF32 on, over eager fp32): a DataFrame of the cells as the notebook shows them."""
     entries, shares = _entries(baselines), gemm_shares(profile)
-    lines = ["| problem | predicted: FP32 floor | eager fp32 (% of floor) | predicted: fusing the epilogue saves at most "
-             "| measured: torch.compile saves, TF32 off | within the bound | best with TF32 on, over eager fp32 |",
-             "|---|---:|---:|---:|---:|---|---:|"]
+    rows = []
     for pid in dict.fromkeys(e["problem"] for e in entries):
         eager = eager_fp32(entries, pid)
-        rows = [e for e in entries if e["problem"] == pid]
-        compiled = min((e for e in rows if not e["tf32"] and e["contender"] != "eager"), key=lambda e: e["median_ms"],
+        mine = [e for e in entries if e["problem"] == pid]
+        compiled = min((e for e in mine if not e["tf32"] and e["contender"] != "eager"), key=lambda e: e["median_ms"],
                        default=None)
-        best_on = min((e for e in rows if e["tf32"]), key=lambda e: e["median_ms"], default=None)
+        best_on = min((e for e in mine if e["tf32"]), key=lambda e: e["median_ms"], default=None)
         bound = 100 - shares[pid] if pid in shares else None
         saved = 100 * (1 - compiled["median_ms"] / eager["median_ms"]) if compiled else None
-        cells = [str(pid), f"{eager['floor_ms']:.2f} ms", f"{eager['median_ms']:.2f} ms ({eager['pct_of_floor']:.0f}%)",
-                 "–" if bound is None else f"{bound:.0f}%",
-                 "–" if saved is None else f"{saved:.0f}% (`{compiled['contender']}`)",
-                 "–" if bound is None or saved is None else ("yes" if saved <= bound else "**no**: its GEMM beat eager's"),
-                 "–" if best_on is None else f"{eager['median_ms'] / best_on['median_ms']:.2f}x (`{best_on['contender']}`)"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append({
+            "problem": pid,
+            "predicted: FP32 floor": f"{eager['floor_ms']:.2f} ms",
+            "eager fp32 (% of floor)": f"{eager['median_ms']:.2f} ms ({eager['pct_of_floor']:.0f}%)",
+            "predicted: fusing the epilogue saves at most": "–" if bound is None else f"{bound:.0f}%",
+            "measured: torch.compile saves, TF32 off": "–" if saved is None else f"{saved:.0f}% ({compiled['contender']})",
+            "within the bound": "–" if bound is None or saved is None else ("yes" if saved <= bound
+                                                                              else "no: its GEMM beat eager's"),
+            "best with TF32 on, over eager fp32": "–" if best_on is None
+            else f"{eager['median_ms'] / best_on['median_ms']:.2f}x ({best_on['contender']})",
+        })
+    return pd.DataFrame(rows).set_index("problem")
+
+
+def runs_reference_forward(model_class, p, scale: str = "small") -> bool:
+    """Whether a call of model_class (a subclass of problem p's Model) runs the reference's own forward: no forward
+    of its own, `super().forward(x)` or `Model.forward(self, x)`. On the CPU the harness cannot tell such a model
+    from one that computes the steps itself (both run PyTorch's ops), so notebook 01's exercise asks this first."""
+    calls = []
+    reference = p.Model.forward
+
+    def spy(self, *args, **kwargs):
+        calls.append(type(self))
+        return reference(self, *args, **kwargs)
+
+    model = model_class(*p.init_inputs(scale))
+    (x,) = p.get_inputs(scale, generator=torch.Generator().manual_seed(0))
+    with mock.patch.object(p.Model, "forward", spy), torch.no_grad():
+        model(x)
+    return bool(calls)
