@@ -775,3 +775,30 @@ def test_every_timed_path_calls_its_launcher_with_every_argument_of_its_prototyp
     assert set(tcr.PATHS) <= set(paths)
     for label, (fn, _) in paths.items():
         torch.testing.assert_close(fn(x, w), x @ w.T, msg=label)
+
+
+# --- rung 8 launched from a cell ----------------------------------------------------------------------
+
+def test_the_launch_cell_uses_rung_8s_own_configuration():
+    """The cell computes grid, block and shared memory from the tiles; they must be Tf32Config's."""
+    header = (build.KERNELS_DIR / "common" / "gemm_mma.cuh").read_text()
+    bm, bn, bk, wm, wn, stages, _ = map(int, re.search(r"using Tf32Config = Config<([\d, ]+)>;", header).group(1).split(","))
+    pad = int(re.search(r"constexpr int PAD = (\d+);", header).group(1))
+    cell = next(code(c) for c in notebook_cells() if "mma_tf32_kernel[grid, block, smem]" in code(c))
+    assert f"BM, BN, BK, PAD, STAGES = {bm}, {bn}, {bk}, {pad}, {stages}" in cell
+    assert f"WARPS_M, WARPS_N = {wm}, {wn}" in cell
+    assert "// @launch" in (build.KERNELS_DIR / "gemm_08_mma_tf32.cu").read_text()
+
+
+@pytest.mark.gpu
+def test_rung_8s_launchable_kernel_computes_what_its_launcher_does():
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    mod = build.load_kernel("gemm_08_mma_tf32")
+    M, N, K = 300, 520, 264
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(M, K, device="cuda", generator=g)
+    w = torch.rand(N, K, device="cuda", generator=g) - 0.5
+    out = torch.full((M, N), float("nan"), device="cuda")
+    mod.mma_tf32_kernel[(-(-M // 128) * -(-N // 128),), (256,), 3 * 256 * 36 * 4](x, w, out, M, N, K)
+    assert torch.equal(out, mod.gemm(x, w))
