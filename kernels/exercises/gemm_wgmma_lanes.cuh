@@ -47,14 +47,15 @@ struct Tile {
 inline int group_width(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
                        const torch::Tensor& gamma, const torch::Tensor& beta, int64_t groups) {
   const int64_t N = w.size(0);
-  const torch::Tensor* params[3] = {&bias, &gamma, &beta};
-  const char* names[3] = {"bias", "gamma", "beta"};
-  for (int i = 0; i < 3; ++i) {
-    check_float_cuda_input(*params[i], names[i]);
-    check_same_device(x, "x", *params[i], names[i]);
-    TORCH_CHECK(params[i]->dim() == 1 && params[i]->size(0) == N, names[i], " must have shape [N] = [", num(N),
-                "], got ", shape_string(*params[i]));
-  }
+  auto check_param = [&](const torch::Tensor& p, const char* name) {
+    check_float_cuda_input(p, name);
+    check_same_device(x, "x", p, name);
+    TORCH_CHECK(p.dim() == 1 && p.size(0) == N, "bias, gamma and beta must each have shape [N] = [", num(N),
+                "], got ", shape_string(p));
+  };
+  check_param(bias, "bias");
+  check_param(gamma, "gamma");
+  check_param(beta, "beta");
   TORCH_CHECK(groups > 0 && N % groups == 0, "groups must divide N = ", num(N), ", got ", num(groups));
   const int64_t D = N / groups;
   TORCH_CHECK(D % 2 == 0 && BN % D == 0, "the group width N / groups must be even and divide the tile's ", num(BN),
