@@ -17,7 +17,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from utils import REPO, build, results, tf32
+from utils import REPO, build, env, results, tf32
 from utils.chapters import epilogue_fusion as fusion
 from utils.chapters import tensor_core_figures as tcf
 from utils.chapters import tensor_cores as tcc
@@ -802,3 +802,11 @@ def test_rung_8s_launchable_kernel_computes_what_its_launcher_does():
     out = torch.full((M, N), float("nan"), device="cuda")
     mod.mma_tf32_kernel[(-(-M // 128) * -(-N // 128),), (256,), 3 * 256 * 36 * 4](x, w, out, M, N, K)
     assert torch.equal(out, mod.gemm(x, w))
+
+
+@pytest.mark.compile
+def test_rung_8s_launchable_kernel_is_bound_with_its_parameters():
+    if env.mode() == "reference-only":
+        pytest.skip(env.no_build_reason())
+    mod = build.load_kernel("gemm_08_mma_tf32")
+    assert [p.name for p in mod.mma_tf32_kernel.kernel.params] == ["x", "w", "out", "M", "N", "K"]
