@@ -21,8 +21,8 @@
 // The key finding: the products are not the problem, the accumulation is. The tensor core adds its
 // products into the fp32 accumulator with less care than an FADD (it aligns the terms to the
 // largest and keeps a limited number of extra bits, truncating), so a 3xTF32 kernel that lets one
-// accumulator run over all of K = 8192 drifts by several 1e-5 at the problems' data, and some
-// elements leave the 1e-4 tier. The fix is the one FP8 GEMMs use: promotion. The mma accumulators
+// accumulator run over all of K = 8192 drifts at the problems' data until some elements leave the
+// 1e-4 tier (notebook 08's record, kind tensor_cores, has the errors). The fix is the one FP8 GEMMs use: promotion. The mma accumulators
 // only ever hold a partial sum over a chunk of at most GEMM10_PROMOTE_K values of k; after each
 // chunk every lane adds its partial sums into separate fp32 registers with plain FADD (round to
 // nearest, IEEE) and restarts the chunk from zero. The per-chunk error is that of a short sum,

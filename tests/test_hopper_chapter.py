@@ -56,25 +56,42 @@ def test_the_configurations_use_the_deepest_ring_that_fits():
         assert hg.ring_bytes(rung, r["stages"]) <= c["limit_bytes"] < hg.ring_bytes(rung, r["stages"] + 1)
 
 
+RIGHT_KB = {"rung 9": (1024 + 4 * (48 * 1024 + 16)) / 1024, "rung 10": (1024 + 3 * (64 * 1024 + 16)) / 1024}
+
+
 def test_exercise_1_is_not_yet_at_the_start_and_passes_on_the_deepest_rings():
-    start = starting_value("MY_STAGES")
-    assert start == {"rung 9": None, "rung 10": None}
-    assert hg.ring_verdict(start).startswith("Not yet")
-    assert hg.ring_verdict({"rung 9": 4, "rung 10": None}).startswith("Not yet")
-    verdict = hg.ring_verdict({"rung 9": 4, "rung 10": 3})
+    start, start_kb = starting_value("MY_STAGES"), starting_value("MY_RING_KB")
+    assert start == {"rung 9": None, "rung 10": None} and start_kb == {"rung 9": None, "rung 10": None}
+    assert hg.ring_verdict(start, start_kb).startswith("Not yet")
+    assert hg.ring_verdict({"rung 9": 4, "rung 10": None}, RIGHT_KB).startswith("Not yet")
+    assert hg.ring_verdict({"rung 9": 4, "rung 10": 3}).startswith("Not yet")  # the depths without the sum
+    verdict = hg.ring_verdict({"rung 9": 4, "rung 10": 3}, RIGHT_KB)
     assert verdict.startswith("PASS") and "use exactly these" in verdict
-    assert "hg.ring_verdict(MY_STAGES)" in "".join(text(c) for c in cells() if c["cell_type"] == "code")
+    assert "hg.ring_verdict(MY_STAGES, MY_RING_KB)" in "".join(text(c) for c in cells() if c["cell_type"] == "code")
 
 
 @pytest.mark.parametrize("mine", [{"rung 9": 5, "rung 10": 3}, {"rung 9": 4, "rung 10": 2}, {"rung 9": 2, "rung 10": 9},
-                                  {"rung 9": 4.0, "rung 10": 3}, "4 and 3"])
-def test_a_wrong_ring_hears_which_way_not_the_answer(mine):
-    verdict = hg.ring_verdict(mine)
+                                  {"rung 9": 3, "rung 10": 3}, {"rung 9": 4.0, "rung 10": 3}, "4 and 3"])
+def test_a_wrong_ring_hears_neither_the_answer_nor_the_direction(mine):
+    """With its own sums right, a wrong depth is told only that it is not the deepest that fits: a depth one too
+    deep and one too shallow get the same words, so the messages cannot be bisected."""
+    kb = ({r: hg.ring_bytes(r, n) / 1024 for r, n in mine.items() if isinstance(n, int)} if isinstance(mine, dict)
+          else RIGHT_KB)
+    verdict = hg.ring_verdict(mine, kb)
     assert verdict.startswith("Not yet")
     told = verdict.replace("227 KB", "")
+    assert "deeper" not in told and "does not fit" not in told and "more than" not in told
     for rung, right in (("rung 9", 4), ("rung 10", 3)):
         if isinstance(mine, dict) and mine.get(rung) != right:
             assert f"{rung}: {right} stages" not in told and f"{rung}: {right} " not in told
+    if mine in ({"rung 9": 5, "rung 10": 3}, {"rung 9": 3, "rung 10": 3}):
+        assert re.sub(r"[35] stages", "N stages", verdict) == hg.ring_verdict(
+            {"rung 9": 3, "rung 10": 3}, {"rung 9": hg.ring_bytes("rung 9", 3) / 1024, "rung 10": RIGHT_KB["rung 10"]}
+        ).replace("3 stages", "N stages")
+
+
+def test_a_ring_sum_that_is_not_the_readers_depth_is_not_yet():
+    assert "is not what 4 stages" in hg.ring_verdict({"rung 9": 4, "rung 10": 3}, dict(RIGHT_KB, **{"rung 9": 192.0 + 5}))
 
 
 # --- the record: 75's stores, the misses, the scoreboard ------------------------------------------
@@ -116,9 +133,10 @@ def test_the_scoreboard_cell_reads_the_record_the_table_above_it_reads():
     """Notebook 08 once showed a scoreboard recorded at another commit three cells after a table that said
     otherwise: the chapter's scoreboard is drawn from the whole-model run its table shows."""
     code = [text(c) for c in cells() if c["cell_type"] == "code"]
-    table = next(i for i, c in enumerate(code) if "tcr.fusion_table(FUSION)" in c)
+    table = next(i for i, c in enumerate(code) if "tcr.fusion_findings(FUSION)" in c)
     board = next(i for i, c in enumerate(code) if "scoreboard" in c)
-    assert board > table and "fusion.scoreboard_figure(FUSION" in code[board] and "scoreboard_table(FUSION)" in code[board]
+    assert board > table and "fusion.scoreboard_figure(FUSION" in code[board] and 'FUSION["entries"]' in code[board]
+    assert 'pd.DataFrame(FUSION["entries"])' in code[table]
     assert "scoreboard.show(" not in "\n".join(code)
     assert sum("FUSION, FUSION_MEASURED = S.recorded(tcr.FUSION_KIND)" in c for c in code) == 1
 
@@ -157,3 +175,66 @@ def test_every_link_to_a_notebook_lands_on_it_and_its_heading(notebook):
         other = REPO / "notebooks" / (name or notebook.name)
         assert other.is_file(), f"{notebook.name} links to {name}, which is no notebook"
         assert not anchor or anchor in anchors(other), f"{notebook.name} links to #{anchor}, no heading of {other.name}"
+
+
+# --- section 5: the wave sweep; the debrief's profile -----------------------------------------------
+
+def code_cells() -> list[str]:
+    return [text(c) for c in cells() if c["cell_type"] == "code"]
+
+
+def test_the_sweep_is_measured_in_a_readable_cell_and_recorded_as_its_kind():
+    sweep = next(c for c in code_cells() if "bench.time_interleaved(" in c and "SWEEP_NS" in c)
+    assert 'results.record("sweep_waves"' in sweep and "reps=" in sweep
+    plot = next(c for c in code_cells() if "plots.sweep(" in c)
+    assert "floor=" in plot and "hg.wave_findings(" in plot  # the steps' text is computed from the data
+    waves = next(c for c in code_cells() if "STEPS = " in c)
+    assert "SMS" in waves and "cdiv" in waves
+
+
+def test_wave_findings_say_where_the_steps_fall_from_the_data():
+    rows = [{"N": n, "median_ms": 1.0 + 0.5 * (n >= 4352) + 0.5 * (n >= 8704), "tflops": 2.0 * n / 1000}
+            for n in range(1024, 10000, 256)]
+    text_ = hg.wave_findings([4352, 8704], [4352, 8704], rows, 132, 256)
+    assert "new wave at N = 4352, 8704" in text_ and "2 of the 2 predicted boundaries" in text_
+    assert "At N = 4352: 1.000 ms at N = 4096, 1.500 ms" in text_
+    off = hg.wave_findings([4608], [4352], rows, 132, 256)
+    assert "0 of the 1" in off and "not predict: 4608" in off and "without a measured step: 4352" in off
+    assert "no clear step" in hg.wave_findings([], [4352], rows, 132, 256)
+
+
+def test_profile_findings_are_generated_from_the_entries():
+    entries = [{"kernel": "k", "metric": "DRAM throughput", "value": 11.0, "unit": "%"},
+               {"kernel": "k", "metric": "tensor pipe utilization", "value": 71.5, "unit": "%"},
+               {"kernel": "k", "metric": "achieved occupancy", "value": 18.6, "unit": "%"},
+               {"kernel": "k", "metric": "shared memory bank conflicts", "value": 0, "unit": ""}]
+    text_ = hg.profile_findings(entries)
+    assert "tensor pipe utilization at 71.5% against DRAM throughput at 11.0%" in text_
+    assert "18.75%" in text_ and "bank conflicts: 0: none" in text_
+    swapped = hg.profile_findings([dict(entries[0], value=80.0), entries[1]])
+    assert "memory is the busier" in swapped
+    assert "none of the metrics" in hg.profile_findings([])
+
+
+def test_the_profile_cell_reads_its_record_and_says_so_in_one_line_when_there_is_none():
+    cell = next(c for c in code_cells() if 'S.recorded("profile")' in c)
+    assert "whole model 94" in cell and "pd.DataFrame" in cell and "hg.profile_findings(" in cell
+    assert "No Nsight Compute profile" in cell
+
+
+# --- defects: the promised figure, no history in the reader's text ---------------------------------
+
+def test_the_layout_promised_for_problem_75_follows():
+    all_cells = cells()
+    i = next(i for i, c in enumerate(all_cells) if " ".join(text(c).split()).endswith("The layout for problem 75 at the strict tier:"))
+    assert all_cells[i + 1]["cell_type"] == "code" and "epilogue_figure(75" in text(all_cells[i + 1])
+
+
+@pytest.mark.parametrize("notebook", [NB09, REPO / "notebooks" / "08_tensor_cores_and_precision.ipynb"], ids=lambda p: p.name[:2])
+def test_no_history_in_the_chapter_or_the_kernel_text_it_renders(notebook):
+    everything = "\n".join(text(c) for c in cells(notebook))
+    rendered = re.findall(r'(?:show_kernel|show_excerpt|quote)\("([\w/]+(?:\.cuh)?)"', everything)
+    sources = [everything] + [(REPO / "kernels" / (f if f.endswith(".cuh") else f + ".cu")).read_text() for f in set(rendered)]
+    for body in sources:
+        assert not re.search(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b", body), "a commit hash"
+        assert "the recording at" not in body and not re.search(r"\bissues? #\d+|/issues/\d+", body, re.I)

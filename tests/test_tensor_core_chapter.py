@@ -17,7 +17,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from utils import REPO, build, results, tf32
+from utils import REPO, build, env, results, tf32
 from utils.chapters import epilogue_fusion as fusion
 from utils.chapters import tensor_core_figures as tcf
 from utils.chapters import tensor_cores as tcc
@@ -441,24 +441,68 @@ def starting_value(name):
     raise AssertionError(f"no code cell of notebook 08 assigns {name}")
 
 
+SIZES_W_TF32 = {"xb·wb": 0, "xb·ws": None, "xs·wb": -11, "xs·ws": None}  # the reader's own arithmetic, w = wb
+
+
 def test_exercise_1_is_not_yet_at_the_start_and_passes_with_the_two_products():
-    start = starting_value("KEEP")
-    assert tcc.products_verdict(start).startswith("Not yet")
-    assert tcc.products_verdict({"xb·wb", "xs·wb"}).startswith("PASS")
-    assert tcc.products_verdict({"xb·wb", "xb·ws"}).startswith("Not yet")  # ws is 0: xs·wb is what matters
+    keep, sizes = starting_value("KEEP"), starting_value("SIZES")
+    assert tcc.products_verdict(keep, sizes).startswith("Not yet")
+    assert tcc.products_verdict({"xb·wb", "xs·wb"}, SIZES_W_TF32).startswith("PASS")
+    assert tcc.products_verdict({"xb·wb", "xs·wb"}, tcc.product_sizes()).startswith("PASS")
+    assert tcc.product_sizes()["xb·ws"] is None and tcc.product_sizes()["xs·ws"] is None  # ws = 0 exactly
+
+
+@pytest.mark.parametrize("keep", [set(s) for r in range(1, 5) for s in tcc._subsets(r)], ids=lambda s: "+".join(sorted(s)))
+def test_exercise_1_cannot_be_passed_by_trying_subsets(keep):
+    """15 subsets, each tried without the sizes or with wrong ones: none passes, and no message tells how many
+    products to keep or which way a size is off."""
+    wrong = dict(SIZES_W_TF32, **{"xs·wb": -22})
+    for sizes in (None, {p: None for p in SIZES_W_TF32}, wrong, {p: 0 for p in SIZES_W_TF32}):
+        verdict = tcc.products_verdict(keep, sizes)
+        assert verdict.startswith("Not yet"), (keep, sizes)
+        assert "suffice" not in verdict and not re.search(r"\b(two|2) products\b", verdict)
+        assert not re.search(r"\b(too (large|small|big)|larger than yours|smaller than yours|fewer|more products)\b",
+                             verdict)
+
+
+def test_exercise_1_shortcuts_fail():
+    assert tcc.products_verdict(set(tcc.PRODUCTS), SIZES_W_TF32).startswith("Not yet")  # everything, to be safe
+    assert tcc.products_verdict({"xb·wb"}, SIZES_W_TF32).startswith("Not yet")  # 1xTF32's single product
+    assert tcc.products_verdict({"xb·wb", "xb·ws"}, SIZES_W_TF32).startswith("Not yet")  # the zero one kept
+    assert tcc.products_verdict({"xb·wb", "xs·wb"}, dict(SIZES_W_TF32, **{"xs·wb": -30})).startswith("Not yet")
+    # claims that are right but a KEEP that does not follow from them
+    assert "does not follow" in tcc.products_verdict({"xb·wb", "xs·wb", "xs·ws"}, SIZES_W_TF32)
+
+
+def worst(rec, k):
+    return max(e["excess"] for e in rec["entries"] if e.get("source") == "rung 10" and e["promote_k"] == k)
 
 
 def test_exercise_2_is_not_yet_at_the_start_and_passes_on_the_largest_interval_with_a_margin():
-    start = starting_value("MY_PROMOTE_K")
+    start, start_excess = starting_value("MY_PROMOTE_K"), starting_value("MY_EXCESS")
     rec = fake_record({0: 1.6, 256: 0.2, 1024: 0.4, 4096: 0.9})  # 62's excess is the worst: 1.6, 0.2, 0.4, 0.9
-    assert tcc.promotion_verdict(start, rec).startswith("Not yet")
-    assert tcc.promotion_verdict(1024, rec).startswith("PASS")
-    assert "promote less often" in tcc.promotion_verdict(256, rec)
-    assert "Promote more often" in tcc.promotion_verdict(4096, rec)
-    assert not tcc.promotion_verdict(1024, None).startswith("PASS")  # no record, no verdict
-    for wrong in (0, 256, 4096):  # a wrong answer hears which way to move, not where to stop
-        assert "1024" not in tcc.promotion_verdict(wrong, rec)
-    assert start is None  # a placeholder, not one of the intervals: no answer is filled in for the reader
+    assert tcc.promotion_verdict(start, start_excess, rec).startswith("Not yet")
+    read = {k: worst(rec, k) for k in (1024, 4096, 0)}
+    assert tcc.promotion_verdict(1024, read, rec).startswith("PASS")
+    assert not tcc.promotion_verdict(1024, read, None).startswith("PASS")  # no record, no verdict
+    assert start is None and start_excess == {}  # placeholders: no answer is filled in for the reader
+
+
+@pytest.mark.parametrize("k", [0, 256, 1024, 4096])
+def test_exercise_2_cannot_be_bisected(k):
+    """Each interval tried without the record's numbers is Not yet; with them, a wrong interval hears that it is
+    not what the numbers imply, never which way to move, and the answer is never named."""
+    rec = fake_record({0: 1.6, 256: 0.2, 1024: 0.4, 4096: 0.9})
+    order = [256, 1024, 4096, 0]
+    read = {j: worst(rec, j) for j in order[order.index(k):]}
+    assert tcc.promotion_verdict(k, {}, rec).startswith("Not yet")
+    assert tcc.promotion_verdict(k, {j: 0.1 for j in read}, rec).startswith("Not yet")  # numbers made up
+    verdict = tcc.promotion_verdict(k, read, rec)
+    assert verdict.startswith("PASS") == (k == 1024)
+    if k != 1024:
+        low = verdict.lower()
+        assert "1024" not in verdict and "more often" not in low and "less often" not in low
+        assert "larger" not in low.replace("the largest interval", "") and "smaller" not in low
 
 
 def test_exercise_2s_answer_is_not_told_before_it_is_asked():
@@ -731,3 +775,38 @@ def test_every_timed_path_calls_its_launcher_with_every_argument_of_its_prototyp
     assert set(tcr.PATHS) <= set(paths)
     for label, (fn, _) in paths.items():
         torch.testing.assert_close(fn(x, w), x @ w.T, msg=label)
+
+
+# --- rung 8 launched from a cell ----------------------------------------------------------------------
+
+def test_the_launch_cell_uses_rung_8s_own_configuration():
+    """The cell computes grid, block and shared memory from the tiles; they must be Tf32Config's."""
+    header = (build.KERNELS_DIR / "common" / "gemm_mma.cuh").read_text()
+    bm, bn, bk, wm, wn, stages, _ = map(int, re.search(r"using Tf32Config = Config<([\d, ]+)>;", header).group(1).split(","))
+    pad = int(re.search(r"constexpr int PAD = (\d+);", header).group(1))
+    cell = next(code(c) for c in notebook_cells() if "mma_tf32_kernel[grid, block, smem]" in code(c))
+    assert f"BM, BN, BK, PAD, STAGES = {bm}, {bn}, {bk}, {pad}, {stages}" in cell
+    assert f"WARPS_M, WARPS_N = {wm}, {wn}" in cell
+    assert "// @launch" in (build.KERNELS_DIR / "gemm_08_mma_tf32.cu").read_text()
+
+
+@pytest.mark.gpu
+def test_rung_8s_launchable_kernel_computes_what_its_launcher_does():
+    if not torch.cuda.is_available():
+        pytest.skip("no GPU")
+    mod = build.load_kernel("gemm_08_mma_tf32")
+    M, N, K = 300, 520, 264
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.rand(M, K, device="cuda", generator=g)
+    w = torch.rand(N, K, device="cuda", generator=g) - 0.5
+    out = torch.full((M, N), float("nan"), device="cuda")
+    mod.mma_tf32_kernel[(-(-M // 128) * -(-N // 128),), (256,), 3 * 256 * 36 * 4](x, w, out, M, N, K)
+    assert torch.equal(out, mod.gemm(x, w))
+
+
+@pytest.mark.compile
+def test_rung_8s_launchable_kernel_is_bound_with_its_parameters():
+    if env.mode() == "reference-only":
+        pytest.skip(env.no_build_reason())
+    mod = build.load_kernel("gemm_08_mma_tf32")
+    assert [p.name for p in mod.mma_tf32_kernel.kernel.params] == ["x", "w", "out", "M", "N", "K"]

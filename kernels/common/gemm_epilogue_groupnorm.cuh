@@ -120,13 +120,11 @@ struct GroupNormEpilogue {
     if (saved != nullptr) {  // the same for every block: one test per tile
       // Training: the GEMM's output with nn.Linear's bias, stored in a pass of its own before the
       // model's steps, so that those stay one straight run of code. Stored beside each value's
-      // activation instead (a test per pair of values, as 660e2ad had it), the test cut the
-      // epilogue into a small block per pair, with the activation copied into each way of storing
-      // (none, a float2, two floats: 3x the MUFU instructions, at most 8 of them between two
-      // branches where a group's 34-66 had run together), so one value's exp could no longer
-      // overlap the next's. The H100's records of notebook 09 from then on show the TF32
-      // epilogue, saving nothing, at 13-16% of its GEMM alone at problems 94 and 37, against
-      // 4-6% at 37bb4a1.
+      // activation instead (a test per pair of values), the test cut the epilogue into a small
+      // block per pair, with the activation copied into each way of storing (none, a float2, two
+      // floats: 3x the MUFU instructions), so one value's exp could no longer overlap the next's,
+      // and the TF32 epilogue cost about three times as much (the record of notebook 09's
+      // whole-model run, kind whole_model_fusion, has the epilogue's price now).
       const gemm_wgmma::DirectWriter keep{saved, t.row, t.col, t.M, t.N};
 #pragma unroll
       for (int j = 0; j < C::BN / 8; ++j) {

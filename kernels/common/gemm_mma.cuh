@@ -4,7 +4,8 @@
 // describe (K % 4 != 0, or a view whose data does not start on a 16-byte boundary).
 //
 //   Config<...>        block tile, slice depth, warp grid, pipeline depth, blocks per SM;
-//   gemm_mma_kernel    the kernel, for a Config, a load path and a Math (TF32 or 3xTF32);
+//   gemm_mma_block     one block's tile, for a Config, a load path and a Math (TF32 or 3xTF32);
+//   gemm_mma_kernel    the kernel around it;
 //   run                launches it into an output the caller allocated and checked;
 //   gemm_mma           the whole launcher: checks, output, launch.
 //
@@ -113,10 +114,13 @@ __device__ __forceinline__ void load_tile(float* tile, const float* __restrict__
 //              and restarted from zero, so no tensor-core accumulation runs over more than
 //              PROMOTE * BK values of k (gemm_10_3xtf32.cu says why that matters).
 // vec_stores: N % 2 == 0, so each lane's two adjacent outputs go out as one 8-byte store.
+// The block's whole work is this device function, so that a kernel file can also wrap one instance
+// in a kernel of its own that a notebook launches with its own grid, block and shared memory
+// (gemm_08_mma_tf32.cu's `// @launch`); gemm_mma_kernel below is the launchers' kernel.
 template <class C, bool VEC, bool SPLIT, int PROMOTE>
-__global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
-    gemm_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
-                    const float* __restrict__ bias, int M, int N, int K, bool vec_stores) {
+__device__ __forceinline__ void gemm_mma_block(const float* __restrict__ x, const float* __restrict__ w,
+                                               float* __restrict__ out, const float* __restrict__ bias, int M, int N,
+                                               int K, bool vec_stores) {
   static_assert(PROMOTE >= 0, "PROMOTE counts slices; 0 means never");
   extern __shared__ __align__(16) float smem[];
 
@@ -287,6 +291,13 @@ __global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
       }
     }
   }
+}
+
+template <class C, bool VEC, bool SPLIT, int PROMOTE>
+__global__ void __launch_bounds__(C::THREADS, C::MIN_BLOCKS)
+    gemm_mma_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
+                    const float* __restrict__ bias, int M, int N, int K, bool vec_stores) {
+  gemm_mma_block<C, VEC, SPLIT, PROMOTE>(x, w, out, bias, M, N, K, vec_stores);
 }
 
 template <class C, bool VEC, bool SPLIT, int PROMOTE>

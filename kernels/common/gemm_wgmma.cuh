@@ -15,7 +15,7 @@
 // storing from registers. The others measured (one tile per block, clusters of 2 with TMA
 // multicast, ping-pong warp groups, the epilogue staged in shared memory) are in the history with
 // the study that measured them (experiments/wgmma_schedule/README.md; experiments/README.md,
-// "Historical scripts and logs": the header as of 0febf72).
+// "Historical scripts and logs").
 //
 // out = x @ w.T, x (M, K) and w (N, K) row-major: both K-major, the only layout TF32 wgmma takes.
 

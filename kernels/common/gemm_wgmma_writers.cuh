@@ -32,8 +32,7 @@ struct EpilogueTile {
 //               block's time at K = 1024 (experiments/wgmma_schedule/README.md, "Where a block's
 //               time goes"). The fastest of the four ways measured: the three others staged the
 //               tile in shared memory and were 5-8% slower at K = 8192 (the README's "The
-//               epilogue through shared memory"; their writer is in the history at 0febf72,
-//               kernels/probes/gemm_wgmma_staged_writer.cuh).
+//               epilogue through shared memory", which also says where their writer went).
 struct DirectWriter {
   float* out;
   int row, col, M, N;  // EpilogueTile's

@@ -11,8 +11,7 @@
 //   setmaxnreg_inc/dec        move registers from the producer warp group to the consumers.
 //
 // Clusters of blocks (TMA multicast, a peer's mbarrier) and TMA stores had wrappers here while the
-// GEMM's measured-slower schedules did (experiments/wgmma_schedule/README.md; the header as of
-// 0febf72).
+// GEMM's measured-slower schedules did (experiments/wgmma_schedule/README.md).
 //
 // What the pieces are for (rung 9's header tells the whole story): on Hopper one warp GROUP (4
 // warps, 128 threads) issues wgmma, an asynchronous MMA of 64 x N x 8 (TF32) that reads both

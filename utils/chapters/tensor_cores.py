@@ -110,31 +110,62 @@ def _normwise_error(out: Tensor, exact: Tensor) -> float:
     return ((out.double() - exact).abs().max() / exact.abs().max()).item()
 
 
-def products_verdict(keep, *, w_is_tf32: bool = True) -> str:
-    """Exercise 1: the split products to keep for x @ w.T at float32's accuracy, with as few products as that
-    allows. Checked by float64 emulation on the CPU (split_gemm64) against float32's own GEMM, at a
-    K = 1024 sample like the problems'. PASS when the error is within 2x float32's and no smaller set is."""
+FLOAT32_ROUNDING_LOG2 = -24  # float32's unit roundoff, 2^-24: a product below it changes nothing float32 keeps
+
+
+def product_sizes(w_is_tf32: bool = True) -> dict[str, float | None]:
+    """Exercise 1's numbers: for the K = 1024 sample like the problems' (x in [0, 1), w in ±1/32, rounded to TF32
+    when w_is_tf32), the largest |product| / |x·w| over all (x, w) pairs of the sample, each of the four split
+    products, as a power of 2; None where the product is exactly zero everywhere."""
+    x, w = _sample_operands(w_is_tf32)
+    (xb, xs), (wb, ws) = split_tf32(x.flatten()), split_tf32(w.flatten()[: x.numel()])
+    exact = x.flatten()[: wb.numel()].double() * w.flatten()[: wb.numel()].double()
+    parts = {"xb": xb.double(), "xs": xs.double(), "wb": wb.double(), "ws": ws.double()}
+    sizes = {}
+    for name in PRODUCTS:
+        a, b = name.split("·")
+        term = parts[a] * parts[b]
+        rel = (term.abs() / exact.abs().clamp_min(1e-300)).max().item()
+        sizes[name] = None if term.abs().max().item() == 0 else math.log2(rel)
+    return sizes
+
+
+def products_verdict(keep, sizes=None, *, w_is_tf32: bool = True) -> str:
+    """Exercise 1: which split products x @ w.T needs when w is already TF32, with the reader's reasons: `sizes`
+    gives each of the four products' largest size relative to x·w as a power of 2 (None: exactly zero). Each
+    size is judged against product_sizes (within a factor 2, or exactly zero); KEEP must then follow from the
+    sizes (a product above float32's rounding, 2^-24, stays; a smaller or zero one goes); and the products kept
+    are checked in float64 emulation (split_gemm64) against float32's own GEMM. The messages name which of the
+    reader's claims fails, never how many products to keep nor which way a size is off."""
     chosen = normalise_products(keep or ())
     if not chosen:
         return f"Not yet: KEEP must name some of the four products {', '.join(PRODUCTS)}."
+    claimed = {normalise_products([k]).pop(): v for k, v in (sizes or {}).items() if normalise_products([k])}
+    missing = [p for p in PRODUCTS if p not in claimed or not (claimed[p] is None or isinstance(claimed[p], (int, float)))]
+    if missing:
+        return (f"Not yet: SIZES gives each product its largest size against x·w as a power of 2 (None for exactly "
+                f"zero); missing or not a number: {', '.join(missing)}.")
+    measured = product_sizes(w_is_tf32)
+    wrong = [p for p in PRODUCTS if (claimed[p] is None) != (measured[p] is None)
+             or (claimed[p] is not None and abs(claimed[p] - measured[p]) > 1)]
+    if wrong:
+        return (f"Not yet: your size of {', '.join(wrong)} is not what the split gives on this sample (more than a "
+                "factor 2 away, or zero where it is not, or not zero where it is). Work it out from how big and small "
+                "are made, or compute it with split_tf32.")
+    follows = {p for p in PRODUCTS if claimed[p] is not None and claimed[p] > FLOAT32_ROUNDING_LOG2}
+    if chosen != follows:
+        return ("Not yet: your sizes are right, but KEEP does not follow from them: a product larger than float32's "
+                "rounding (2^-24 of x·w) changes what float32 would compute and must stay; a smaller or zero one adds "
+                "only tensor-core work.")
     x, w = _sample_operands(w_is_tf32)
     exact = x.double() @ w.double().T
     fp32 = _normwise_error(x @ w.T, exact)
-
-    def error(subset) -> float:
-        return _normwise_error(split_gemm64(x, w, subset), exact)
-
-    mine = error(chosen)
-    sizes = [len(s) for r in range(1, 5) for s in _subsets(r) if error(s) <= 2 * fp32]
-    fewest = min(sizes)
+    mine = _normwise_error(split_gemm64(x, w, chosen), exact)
     weight = "w already TF32 (ws = 0)" if w_is_tf32 else "w as it is"
-    what = f"{len(chosen)} product(s) ({', '.join(sorted(chosen))}), {weight}: error {mine:.1e} of max |x·w|, float32's {fp32:.1e}"
-    if mine > 2 * fp32:
-        return f"Not yet: {what}. A product you left out is larger than float32's rounding: which parts carry what?"
-    if len(chosen) > fewest:
-        return (f"Not yet: {what}: as accurate as float32, but each product is a full pass of tensor-core work, and "
-                f"{fewest} suffice here. Which of yours adds nothing (or nothing float32 would keep)?")
-    return f"PASS: {what}: float32's accuracy with {fewest} products, the fewest that give it."
+    what = f"{', '.join(sorted(chosen))}, {weight}: error {mine:.1e} of max |x·w|, float32's own {fp32:.1e}"
+    if mine > 2 * fp32:  # the sizes' rule and the GEMM disagree: say so rather than pass
+        return f"Not yet: {what}: the products kept are not as accurate as float32 at this sample."
+    return f"PASS: {what}; each product left out is zero or below float32's rounding, by your sizes and the sample's."
 
 
 def _subsets(r: int) -> list[tuple[str, ...]]:
@@ -307,10 +338,12 @@ def default_promote_k() -> int:
     return int(match.group(1))
 
 
-def promotion_verdict(my_k, record: dict | None) -> str:
-    """Exercise 2: the largest promotion interval (0, never, being the largest) at which all four models
-    keep a 2x margin in the strict tier (worst excess over the seeds <= MARGIN), among those the record
-    measured. Not yet until my_k is one of them; no PASS without a record to check it against."""
+def promotion_verdict(my_k, my_excess, record: dict | None) -> str:
+    """Exercise 2: the largest promotion interval (0, never, being the largest) at which all four models keep a
+    2x margin in the strict tier (worst excess over the seeds <= MARGIN), among those the record measured, with
+    its reason: my_excess gives the worst excess over the four models, read from the record, at my_k and at
+    every larger interval measured ({interval: excess}, within 10%). Not yet until both hold; the messages never
+    say which way to move."""
     rows = [] if record is None else [e for e in record["entries"]
                                       if e.get("section") == "accuracy" and e.get("source") == "rung 10"]
     measured = sorted({r["promote_k"] for r in rows} or set(PROMOTE_KS), key=lambda k: k or 10 ** 9)
@@ -320,18 +353,23 @@ def promotion_verdict(my_k, record: dict | None) -> str:
         return ("Your answer is in, but there is no recorded run to check it against: on a GPU, "
                 "`python -m utils.run --notebooks 08` records one.")
     worst = {k: max(r["excess"] for r in rows if r["promote_k"] == k) for k in measured}
+    order = lambda k: k or 10 ** 9  # noqa: E731
+    asked = [k for k in measured if order(k) >= order(my_k)]
+    mine = my_excess if isinstance(my_excess, dict) else {}
+    unread = [k for k in asked if not isinstance(mine.get(k), (int, float))
+              or abs(mine[k] - worst[k]) > 0.1 * worst[k]]
+    if unread:
+        return (f"Not yet: MY_EXCESS gives, for your interval and each larger one measured ({asked}), the worst "
+                f"excess of the four models as section 4's table has it; missing, or not the record's, at {unread}.")
     keeping = [k for k in measured if worst[k] <= MARGIN]
     if not keeping:
         return f"No interval measured keeps a 2x margin (worst excess {worst}); this exercise has no answer on this record."
-    best = max(keeping, key=lambda k: k or 10 ** 9)
+    best = max(keeping, key=order)
     if my_k == best:
         return (f"PASS: promoting every {'never' if best == 0 else best} keeps the worst excess at {worst[best]:.2f} "
-                f"(a {1 / max(worst[best], 1e-9):.1f}x margin); the next larger interval measured does not.")
-    if worst[my_k] > MARGIN:
-        return (f"Not yet: at {my_k or 'never'} the worst model is at {worst[my_k]:.2f} of the tolerance, "
-                f"{'outside the tier' if worst[my_k] > 1 else 'inside, but without a 2x margin'}. Promote more often.")
-    return (f"Not yet: {my_k} keeps the margin (worst {worst[my_k]:.2f}), but a larger interval does too, and each "
-            "promotion costs a wait for the tensor cores: promote less often.")
+                f"(a {1 / max(worst[best], 1e-9):.1f}x margin), and by your numbers no larger interval measured does.")
+    return ("Not yet: your numbers are the record's, but your interval is not what they imply: the largest interval "
+            f"whose worst excess is at most {MARGIN}, a 2x margin inside the tier.")
 
 
 def paths_label() -> str | None:
