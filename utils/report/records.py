@@ -1,11 +1,52 @@
-"""Markdown tables of the record kinds that the library's measurements write (utils.results' KINDS):
-ceilings, baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 11's
-solutions, training step and autocast. Each function takes a record and returns Markdown; utils.report.readme
-puts them in the README, and the notebooks show the same tables (utils.chapters.session.record_markdown).
+"""Tables of the record kinds that the library's measurements write (utils.results' KINDS): ceilings,
+baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 11's
+solutions, training step and autocast. Tables are pandas DataFrames of the record's values (`*_frame`: what a
+notebook displays, as HTML in JupyterLab, and what tests check); `render_*` turns a record into Markdown through
+those frames and `to_markdown` (DataFrame.to_markdown): utils.report.readme puts them in the README, and the
+notebooks show the same tables (utils.chapters.session.record_markdown).
 """
 from __future__ import annotations
 
+import math
+from typing import Callable, Mapping
+
+import pandas as pd
+
 from utils.problems import PROBLEMS
+
+MISSING = "–"  # a cell with no value, in Markdown
+
+
+def cell(value, fmt: str | Callable = "{}") -> str:
+    """One value as a Markdown cell: `fmt` a format string or a function; None and NaN as MISSING."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return fmt(value) if callable(fmt) else fmt.format(value)
+
+
+def formatted(frame: pd.DataFrame, formats: Mapping[str, str | Callable] | None = None) -> pd.DataFrame:
+    """The frame with each value as the text of its cell (cell(), formats[column], default str), index kept:
+    what a notebook displays (as HTML) where the values' full precision would only be noise."""
+    formats = formats or {}
+    return pd.DataFrame({col: [cell(v, formats.get(col, "{}")) for v in frame[col]] for col in frame.columns},
+                        index=frame.index)
+
+
+def to_markdown(frame: pd.DataFrame, formats: Mapping[str, str | Callable] | None = None, *,
+                right: tuple[str, ...] | None = None) -> str:
+    """A DataFrame as a Markdown table (DataFrame.to_markdown, a pipe table), a named index as the first
+    columns: each column's values through cell() with formats[column] (default str), numbers right-aligned (or
+    the columns `right` names), the rest left."""
+    named = frame.index.name is not None or any(n is not None for n in frame.index.names)
+    flat = frame.reset_index() if named else frame
+    shown = formatted(flat, formats).reset_index(drop=True)
+
+    def numeric(col) -> bool:
+        return pd.api.types.is_numeric_dtype(flat[col]) and not pd.api.types.is_bool_dtype(flat[col])
+    first_is_index = named
+    align = [("right" if (col in right if right is not None else numeric(col) and not (first_is_index and i == 0))
+              else "left") for i, col in enumerate(flat.columns)]
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
 def _speedup(eager: dict | None, e: dict) -> str:
