@@ -152,9 +152,13 @@ def test_ratio_table_marks_each_row_met_or_missed_from_the_numbers():
 
 def test_the_solutions_record_renders_for_the_readme():
     record = {"schema": 1, "kind": "solutions", "entries": ENTRIES}
-    text = readme.render(record)
-    assert "| ours | on | 0.380 | 0.418 | 7.89x | 1.05x | 1.05x |" in text
-    assert "| eager | off | 3.000 | 3.300 | 1.00x |" in text
+    frame = chapter.record_table(record)  # what the README writes, as a DataFrame
+    assert frame.loc[(94, "ours", "on")].tolist() == pytest.approx([0.38, 0.418, 3.0 / 0.38, 0.40 / 0.38, 0.44 / 0.418])
+    assert frame.loc[(94, "eager", "off"), ["steady ms", "per call ms", "vs eager fp32"]].tolist() == pytest.approx(
+        [3.0, 3.3, 1.0])
+    rows = [[c.strip() for c in line.strip()[1:-1].split("|")] for line in readme.render(record).splitlines()
+            if line.startswith("|")]
+    assert ["ours", "on", "0.380", "0.418", "7.89x", "1.05x", "1.05x"] in rows
 
 
 # --- notebook 10's exercises --------------------------------------------------------------------
@@ -312,7 +316,7 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     shown = off.shown("solutions", "the table")
     assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
     text = chapter.record_markdown(shown)
-    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text
+    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and text.endswith(readme.render(shown))
     # on a GPU without this GPU's record (an earlier chapter's run records it), the line says so, not "no GPU"
     on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
     assert on.missing("tensor_cores", "chapter 08's run") == (

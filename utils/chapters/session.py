@@ -26,7 +26,7 @@ from utils import bench, env, ops, precision, results
 from utils.check import MOVED_DRAWS, TIERS, autocast_tier, judge_gradients
 from utils.problems import get_problem
 from utils.report import readme
-from utils.report.records import to_markdown
+from utils.report.records import FRAMES, to_markdown
 from utils.run import skip
 
 # The contenders of notebooks 10 and 11, in timing order. torch.compile's "max-autotune" mode would also
@@ -322,9 +322,16 @@ def solution_ratios(entries: list[dict], contender: str = "ours") -> list[dict]:
 
 
 def record_markdown(rec: dict) -> str:
-    """A record as a notebook shows it: where and when it was measured, then its kind's table."""
+    """A record as a notebook shows it: where and when it was measured, then its kind's table in Markdown
+    (the README's rendering, utils.report.readme.render)."""
     return (f"Recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`\n\n"
             + readme.render(rec))
+
+
+def record_table(rec: dict) -> pd.DataFrame:
+    """A record's table as a DataFrame (utils.report.records.FRAMES: what record_markdown writes, its values
+    unformatted)."""
+    return FRAMES[rec["kind"]](rec)
 
 
 def verdict(ratio: float, target: float, moonshot: float | None = None) -> str:
