@@ -321,7 +321,7 @@ def test_show_in_a_notebook_displays_the_plot_and_the_table(tmp_path, monkeypatc
     shown = []
     write(tmp_path, fake_record())
     InteractiveShell.instance()  # get_ipython() now answers: show() displays instead of printing
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
     try:
         sb.show("07", session(tmp_path))
     finally:

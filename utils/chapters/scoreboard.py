@@ -21,10 +21,10 @@ reference Model's own modules after the GEMM; y is the GEMM's output with Linear
     06  04's GEMM + chapter 06's fused activation + GroupNorm kernels (groupnorm.cu); 75: its
         GroupNorm kernel (group_norm_welford), then eager min and + bias
     07  06, with 75's tail in one kernel: group_norm_min_bias (min_bias_broadcast.cu)
-    08  the whole model in one tensor-core GEMM (fused_gemm_groupnorm, strict tier: rung 10's
+    09  the whole model in one tensor-core GEMM (fused_gemm_groupnorm, strict tier: rung 10's
         3xTF32 with the bias, activations and GroupNorm in its epilogue; 75's row minimum too);
         where it does not apply (K % 4 != 0), rung 10's linear + 07's tails
-    09  the solutions' ModelNew (solutions/): the same kernels as 08 through the registered
+    10  the solutions' ModelNew (solutions/): the same kernels as 09 through the registered
         workbook:: operators
 
 Each composition runs on the reference Model's own parameters, its GroupNorm γ/β and biases
@@ -33,25 +33,18 @@ Before anything is timed, each is checked against the Model at its tier, on the 
 edges) and on the very input it is then timed on: a wrong composition gets no number (the run
 names it, records the rest and exits 1).
 
-Timing: one method for every figure the workbook quotes, the one chapter 10 uses
-(utils.bench.time_interleaved: CUDA events, a clean L2 flush before each call, calls queued back to
-back, medians). Per problem, eager, torch.compile in both COMPILE_MODES (TF32 off; the faster one is
-the reference line) and every stage are timed in turn, rep by rep, the order rotating by one each rep,
-after a warm-up that brings the GPU to the clock it holds under sustained work: each ratio is taken
-between contenders that met the same clock. A contender slower than SLOW_S per call (rung 1 takes
-0.3-0.6 s at these sizes) would hold every other one's rounds up: the slow ones are timed in turn in
-a second group ("group": "slow") with fewer repetitions, at least MIN_REPS, about SLOW_BUDGET_S of
-timing, and their ratio is over the main group's eager. Record kind "scoreboard":
+Timing: chapter 10's method (utils.bench.time_interleaved): per problem, eager, torch.compile in both
+COMPILE_MODES (TF32 off; the faster is the reference line) and every stage timed in turn, rep by rep,
+the order rotating, after a warm-up to the clock the GPU holds under sustained work. Contenders slower
+than SLOW_S a call (rung 1: 0.3-0.6 s) are timed in turn in a group of their own with fewer reps (at
+least MIN_REPS, about SLOW_BUDGET_S), their ratio over the main group's eager. Kind "scoreboard":
 
-    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "10", "contender", "median_ms",
-     "p20_ms", "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager",
-     "timing": "interleaved", "group": "main" | "slow"}
+    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "10", "contender", "median_ms", "p20_ms",
+     "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager", "timing": "interleaved", "group"}
 
-p20_ms and p80_ms are the run's own spread: a ratio's spread is eager's p20 over the stage's p80 to
-eager's p80 over the stage's p20 (ratio_spread). The final stage (10, the drop-ins' forward at the
-strict tier, steady state) quotes the same fact as chapter 10's record "solutions" (ours, TF32 off,
-steady), and stage 09 the same as chapter 09's "whole_model_fusion" (fused, strict):
-tests/test_headline_ratios.py holds each pair to agree within the spread of both runs.
+p20/p80 are the run's spread (report.scoreboard.ratio_spread). Stage 10 quotes what chapter 10's
+"solutions" does (ours, TF32 off, steady), stage 09 what chapter 09's "whole_model_fusion" does (fused,
+strict): tests/test_headline_ratios.py holds each pair to agree within both runs' spread.
 
 Tested on the CPU with STAND_INS, PyTorch functions with the kernels' exported names and
 signatures (tests/test_scoreboard.py), and with the real kernels on a GPU.
@@ -476,27 +469,19 @@ def shown_table(rec: dict, stage: str | None = None) -> pd.DataFrame:
     return shown.rename(columns={STAGES[stage].label: f"{STAGES[stage].label} (this chapter)"} if stage else {})
 
 
-def _display(text: str, fig=None, head: str | None = None, frame: pd.DataFrame | None = None, notes=()) -> None:
-    """In a notebook the figure (if any), `head` in Markdown, the DataFrame (HTML) and `notes`; without a frame,
-    `text` in Markdown. Elsewhere `text` (the same table in Markdown) is printed."""
+def _display(text: str, fig, head: str, frame: pd.DataFrame, notes=()) -> None:
+    """In a notebook the figure (if any), `head` in Markdown, the DataFrame (as HTML) and `notes`; elsewhere
+    `text` (the same table in Markdown) is printed."""
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
     except ImportError:
         get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
-        if fig is not None:
-            display(fig)
-        if frame is None:
-            display(Markdown(text))
-            return
-        if head:
-            display(Markdown(head))
-        display(frame)
-        if notes:
-            display(Markdown("\n\n".join(notes)))
-    else:
+    if get_ipython is None or get_ipython() is None:
         print(text)
+        return
+    shown = ([fig] if fig is not None else []) + [Markdown(head), frame] + ([Markdown("\n\n".join(notes))] if notes else [])
+    display(*shown)
 
 
 # --------------------------------------------------------------------------- the final scoreboard
@@ -569,8 +554,7 @@ def show_final(session) -> None:
         skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 11 record them on a GPU")
         return
     frame = final_table(records)
-    _display(final_markdown(records), head=final_caption(records), frame=formatted(frame, dict.fromkeys(
-        frame.columns, "{:.2f}x")))
+    _display(final_markdown(records), None, final_caption(records), formatted(frame, dict.fromkeys(frame.columns, "{:.2f}x")))
 
 
 # --------------------------------------------------------------------------- command line
