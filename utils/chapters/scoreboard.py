@@ -67,6 +67,7 @@ from torch import Tensor, nn
 from solutions import solution
 from utils import bench, build, env, plots, precision, results
 from utils.chapters import session as chapter
+from utils.chapters import solution_debriefs as debriefs
 from utils.check import TIERS
 from utils.check import _randomise  # the harness's own rule, not a copy of it
 from utils.problems import get_problem
@@ -81,7 +82,6 @@ SLOW_S = 0.05  # seconds per call above which a contender is timed with fewer re
 SLOW_BUDGET_S = 3.0  # about this much timing for a slow contender
 MIN_REPS = 5
 TIMING = "interleaved"  # every entry's "timing": utils.bench.time_interleaved, as chapter 10's records
-
 
 
 # One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.
@@ -524,8 +524,7 @@ def final_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
 
 
 def final_caption(records: Mapping[str, dict | None]) -> str:
-    present = {kind: rec for kind, rec in records.items() if rec is not None}
-    (device,) = {rec["device"]["name"] for rec in present.values()}
+    (device,) = {rec["device"]["name"] for rec in (present := {k: r for k, r in records.items() if r is not None}).values()}
     stamps = ", ".join(f"{FINAL_KINDS[kind]} {rec['date'][:10]} (`{short_commit(rec['git_commit'])}`)"
                        for kind, rec in present.items())
     text = (f"Ours by default, steady state: × eager · × the faster torch.compile mode, each with the same setting; "
@@ -554,7 +553,8 @@ def show_final(session) -> None:
         skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 11 record them on a GPU")
         return
     frame = final_table(records)
-    _display(final_markdown(records), None, final_caption(records), formatted(frame, dict.fromkeys(frame.columns, "{:.2f}x")))
+    _display(final_markdown(records), None, final_caption(records), formatted(frame, dict.fromkeys(frame.columns, "{:.2f}x")),
+             [text] if (text := debriefs.final_findings(records)) else [])
 
 
 # --------------------------------------------------------------------------- command line
