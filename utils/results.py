@@ -75,7 +75,8 @@ Entry conventions of the kinds known so far (every listed key is required):
                    "ours": the default, nothing derived from the weight kept between calls; "ours,
                    frozen": after freeze() (utils/freezing.py). "steady": calls queued back to back
                    (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
-                   per-trial protocol), the CPU's launch cost included.
+                   per-trial protocol), the CPU's launch cost included. "timing": "interleaved" where the row
+                   says how its contenders were timed (in turn, utils.bench.time_interleaved; training and autocast too).
     training       notebook 11 (utils.chapters.session.measure_training): a training step (forward and backward,
                    the gradients of the input and every parameter), TF32 off and on, compare() rows of
                    one run {"problem", "contender": "eager" | "torch.compile" |

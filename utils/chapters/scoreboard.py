@@ -81,7 +81,7 @@ REFERENCES = (EAGER, *COMPILE_MODES)  # the rows every problem has besides the s
 SLOW_S = 0.05  # seconds per call above which a contender is timed with fewer repetitions
 SLOW_BUDGET_S = 3.0  # about this much timing for a slow contender
 MIN_REPS = 5
-TIMING = "interleaved"  # every entry's "timing": utils.bench.time_interleaved, as chapter 10's records
+TIMING = chapter.TIMING  # every entry's "timing": in turn (utils.bench.time_interleaved), as chapter 10's rows
 
 
 # One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.

@@ -33,6 +33,10 @@ from utils.run import skip
 # capture CUDA graphs, which no other contender gets; "-no-cudagraphs" autotunes the same kernels.
 COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 PROTOCOLS = {"steady": False, "per_call": True}  # protocol -> bench.time_ms(sync_each=...)
+# How every side-by-side run here times its contenders, recorded in each row as "timing": in turn, rep by rep
+# (bench.compare(interleave=True), bench.time_interleaved), as the scoreboard does; each row keeps the run's
+# spread (p20_ms, p80_ms), from which a ratio's is computed (utils.report.scoreboard.ratio_spread).
+TIMING = "interleaved"
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,7 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
                     timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, cost=cost,
                                           ceilings=ceilings, reps=reps, progress=progress, sync_each=sync_each,
                                           interleave=True)
-                    rows += [r | {"problem": pid, "protocol": protocol} | extra[r["contender"]] for r in timed]
+                    rows += [r | {"problem": pid, "protocol": protocol, "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, frozen, x
         torch.cuda.empty_cache()
     return rows
@@ -256,7 +260,7 @@ def measure_training(pids, *, scale: str = "full", reps: int = 20, seed: int = 0
                         raise AssertionError(f"problem {pid}, TF32 {tf32}: {name}'s gradients: {detail}")
                     extra[name] = {"gradients": detail} | ({"compile_s": seconds} if name.startswith("torch.compile") else {})
                 timed = bench.compare(steps, reps=reps, progress=progress, interleave=True)
-                rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
+                rows += [r | {"problem": pid, "protocol": "steady", "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, x, grad
         torch.cuda.empty_cache()
     return rows
@@ -296,7 +300,7 @@ def measure_autocast(pids, *, scale: str = "full", reps: int = 20, seed: int = 0
                     {"compile_s": seconds} if name.startswith("torch.compile") else {})
             timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, reps=reps,
                                   progress=progress, interleave=True)
-            rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
+            rows += [r | {"problem": pid, "protocol": "steady", "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, x
         torch.cuda.empty_cache()
     return rows
