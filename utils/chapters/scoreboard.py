@@ -462,8 +462,7 @@ def show(stage: str, session) -> None:
 
 
 def shown_table(rec: dict, stage: str | None = None) -> pd.DataFrame:
-    """table(rec, stage) as a notebook displays it: eager's ms to 3 decimals, speedups as fmt_x writes them,
-    the chapter's own column marked "(this chapter)"."""
+    """table(rec, stage) as a notebook displays it: values as markdown() writes them, the stage marked "(this chapter)"."""
     frame = table(rec, stage)
     shown = formatted(frame, {c: "{:.3f}" if c == EAGER_COLUMN else fmt_x for c in frame.columns})
     return shown.rename(columns={STAGES[stage].label: f"{STAGES[stage].label} (this chapter)"} if stage else {})
@@ -524,13 +523,14 @@ def final_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
 
 
 def final_caption(records: Mapping[str, dict | None]) -> str:
-    (device,) = {rec["device"]["name"] for rec in (present := {k: r for k, r in records.items() if r is not None}).values()}
+    present = {kind: rec for kind, rec in records.items() if rec is not None}
+    (device,) = {rec["device"]["name"] for rec in present.values()}
     stamps = ", ".join(f"{FINAL_KINDS[kind]} {rec['date'][:10]} (`{short_commit(rec['git_commit'])}`)"
                        for kind, rec in present.items())
     text = (f"Ours by default, steady state: × eager · × the faster torch.compile mode, each with the same setting; "
             f"recorded on {device}: {stamps}.")
-    missing = [FINAL_KINDS[kind] for kind in FINAL_KINDS if kind not in present]
-    return text + (f" Not recorded on this device: {', '.join(missing)}." if missing else "")
+    missing = ", ".join(FINAL_KINDS[kind] for kind in FINAL_KINDS if kind not in present)
+    return text + (f" Not recorded on this device: {missing}." if missing else "")
 
 
 def final_markdown(records: Mapping[str, dict | None]) -> str:
