@@ -249,8 +249,10 @@ def test_the_markdown_is_the_tables_with_the_chapter_in_bold():
     assert "Timed with fewer repetitions (slow): 02 (5)." in text
     full = readme.render(rec)  # the README's rendering: every stage
     assert full == sb.markdown(rec) and "**" not in full.split("\n", 1)[1] and "10 the drop-ins" in full
-    timed_in_turn = {**rec, "entries": [e | {"timing": "interleaved", "group": "main"} for e in rec["entries"]]}
+    timed_in_turn = {**rec, "entries": [e | {"timing": "interleaved", "group": "slow" if e["stage"] == "02" else "main"}
+                                        for e in rec["entries"]]}
     assert "every contender timed in turn" in sb.markdown(timed_in_turn)
+    assert "(slow; in turn in a group of their own, over the others' eager): 02 (5)." in sb.markdown(timed_in_turn)
 
 
 def test_speedups_take_the_faster_compile_mode():

@@ -118,7 +118,10 @@ def footnotes(rec: dict, upto: str | None = None) -> list[str]:
     slow = sorted({(e["stage"], e["reps"]) for e in rec["entries"] if e.get("reps", 0) < max(
         (x.get("reps", 0) for x in rec["entries"]), default=0)})
     if slow:
-        notes.append("Timed with fewer repetitions (slow): " + ", ".join(f"{s} ({n})" for s, n in slow) + ".")
+        apart = any(e.get("group") == "slow" for e in rec["entries"])
+        notes.append("Timed with fewer repetitions (slow" + ("; in turn in a group of their own, over the others' eager"
+                                                             if apart else "") + "): "
+                     + ", ".join(f"{s} ({n})" for s, n in slow) + ".")
     return notes
 
 
