@@ -123,30 +123,42 @@ def test_solution_ratios_of_another_contender_and_against_eager_with_the_same_se
 def test_verdict_against_a_target_and_a_moonshot():
     assert chapter.verdict(2.2, 2.0, 2.5) == "met"
     assert chapter.verdict(2.5, 2.0, 2.5) == "met, moonshot too"
-    assert chapter.verdict(1.99, 2.0) == "**missed**"
+    assert chapter.verdict(1.99, 2.0) == "missed"
+    assert chapter.verdict(2.7391, 2.74) == "met"  # read as the table shows it, 2.74x: not "2.74x, missed"
 
 
 def test_ratio_table_marks_each_row_met_or_missed_from_the_numbers():
     def target(r):
         return ("vs_eager", 5.0, None) if r["tf32"] else ("vs_compile", 1.1, 1.5)
 
-    text = chapter.ratio_table(ENTRIES, target, predicted=lambda r: f"p{r['problem']}", protocols=("steady", "per_call"))
-    lines = text.splitlines()
-    assert lines[0] == ("| problem | TF32 | contender | predicted | × compile, steady · per call | × eager | target | "
-                        "verdict |")
+    table = chapter.ratio_table(ENTRIES, target, predicted=lambda r: f"p{r['problem']}", protocols=("steady", "per_call"))
+    assert list(table.columns) == ["problem", "TF32", "contender", "predicted", "× compile, steady",
+                                   "× compile, per call", "× eager", "target", "verdict"]
+    rows = table.set_index(["problem", "TF32", "contender"])
     # TF32 off: 2.7 against the faster mode's 2.7; TF32 on: 0.6 / 0.38 = 1.58x eager with TF32 on
-    assert lines[2] == "| 94 | off | ours | p94 | 1.00x · 1.00x | 1.11x | ≥ 1.1x compile (moonshot 1.5x) | **missed** |"
-    assert lines[3] == "| 94 | on | ours | p94 | 1.05x · 1.05x | 1.58x | ≥ 5x eager | **missed** |"
-    plain = chapter.ratio_table(ENTRIES, lambda r: None, tf32_column=False).splitlines()
-    assert plain[0] == "| problem | contender | × compile, steady | × eager | target | verdict |"
-    assert plain[2] == "| 94 | ours | 1.00x | 1.11x | – | – |"
+    off, on = rows.loc[(94, "off", "ours")], rows.loc[(94, "on", "ours")]
+    assert off["× compile, steady"] == pytest.approx(1.0) and off["× eager"] == pytest.approx(3.0 / 2.7, abs=0.005)
+    assert (off["target"], off["verdict"], off["predicted"]) == ("≥ 1.1x compile (moonshot 1.5x)", "missed", "p94")
+    assert on["× compile, per call"] == pytest.approx(0.40 / 0.38, abs=0.005)
+    assert on["× eager"] == pytest.approx(0.6 / 0.38, abs=0.005) and (on["target"], on["verdict"]) == ("≥ 5x eager", "missed")
+    plain = chapter.ratio_table(ENTRIES, lambda r: None, tf32_column=False)
+    assert list(plain.columns) == ["problem", "contender", "× compile, steady", "× eager", "target", "verdict"]
+    assert plain.iloc[0].tolist() == [94, "ours", 1.0, 1.11, "–", "–"]
+    text = chapter.ratio_markdown(table)
+    lines = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()]
+    assert lines[2] == ["94", "off", "ours", "p94", "1.00x", "1.00x", "1.11x", "≥ 1.1x compile (moonshot 1.5x)",
+                        "**missed**"]
 
 
 def test_the_solutions_record_renders_for_the_readme():
     record = {"schema": 1, "kind": "solutions", "entries": ENTRIES}
-    text = readme.render(record)
-    assert "| ours | on | 0.380 | 0.418 | 7.89x | 1.05x | 1.05x |" in text
-    assert "| eager | off | 3.000 | 3.300 | 1.00x |" in text
+    frame = chapter.record_table(record)  # what the README writes, as a DataFrame
+    assert frame.loc[(94, "ours", "on")].tolist() == pytest.approx([0.38, 0.418, 3.0 / 0.38, 0.40 / 0.38, 0.44 / 0.418])
+    assert frame.loc[(94, "eager", "off"), ["steady ms", "per call ms", "vs eager fp32"]].tolist() == pytest.approx(
+        [3.0, 3.3, 1.0])
+    rows = [[c.strip() for c in line.strip()[1:-1].split("|")] for line in readme.render(record).splitlines()
+            if line.startswith("|")]
+    assert ["ours", "on", "0.380", "0.418", "7.89x", "1.05x", "1.05x"] in rows
 
 
 # --- notebook 10's exercises --------------------------------------------------------------------
@@ -272,7 +284,7 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     shown = off.shown("solutions", "the table")
     assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
     text = chapter.record_markdown(shown)
-    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and "| ours | on | 0.380 |" in text
+    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and text.endswith(readme.render(shown))
     # on a GPU without this GPU's record (an earlier chapter's run records it), the line says so, not "no GPU"
     on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
     assert on.missing("tensor_cores", "chapter 08's run") == (

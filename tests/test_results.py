@@ -15,6 +15,12 @@ H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": 
         "memory_gb": 79.1, "l2_mb": 50.0}
 
 
+
+def md_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in `text` (DataFrame.to_markdown pads them), stripped."""
+    return [[c.strip() for c in line.strip()[1:-1].split("|")] for line in text.splitlines() if line.startswith("|")]
+
+
 def fake_meta(device=H100, date="2025-06-01T12:00:00+00:00") -> dict:
     return {"device": dict(device), "torch": "2.11.0+cu128", "cuda": "12.8", "git_commit": "abc1234", "date": date}
 
@@ -282,16 +288,22 @@ def test_render_readme_table(recorded):
         "### NVIDIA H100 80GB HBM3",
         "compute capability 9.0, 132 SMs, 79 GB, L2 50 MB",
         "**Ceilings**, recorded on NVIDIA H100 80GB HBM3, torch 2.11.0+cu128 (CUDA 12.8), 2025-06-01, commit `abc1234`",
-        "| 3012 GB/s | 51.2 TFLOP/s | 402.0 TFLOP/s |",
         "**Baselines**, recorded on NVIDIA H100 80GB HBM3, torch 2.11.0+cu128 (CUDA 12.8), 2025-06-02",
         "**94_Gemm_BiasAdd_Hardtanh_Mish_GroupNorm**",
-        "| contender | TF32 | median ms | speedup vs eager | % of floor |",
-        "| eager | off | 10.000 | 1.00x | 50 % |\n| eager | on | 4.000 | 2.50x | 50 % |\n"
-        "| torch.compile | off | 8.000 | 1.25x | 50 % |\n| torch.compile | on | 2.500 | 4.00x | 90 % |",
         "**75_Gemm_GroupNorm_Min_BiasAdd**",
         "Also recorded (not shown here): `eager_profile`, `mystery`.",
     ]:
         assert golden in md, golden
+    rows = md_rows(md)
+    assert ["3012 GB/s", "51.2 TFLOP/s", "402.0 TFLOP/s"] in rows
+    head = rows.index(["contender", "TF32", "median ms", "speedup vs eager", "% of floor"])
+    assert rows[head + 2:head + 6] == [["eager", "off", "10.000", "1.00x", "50 %"], ["eager", "on", "4.000", "2.50x", "50 %"],
+                                       ["torch.compile", "off", "8.000", "1.25x", "50 %"],
+                                       ["torch.compile", "on", "2.500", "4.00x", "90 %"]]
+    frame = records.baselines_frame(results.read(recorded / H100["slug"] / "baselines.json"))
+    assert frame.loc[(94, "torch.compile", "on"), "speedup vs eager"] == pytest.approx(4.0)
+    assert frame.loc[(94, "eager", "off")].tolist() == pytest.approx([10.0, 1.0, 50.0])
+    assert records.ceilings_frame(make_record("ceilings", CEILINGS)).iloc[0].tolist() == [3012.4, 51.23, 402.0]
     assert md.index("**Ceilings**") < md.index("**Baselines**")
     assert md == report.render_readme_table(recorded)  # deterministic
 
@@ -310,7 +322,7 @@ def test_update_and_check_readme_detect_drift(tmp_path, recorded, capsys):
     assert report.main(["--update-readme", *args]) == 0
     text = readme.read_text()
     assert text.startswith("# Title\n\nbefore\n") and text.endswith(f"{report.END}\nafter\n")
-    assert "| eager | off | 10.000 |" in text
+    assert ["eager", "off", "10.000", "1.00x", "50 %"] in md_rows(text)
     assert report.main(["--check-readme", *args]) == 0
     write(recorded, make_record("ceilings", [{**CEILINGS[0], "copy_GBps": 2900.0}], date="2025-08-01T00:00:00+00:00"))
     assert report.update_readme(readme, check=True, results_root=recorded) is False
@@ -369,9 +381,12 @@ def test_every_number_in_the_readme_results_section_is_generated():
 def test_ladder_renders_pct_of_cublas():
     rec = {"entries": [{"contender": "gemm_01_naive", "median_ms": 10.0, "tflops": 1.0, "shape": [1024, 8192, 8192]},
                        {"contender": "cuBLAS", "median_ms": 2.5, "tflops": 4.0, "shape": [1024, 8192, 8192]}]}
+    frame = records.ladder_frame(rec)
+    assert frame["% of cuBLAS"].tolist() == pytest.approx([25.0, 100.0])
+    assert frame.loc["gemm_01_naive", "median ms"] == 10.0 and frame.loc["cuBLAS", "TFLOP/s"] == 4.0
     text = records.render_ladder(rec)
     assert "M x N x K = 1024 x 8192 x 8192" in text
-    assert "| gemm_01_naive | 10.000 | 1.00 | 25.0 % |" in text and "| cuBLAS | 2.500 | 4.00 | 100.0 % |" in text
+    assert md_rows(text)[2:] == [["gemm_01_naive", "10.000", "1.00", "25.0 %"], ["cuBLAS", "2.500", "4.00", "100.0 %"]]
 
 
 def bias_entry(contender, gemm, biases, passes, ms, spread=0.0) -> dict:
@@ -393,15 +408,21 @@ def test_bias_fusion_is_validated_and_rendered_against_its_own_gemm(tmp_path, on
     assert results.read(path)["entries"] == BIAS_FUSION
     with pytest.raises(ValueError, match=r"entry 0 lacks \['separate_passes'\]"):
         results.validate(make_record("bias_fusion", [{k: v for k, v in BIAS_FUSION[0].items() if k != "separate_passes"}]))
+    frame = records.bias_fusion_frame(make_record("bias_fusion", BIAS_FUSION))
+    assert frame.loc["gemm (rung 7, no bias)", "spread %"] == pytest.approx(0.2)  # the control: its spread, no extra
+    assert frame.loc["gemm (rung 7, no bias)", "extra us"] != frame.loc["gemm (rung 7, no bias)", "extra us"]  # NaN
+    assert frame.loc["linear_bias (epilogue)", ["extra us", "extra %"]].tolist() == pytest.approx([3.0, 0.1])
+    assert frame.loc["gemm, then + bias", ["extra us", "extra %"]].tolist() == pytest.approx([21.0, 0.7])
+    # cuBLAS's bias against cuBLAS without one, not against rung 7
+    assert frame.loc["cuBLAS F.linear(x, w, bias)", ["extra us", "extra %"]].tolist() == pytest.approx([5.0, 0.2])
+    assert frame.loc["gemm (rung 7, no bias), timed again last", "extra us"] == pytest.approx(1.5)
     text = records.render_bias_fusion(make_record("bias_fusion", BIAS_FUSION))
     assert "M x N x K = 1024 x 8192 x 8192, fp32, TF32 off, one run." in text
-    for golden in ["| gemm (rung 7, no bias) | rung 7 | 0 | 0 | 3.000 | (spread 0.20 %) |",
-                   "| linear_bias (epilogue) | rung 7 | 1 | 0 | 3.003 | +3.0 us (+0.10 %) |",
-                   "| gemm, then + bias | rung 7 | 1 | 1 | 3.021 | +21.0 us (+0.70 %) |",
-                   "| cuBLAS F.linear(x, w, bias) | cuBLAS | 1 | 0 | 2.505 | +5.0 us (+0.20 %) |",  # vs cuBLAS, not rung 7
-                   "| one (M, N) copy | none | 0 | 0 | 0.020 | (a separate pass's floor) |",
-                   "| gemm (rung 7, no bias), timed again last | rung 7 | 0 | 0 | 3.002 | +1.5 us (+0.05 %) |"]:
-        assert golden in text, golden
+    rows = md_rows(text)
+    for golden in [["gemm (rung 7, no bias)", "rung 7", "0", "0", "3.000", "(spread 0.20 %)"],
+                   ["linear_bias (epilogue)", "rung 7", "1", "0", "3.003", "+3.0 us (+0.10 %)"],
+                   ["one (M, N) copy", "none", "0", "0", "0.020", "(a separate pass's floor)"]]:
+        assert golden in rows, golden
     root = tmp_path / "readme"
     write(root, make_record("bias_fusion", BIAS_FUSION))
     assert "**Bias fusion (notebook 04)**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)
@@ -427,13 +448,16 @@ def test_memory_bound_kinds_are_validated_and_rendered(tmp_path, on_h100, kind):
     assert results.read(path)["entries"] == MEMORY_BOUND
     with pytest.raises(ValueError, match=r"entry 0 lacks \['pct_of_copy'\]"):
         results.validate(make_record(kind, [{k: v for k, v in MEMORY_BOUND[0].items() if k != "pct_of_copy"}]))
+    frame = records.memory_bound_frame(make_record(kind, MEMORY_BOUND))
+    assert frame.loc[(94, "copy (1024 x 8192)"), ["median us", "% of copy"]].tolist() == pytest.approx([25.0, 100.0])
+    assert frame.loc[(94, "eager chain"), "GB/s"] == pytest.approx(268.4, abs=0.1)
+    # speedups against the rows it names, read from the same run; a name not in the run is left out
+    assert frame.loc[(94, "fused kernel"), "faster than"] == pytest.approx({"eager chain": 0.25 / 0.0305,
+                                                                            "F.group_norm": 0.2 / 0.0305})
     text = report.RENDERERS[kind](make_record(kind, MEMORY_BOUND))
-    for golden in ["**Problem 94**, shape 1024 x 8192",
-                   "| copy (1024 x 8192) | copy | 25.0 | 2684 | 100 % | – |",
-                   "| eager chain | eager | 250.0 | 268 | 10 % | – |",
-                   # speedups against the rows it names, read from the same run; a name not in the run is left out
-                   "| fused kernel | ours | 30.5 | 2200 | 82 % | 8.20x eager chain; 6.56x F.group_norm |"]:
-        assert golden in text, golden
+    assert "**Problem 94**, shape 1024 x 8192" in text
+    assert ["fused kernel", "ours", "30.5", "2200", "82 %", "8.20x eager chain; 6.56x F.group_norm"] in md_rows(text)
+    assert ["copy (1024 x 8192)", "copy", "25.0", "2684", "100 %", "–"] in md_rows(text)
     root = tmp_path / "readme"
     write(root, make_record(kind, MEMORY_BOUND))
     assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)
@@ -462,19 +486,23 @@ AUTOCAST = [step_entry(62, c, False, ms, autocast="bf16")
 
 
 @pytest.mark.parametrize("kind, entries, goldens", [
-    ("training", TRAINING, ["| 94 | off | ours | 3.700 | 2.32x | 2.22x |",  # over eager and compile with TF32 off
-                            "| 94 | on | ours | 1.250 | 1.60x | 1.20x |",  # the faster mode there: max-autotune
-                            "| 94 | on | eager | 2.000 | 1.00x | 0.75x |"]),
-    ("autocast", AUTOCAST, ["The forward under torch.autocast (bf16)", "| 62 | ours | 0.800 | 1.25x | 0.62x |"]),
+    ("training", TRAINING, {(94, "off", "ours"): [3.7, 8.6 / 3.7, 8.2 / 3.7],  # over eager and compile, TF32 off
+                            (94, "on", "ours"): [1.25, 2.0 / 1.25, 1.5 / 1.25],  # the faster mode there: max-autotune
+                            (94, "on", "eager"): [2.0, 1.0, 0.75]}),
+    ("autocast", AUTOCAST, {(62, "ours"): [0.8, 1.25, 0.5 / 0.8]}),
 ])
 def test_training_and_autocast_are_validated_and_rendered(tmp_path, on_h100, kind, entries, goldens):
     path = results.record(kind, entries, notes="notebooks/10", results_dir=tmp_path)
     assert results.read(path)["entries"] == entries
     with pytest.raises(ValueError, match=r"entry 0 lacks \['protocol'\]"):
         results.validate(make_record(kind, [{k: v for k, v in entries[0].items() if k != "protocol"}]))
+    frame = records.FRAMES[kind](make_record(kind, entries))
+    for key, values in goldens.items():
+        assert frame.loc[key].tolist() == pytest.approx(values), key
     text = report.RENDERERS[kind](make_record(kind, entries))
-    for golden in goldens:
-        assert golden in text, golden
+    key, values = next(iter(goldens.items()))
+    assert [*map(str, key), f"{values[0]:.3f}", *(f"{v:.2f}x" for v in values[1:])] in md_rows(text)
+    assert (kind == "training") == ("TF32" in md_rows(text)[0]) and ("(bf16)" in text) == (kind == "autocast")
     root = tmp_path / "readme"
     write(root, make_record(kind, entries))
     assert f"**{results.KINDS[kind].title}**, recorded on NVIDIA H100 80GB HBM3" in report.render_readme_table(root)

@@ -155,27 +155,51 @@ def test_reps_for_slow_contenders():
 
 
 def fake_timer(seen):
-    def timer(fn, *, reps, warmup):
-        fn()
-        seen.append((reps, warmup))
-        return Timing.from_times([1.0 + 0.01 * i for i in range(reps)])
+    """bench.time_interleaved's stand-in: calls each contender once, notes (names, reps, warmup) per group."""
+    def timer(fns, *, reps, warmup):
+        for fn in fns.values():
+            fn()
+        seen.append((list(fns), reps, warmup))
+        return {name: Timing.from_times([1.0 + 0.01 * i + 0.1 * k for i in range(reps)]) for k, name in enumerate(fns)}
     return timer
 
 
-def test_measure_checks_every_contender_and_records_each(capsys, monkeypatch):
+def test_measure_checks_every_contender_and_times_them_in_turn(capsys, monkeypatch):
     monkeypatch.setattr(sb, "SLOW_S", 60.0)  # a busy CI machine must not make a small CPU call "slow"
     seen = []
     entries, failures = sb.measure(problems=(62, 75), kernels=sb.STAND_INS, compile_modes={}, scale="small",
                                    device="cpu", timer=fake_timer(seen), reps=7)
     assert failures == []
     assert [(e["problem"], e["stage"]) for e in entries] == [(p, s) for p in (62, 75) for s in ("eager", *sb.STAGES)]
-    assert seen == [(7, 10)] * len(entries)
+    # one group per problem: eager and every stage timed in turn, as chapter 10 times its contenders
+    assert seen == [(["eager", *sb.STAGES], 7, 10)] * 2
     rec = {"schema": 1, "kind": "scoreboard", "device": H100, "torch": "2", "cuda": "12.8", "git_commit": "abc1234",
            "date": "2025-06-01T12:00:00+00:00", "notes": "", "entries": entries}
     results.validate(rec)  # every entry has the kind's keys
     assert all(e["max_abs_vs_eager"] <= 1e-5 and e["reps"] == 7 for e in entries)
+    assert all(e["timing"] == "interleaved" and e["group"] == "main" for e in entries)
+    # each entry is its own contender's timing, with the spread of the run (p20, p80)
+    by = {(e["problem"], e["stage"]): e for e in entries}
+    assert by[62, "eager"]["median_ms"] == pytest.approx(1.03) and by[62, "02"]["median_ms"] == pytest.approx(1.13)
+    assert by[62, "02"]["p20_ms"] < by[62, "02"]["median_ms"] < by[62, "02"]["p80_ms"]
     out = capsys.readouterr().out
-    assert "problem 62: 02 naive GEMM: first call" in out and "n=7" in out
+    assert "problem 62: 02 naive GEMM: first call" in out and "n=7" in out and "timed in turn" in out
+
+
+def test_slow_contenders_are_timed_in_turn_in_a_group_of_their_own():
+    seen = []
+    timed = {"eager": ("eager", lambda: None, 50, 10, 0.1, 0.0), "02": ("02 naive GEMM", lambda: None, 8, 1, 0.3, 0.0),
+             "03": ("03 rung 7", lambda: None, 50, 10, 0.1, 0.0), "x": ("another slow one", lambda: None, 5, 1, 0.6, 0.0)}
+    entries = sb._time_in_turn(94, timed, 50, fake_timer(seen), lambda text: None)
+    assert seen == [(["eager", "03"], 50, 10), (["02", "x"], 5, 1)]  # the fewest reps any slow one was given
+    assert {e["stage"]: (e["group"], e["reps"], e["warmup"]) for e in entries} == {
+        "eager": ("main", 50, 10), "03": ("main", 50, 10), "02": ("slow", 5, 1), "x": ("slow", 5, 1)}
+
+
+def test_the_command_line_times_with_the_interleaved_timer():
+    """The default timer is chapter 10's: bench.time_interleaved (no other timer is called in measure)."""
+    source = inspect.getsource(sb.measure)
+    assert "timer or bench.time_interleaved" in source and "time_ms" not in source
 
 
 def test_a_wrong_composition_gets_no_number(capsys):
@@ -200,18 +224,35 @@ def test_the_command_line_measures_nothing_without_a_gpu(monkeypatch, capsys):
 
 # --------------------------------------------------------------------------- the record, shown
 
-def test_a_fake_record_renders_as_a_table():
+def test_a_fake_record_tabulates_its_speedups():
+    rec = results.validate(fake_record())
+    frame = sb.table(rec, "03")
+    assert list(frame.index) == [94, 75, 37, 62] and frame.index.name == "problem"
+    assert list(frame.columns) == ["eager fp32 ms", "02 naive GEMM", "03 rung 7", "torch.compile (faster mode)"]
+    assert frame.loc[94].tolist() == pytest.approx([10.0, 0.01, 0.8, 1.25])  # compile: the faster mode, 8 ms
+    assert sb.table(rec).shape == (4, 2 + len(sb.STAGES))  # every stage
+    missing = sb.table(fake_record(stages=("02",)) | {"entries": [e for e in fake_record()["entries"]
+                                                                  if (e["problem"], e["stage"]) != (75, "03")]}, "03")
+    assert missing.loc[75, "03 rung 7"] != missing.loc[75, "03 rung 7"] and missing.loc[94, "03 rung 7"] == 0.8  # NaN
+
+
+def test_the_markdown_is_the_tables_with_the_chapter_in_bold():
     rec = results.validate(fake_record())
     text = sb.markdown(rec, "03")
     assert "recorded on NVIDIA H100 80GB HBM3, 2025-06-01, commit `abc1234`" in text
-    assert "| problem | eager fp32 ms | 02 naive GEMM | **03 rung 7** | torch.compile (faster mode) |" in text
-    assert "| 94 | 10.000 | 0.010x | **0.80x** | 1.25x |" in text  # compile: the faster mode, 8 ms
+    assert "the contenders timed one after another" in text  # no entry says "timing": "interleaved"
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("|")]
+    assert rows[0] == ["problem", "eager fp32 ms", "02 naive GEMM", "**03 rung 7**", "torch.compile (faster mode)"]
+    assert rows[2] == ["94", "10.000", "0.010x", "**0.80x**", "1.25x"]
+    assert [r[0] for r in rows[2:]] == ["94", "75", "37", "62"]
     assert "04 + bias epilogue" not in text
     assert "Timed with fewer repetitions (slow): 02 (5)." in text
-    rows = [line.split(" |")[0] for line in text.splitlines() if re.match(r"\| \d", line)]
-    assert rows == ["| 94", "| 75", "| 37", "| 62"]
     full = readme.render(rec)  # the README's rendering: every stage
     assert full == sb.markdown(rec) and "**" not in full.split("\n", 1)[1] and "10 the drop-ins" in full
+    timed_in_turn = {**rec, "entries": [e | {"timing": "interleaved", "group": "slow" if e["stage"] == "02" else "main"}
+                                        for e in rec["entries"]]}
+    assert "every contender timed in turn" in sb.markdown(timed_in_turn)
+    assert "(slow; in turn in a group of their own, over the others' eager): 02 (5)." in sb.markdown(timed_in_turn)
 
 
 def test_speedups_take_the_faster_compile_mode():
@@ -282,13 +323,16 @@ def test_show_in_a_notebook_displays_the_plot_and_the_table(tmp_path, monkeypatc
     shown = []
     write(tmp_path, fake_record())
     InteractiveShell.instance()  # get_ipython() now answers: show() displays instead of printing
-    monkeypatch.setattr("IPython.display.display", lambda obj: shown.append(obj))
+    monkeypatch.setattr("IPython.display.display", lambda *objs: shown.extend(objs))
     try:
         sb.show("07", session(tmp_path))
     finally:
         InteractiveShell.clear_instance()
-    assert [type(o).__name__ for o in shown] == ["Figure", "Markdown"]
-    assert "**07 + 75's fused tail**" in shown[1].data
+    assert [type(o).__name__ for o in shown] == ["Figure", "Markdown", "DataFrame", "Markdown"]
+    table = shown[2]  # the table as HTML: the record's speedups, the chapter's column marked
+    assert "07 + 75's fused tail (this chapter)" in table.columns and "09 whole model in the 3xTF32 GEMM" not in table
+    assert table.loc[94, "07 + 75's fused tail (this chapter)"] == "1.25x" and table.loc[94, "eager fp32 ms"] == "10.000"
+    assert "recorded on NVIDIA H100" in shown[1].data and "fewer repetitions" in shown[3].data
 
 
 # --------------------------------------------------------------------------- the real kernels

@@ -206,3 +206,36 @@ def test_the_probe_is_the_h100_log(tmp_path):
     weight_pass = D.probe()["weight's small parts", False]  # the figure notebook 10's prediction quotes
     assert f"{weight_pass:.3f}" == "0.186"
     assert D.probe(tmp_path / "training_probe_94.json") == {}
+
+
+# --------------------------------------------------------------------------- notebook 11, §4: the final table's findings
+
+def autocast_record(ratio: float) -> dict:
+    """Under autocast: ours 1 ms, torch.compile `ratio` times as long, eager 3 ms."""
+    ms = {}
+    for pid in PIDS:
+        ms |= {(pid, "eager", False, "steady"): 3.0, (pid, "ours", False, "steady"): 1.0,
+               (pid, "torch.compile", False, "steady"): ratio, (pid, "torch.compile max-autotune-no-cudagraphs", False,
+                                                                 "steady"): SLOWER * ratio}
+    return synthetic(ms)
+
+
+def test_the_final_findings_are_the_tables_ratios_over_compile():
+    records = {"solutions": forward_record(2.3, 2.7, 1.1), "training": step_record(dict.fromkeys(PIDS, 2.2),
+                                                                                   dict.fromkeys(PIDS, 1.2)),
+               "autocast": autocast_record(1.3)}
+    text = D.final_findings(records)
+    # strict: the forward's 2.3x (37: 2.6x) and the step's 2.2x; the rest: TF32 1.1x (37: 1.45x), the step 1.2x, 1.3x
+    assert "with TF32 off (forward and training step), ours runs 2.20–2.60x over it" in text
+    assert ("the forward with TF32, the training step with TF32, the forward under autocast: 1.10–1.45x, every one of "
+            "them smaller than any with TF32 off.") in text
+
+
+def test_the_final_findings_say_when_a_margin_with_tf32_is_as_large():
+    records = {"solutions": forward_record(2.3, 2.7, 1.1, tf32_37=2.5), "training": None, "autocast": None}
+    text = D.final_findings(records)
+    assert "with TF32 off (forward), ours runs 2.30–2.60x over it; the forward with TF32: 1.10–2.50x" in text
+    assert text.endswith("some of them as large as those with TF32 off.")
+    slower = D.final_findings({"solutions": forward_record(0.9, 2.7, 0.5, strict_37=0.95, tf32_37=0.4)})
+    assert "ours runs 0.90–0.95x against it" in slower  # never "over" a mode it trails
+    assert D.final_findings({"solutions": None, "training": None, "autocast": autocast_record(1.3)}) == ""

@@ -74,16 +74,19 @@ def medians(device: str, kind: str) -> dict[tuple, float]:
 
 def test_the_final_table_is_the_records_ratios():
     recs = {kind: record(H200, kind) for kind in sb.FINAL_KINDS}
-    text = sb.final_markdown(recs)
+    frame = sb.final_table(recs)
     ms = medians(H200, "solutions")
     eager, compiled = ms[94, "eager", False, "steady"], min(ms[94, m, False, "steady"] for m in chapter.COMPILE_MODES)
     ours = ms[94, "ours", False, "steady"]
-    row = next(line for line in text.splitlines() if line.startswith("| 94 |"))
-    assert row.split(" | ")[1] == f"{eager / ours:.2f}x · {compiled / ours:.2f}x"
-    assert len(row.split(" | ")) == 1 + len(sb.FINAL_COLUMNS)
+    assert frame.loc[94, ("forward, TF32 off", "× eager")] == pytest.approx(eager / ours)
+    assert frame.loc[94, ("forward, TF32 off", "× compile")] == pytest.approx(compiled / ours)
+    assert list(dict.fromkeys(head for head, _ in frame.columns)) == [head for _, _, head in sb.FINAL_COLUMNS]
+    assert list(frame.index) == [94, 75, 37, 62]
+    text = sb.final_markdown(recs)
+    row = next(line for line in text.splitlines() if line.startswith("|") and line.split("|")[1].strip() == "94")
+    assert [c.strip() for c in row.split("|")[1:-1]][1] == f"{eager / ours:.2f}x · {compiled / ours:.2f}x"
+    assert len(row.split("|")[1:-1]) == 1 + len(sb.FINAL_COLUMNS)
     assert "recorded on NVIDIA H200" in text and "Not recorded" not in text
-    assert [line.split(" | ")[0] for line in text.splitlines() if re.match(r"\| \d", line)] == [
-        "| 94", "| 75", "| 37", "| 62"]
 
 
 def test_the_final_table_names_what_is_missing_and_never_mixes_devices():

@@ -30,6 +30,12 @@ NB09 = REPO / "notebooks" / "09_hopper_gemm_and_epilogue.ipynb"
 
 # --- TF32 and the split -------------------------------------------------------------------------
 
+
+def md_rows(text: str) -> list[list[str]]:
+    """The cells of every Markdown table row in `text` (DataFrame.to_markdown pads them), stripped."""
+    return [[c.strip() for c in line.strip()[1:-1].split("|")] for line in text.splitlines() if line.startswith("|")]
+
+
 def test_to_tf32_keeps_10_mantissa_bits_and_rounds_to_nearest_ties_away():
     one = 1.0
     ulp = 2.0 ** -10  # TF32's spacing at 1.0
@@ -96,8 +102,11 @@ def test_accuracy_on_the_cpu_finds_1xtf32_outside_and_the_split_inside_the_tier(
     assert by["1xTF32 operands, float64 sums"]["excess"] > 1
     assert by["3xTF32, products and sums in float64"]["excess"] < 1
     assert all(len(r["excess_by_seed"]) == 2 and r["section"] == "accuracy" for r in rows)
-    table = tcr.accuracy_table(rows)
-    assert table.splitlines()[0] == "| GEMM | 62 |" and "| 1xTF32 operands, float64 sums | **" in table
+    frame = tcr.accuracy_frame(rows)
+    assert list(frame.columns) == [62] and frame.loc["1xTF32 operands, float64 sums", 62] > 1
+    table = md_rows(tcr.accuracy_table(rows))
+    assert table[0] == ["GEMM", "62"]
+    assert next(r for r in table if r[0] == "1xTF32 operands, float64 sums")[1].startswith("**")  # a failure, bold
 
 
 def test_the_gpu_variants_compute_what_they_say_on_the_cpu():
@@ -349,15 +358,22 @@ def test_the_kind_is_registered_and_a_record_validates():
 
 def test_tables_from_a_record():
     rec = fake_record()
-    acc = tcr.accuracy_table(rec)
-    assert acc.splitlines()[0] == "| GEMM | 94 | 75 | 37 | 62 |" and "| 1xTF32 |" in acc and "rung 10" not in acc
-    promo = tcr.promotion_table(rec).splitlines()
-    assert promo[2].startswith("| 256 k |") and promo[-1].startswith("| never |")
-    assert "| 256 k | 0.1 | 0.1 | 0.1 | 0.2 | 1.800 | 1.50x |" == promo[2]
-    pred = tcr.prediction_table(rec)
-    assert "| `gemm_09_wgmma_tf32` | 1024 x 8192 x 8192 |" in pred and pred.count("`gemm_10_3xtf32`") == 2
+    acc = tcr.accuracy_frame(rec)
+    assert list(acc.columns) == [94, 75, 37, 62] and "1xTF32" in acc.index and not any("rung 10" in g for g in acc.index)
+    assert md_rows(tcr.accuracy_table(rec))[0] == ["GEMM", "94", "75", "37", "62"]
+    promo = tcr.promotion_frame(rec)
+    assert list(promo.index)[0] == 256 and list(promo.index)[-1] == 0  # never promoting last
+    assert promo.loc[256].tolist() == pytest.approx([0.1, 0.1, 0.1, 0.2, 1.8, 1.5])
+    rows = md_rows(tcr.promotion_table(rec))
+    assert rows[2] == ["256 k", "0.1", "0.1", "0.1", "0.2", "1.800", "1.50x"] and rows[-1][0] == "never"
+    pred = tcr.prediction_frame(rec)
+    assert "gemm_09_wgmma_tf32" in set(pred["rung, path"]) and (pred["rung, path"] == "gemm_10_3xtf32").sum() == 2
+    assert ["`gemm_09_wgmma_tf32`", "1024 x 8192 x 8192"] in [r[:2] for r in md_rows(tcr.prediction_table(rec))]
     text = readme.RENDERERS[tcr.KIND](rec)
-    assert "cuBLAS TF32 GEMMs on pre-split operands" in text and "| gemm_09_wgmma_tf32 | 1024 x 8192 x 8192 |" in text
+    assert "cuBLAS TF32 GEMMs on pre-split operands" in text
+    assert ["gemm_09_wgmma_tf32", "1024 x 8192 x 8192"] in [r[:2] for r in md_rows(text)]
+    assert tcr.timing_frame(rec)["contender"].tolist()[:1] and len(tcr.timing_frame(rec)) == sum(
+        e.get("section") == "timing" for e in rec["entries"])
 
 
 def test_figures():
@@ -702,9 +718,11 @@ def test_the_fusion_kind_is_registered_and_a_record_validates():
 
 def test_fusion_table_and_findings():
     rec = fusion_record()
-    table = tcr.fusion_table(rec).splitlines()
-    assert len(table) == 2 + 8 and table[2].startswith("| 94 | strict |")
-    assert "| 37 | TF32 | 3.000 | 2.700 | 1.050 | 0.800 | **3.38x** | **1.31x** | -17.5% |" in table
+    frame = tcr.fusion_frame(rec)
+    assert len(frame) == 8 and frame.index[0] == (94, "strict")
+    assert frame.loc[(37, "TF32")].tolist() == pytest.approx([3.0, 2.7, 1.05, 0.8, 2.7 / 0.8, 1.05 / 0.8, -17.5], abs=0.05)
+    assert ["37", "TF32", "3.000", "2.700", "1.050", "0.800", "**3.38x**", "**1.31x**", "-17.5%"] in md_rows(
+        tcr.fusion_table(rec))
     findings = tcr.fusion_findings(rec)
     assert "from **1.05x** (problem 94) to **1.31x** (problem 37)" in findings
     assert "Problem 75, strict tier: partials and a second kernel 1.000 ms, the atomic fold 1.100 ms: the partials are faster" in findings
@@ -733,12 +751,12 @@ def test_the_prediction_is_read_from_the_kernels_header():
                                                                    75: (1.0, 1.0)}}
     assert parsed["tf32"] == {"epilogue": (3.0, 6.0), "saving": {37: (25.0, 30.0), 94: (-5.0, 5.0), 62: (-5.0, 5.0),
                                                                  75: (-5.0, 5.0)}}
-    table = tcr.fusion_prediction_table(fusion_record(), text).splitlines()
-    row37 = next(line for line in table if line.startswith("| 37 | TF32 |"))
-    assert row37 == "| 37 | TF32 | 3-6% | -17.5% | below | 25-30% | +23.8% | below |"
-    row94 = next(line for line in table if line.startswith("| 94 | strict |"))
-    assert row94 == "| 94 | strict | 2-4% | +3.1% | inside | 1% | +4.8% | +3.8 points from it |"
-    assert "| ±5% |" in next(line for line in table if line.startswith("| 62 | TF32 |"))
+    frame = tcr.fusion_prediction_frame(fusion_record(), text)
+    assert frame.loc[(37, "TF32")].tolist() == pytest.approx(["3-6%", -17.5, "below", "25-30%", 23.8, "below"], abs=0.05)
+    assert frame.loc[(94, "strict"), ["predicted saving", "saving verdict"]].tolist() == ["1%", "+3.8 points from it"]
+    rows = md_rows(tcr.fusion_prediction_table(fusion_record(), text))
+    assert ["94", "strict", "2-4%", "+3.1%", "inside", "1%", "+4.8%", "+3.8 points from it"] in rows
+    assert next(r for r in rows if r[:2] == ["62", "TF32"])[5] == "±5%"
 
 
 @pytest.mark.gpu

@@ -77,7 +77,8 @@ Entry conventions of the kinds known so far (every listed key is required):
                    "ours": the default, nothing derived from the weight kept between calls; "ours,
                    frozen": after freeze() (utils/freezing.py). "steady": calls queued back to back
                    (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
-                   per-trial protocol), the CPU's launch cost included.
+                   per-trial protocol), the CPU's launch cost included. "timing": "interleaved" where the row
+                   says how its contenders were timed (in turn, utils.bench.time_interleaved; training and autocast too).
     training       notebook 11 (utils.chapters.session.measure_training): a training step (forward and backward,
                    the gradients of the input and every parameter), TF32 off and on, compare() rows of
                    one run {"problem", "contender": "eager" | "torch.compile" |
@@ -91,7 +92,9 @@ Entry conventions of the kinds known so far (every listed key is required):
     scoreboard     python -m utils.chapters.scoreboard: every chapter's composition of the four models, one run,
                    TF32 off, {"problem", "stage": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "02" ... "10", "contender", "median_ms",
-                    "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager".
+                    "p20_ms", "p80_ms", "reps"} and "warmup", "first_call_s", "max_abs_vs_eager", and since the
+                   contenders are timed in turn as notebook 10's, "timing": "interleaved" and "group": "main" |
+                   "slow" (utils.bench.time_interleaved per problem; the slow ones in a group of their own).
                    reps differ between entries: a slow contender (rung 1) is timed fewer times.
     tensor_cores   notebooks 08 and 09 (utils.chapters.tensor_cores.measure), one GPU run,
                    {"section", "contender"}, and by section: "accuracy" {"problem", "excess" (largest

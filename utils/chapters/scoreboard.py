@@ -21,10 +21,10 @@ reference Model's own modules after the GEMM; y is the GEMM's output with Linear
     06  04's GEMM + chapter 06's fused activation + GroupNorm kernels (groupnorm.cu); 75: its
         GroupNorm kernel (group_norm_welford), then eager min and + bias
     07  06, with 75's tail in one kernel: group_norm_min_bias (min_bias_broadcast.cu)
-    08  the whole model in one tensor-core GEMM (fused_gemm_groupnorm, strict tier: rung 10's
+    09  the whole model in one tensor-core GEMM (fused_gemm_groupnorm, strict tier: rung 10's
         3xTF32 with the bias, activations and GroupNorm in its epilogue; 75's row minimum too);
         where it does not apply (K % 4 != 0), rung 10's linear + 07's tails
-    09  the solutions' ModelNew (solutions/): the same kernels as 08 through the registered
+    10  the solutions' ModelNew (solutions/): the same kernels as 09 through the registered
         workbook:: operators
 
 Each composition runs on the reference Model's own parameters, its GroupNorm γ/β and biases
@@ -33,14 +33,18 @@ Before anything is timed, each is checked against the Model at its tier, on the 
 edges) and on the very input it is then timed on: a wrong composition gets no number (the run
 names it, records the rest and exits 1).
 
-Timing: utils.bench.time_ms (CUDA events, a clean L2 flush before each call, median), calls queued
-back to back; eager, torch.compile in both COMPILE_MODES (TF32 off; the faster one is the
-reference line) and every stage, problem by problem, in one run. A contender slower than SLOW_S
-per call (rung 1 takes 0.3-0.6 s at these sizes) gets fewer repetitions, at least MIN_REPS, about
-SLOW_BUDGET_S of timing; every entry records its reps. Record kind "scoreboard":
+Timing: chapter 10's method (utils.bench.time_interleaved): per problem, eager, torch.compile in both
+COMPILE_MODES (TF32 off; the faster is the reference line) and every stage timed in turn, rep by rep,
+the order rotating, after a warm-up to the clock the GPU holds under sustained work. Contenders slower
+than SLOW_S a call (rung 1: 0.3-0.6 s) are timed in turn in a group of their own with fewer reps (at
+least MIN_REPS, about SLOW_BUDGET_S), their ratio over the main group's eager. Kind "scoreboard":
 
-    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "10", "contender", "median_ms",
-     "p20_ms", "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager"}
+    {"problem", "stage": "eager" | a COMPILE_MODES name | "02" ... "10", "contender", "median_ms", "p20_ms",
+     "p80_ms", "reps", "warmup", "first_call_s", "max_abs_vs_eager", "timing": "interleaved", "group"}
+
+p20/p80 are the run's spread (report.scoreboard.ratio_spread). Stage 10 quotes what chapter 10's
+"solutions" does (ours, TF32 off, steady), stage 09 what chapter 09's "whole_model_fusion" does (fused,
+strict): tests/test_headline_ratios.py holds each pair to agree within both runs' spread.
 
 Tested on the CPU with STAND_INS, PyTorch functions with the kernels' exported names and
 signatures (tests/test_scoreboard.py), and with the real kernels on a GPU.
@@ -54,6 +58,7 @@ from types import SimpleNamespace
 from typing import Callable, Mapping
 
 import matplotlib
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from matplotlib.ticker import FuncFormatter
@@ -62,11 +67,13 @@ from torch import Tensor, nn
 from solutions import solution
 from utils import bench, build, env, plots, precision, results
 from utils.chapters import session as chapter
+from utils.chapters import solution_debriefs as debriefs
 from utils.check import TIERS
 from utils.check import _randomise  # the harness's own rule, not a copy of it
 from utils.problems import get_problem
-from utils.report.scoreboard import (COMPILE_MODES, EAGER, KIND, PROBLEM_IDS, STAGES, fmt_x, markdown, ordered,
-                                     speedups, stages_upto)
+from utils.report.records import formatted, to_markdown
+from utils.report.scoreboard import (COMPILE_MODES, EAGER, EAGER_COLUMN, KIND, PROBLEM_IDS, STAGES, caption, fmt_x,
+                                     footnotes, markdown, ordered, speedups, stages_upto, table)
 from utils.results import short_commit
 from utils.run import skip
 
@@ -74,7 +81,7 @@ REFERENCES = (EAGER, *COMPILE_MODES)  # the rows every problem has besides the s
 SLOW_S = 0.05  # seconds per call above which a contender is timed with fewer repetitions
 SLOW_BUDGET_S = 3.0  # about this much timing for a slow contender
 MIN_REPS = 5
-
+TIMING = chapter.TIMING  # every entry's "timing": in turn (utils.bench.time_interleaved), as chapter 10's rows
 
 
 # One colour per stage in every chapter's plot: earlier stages drawn faded, the chapter's own solid.
@@ -260,6 +267,29 @@ def reps_for(seconds_per_call: float, reps: int) -> tuple[int, int]:
     return max(MIN_REPS, min(reps, int(SLOW_BUDGET_S / seconds_per_call))), 1
 
 
+def _time_in_turn(pid: int, timed: dict, reps: int, timer, say) -> list[dict]:
+    """The checked contenders of one problem ({key: (label, fn, reps, warmup, first call s, max abs)}) timed in
+    turn by `timer` (bench.time_interleaved): those that reps_for left at `reps` in one group ("main"), the slow
+    ones in another ("slow") with the fewest reps any of them was given. Entries of kind "scoreboard"."""
+    groups = {"main": [k for k, v in timed.items() if v[2] == reps],
+              "slow": [k for k, v in timed.items() if v[2] != reps]}
+    entries = []
+    for group, keys in groups.items():
+        if not keys:
+            continue
+        n, warmup = min(timed[k][2] for k in keys), min(timed[k][3] for k in keys)
+        say(f"problem {pid}: {len(keys)} contenders timed in turn ({group} group), {n} reps each")
+        timings = timer({k: timed[k][1] for k in keys}, reps=n, warmup=warmup)
+        for key in keys:
+            label, _, _, _, first, err = timed[key]
+            t = timings[key]
+            say(f"problem {pid}: {label:<42} {t.median:10.3f} ms (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={n})")
+            entries.append({"problem": pid, "stage": key, "contender": label, "median_ms": t.median,
+                            "p20_ms": t.p20, "p80_ms": t.p80, "reps": n, "warmup": warmup, "first_call_s": first,
+                            "max_abs_vs_eager": err, "timing": TIMING, "group": group})
+    return entries
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -287,13 +317,15 @@ def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kerne
             compile_modes: Mapping[str, str] = COMPILE_MODES, scale: str = "full", device: str = "cuda", seed: int = 0,
             timer=None, progress: bool = True) -> tuple[list[dict], list[str]]:
     """Check, then time, eager, torch.compile (each of compile_modes) and every stage on each problem,
-    TF32 off. Returns (entries of kind "scoreboard", failures): a contender that is wrong, or whose
-    kernels do not build for this GPU, is named in failures and gets no entry.
+    TF32 off, all in turn (utils.bench.time_interleaved, as chapter 10 times its contenders; the slow ones,
+    SLOW_S, in a second group of their own). Returns (entries of kind "scoreboard", failures): a contender
+    that is wrong, or whose kernels do not build for this GPU, is named in failures and gets no entry.
     kernels: {name: module} (default: build.load_kernels of what the stages need, cold builds in
-    parallel); timer: utils.bench.time_ms (tests pass their own)."""
+    parallel); timer: utils.bench.time_interleaved (tests pass their own: timer({name: fn}, reps=, warmup=)
+    -> {name: bench.Timing})."""
 
     device = torch.device(device)
-    timer = timer or bench.time_ms
+    timer = timer or bench.time_interleaved
     start = time.perf_counter()
 
     def say(text: str) -> None:
@@ -345,12 +377,7 @@ def measure(stages=tuple(STAGES), problems=PROBLEM_IDS, *, reps: int = 50, kerne
                 say(f"problem {pid}: {label}: first call {first:.2f} s, {detail}" +
                     (f"; slow ({again:.2f} s a call): {n} reps" if n < reps else ""))
                 timed[key] = (label, fn, n, warmup, first, err)
-            for key, (label, fn, n, warmup, first, err) in timed.items():
-                t = timer(fn, reps=n, warmup=warmup)
-                say(f"problem {pid}: {label:<42} {t.median:10.3f} ms (p20 {t.p20:.3f}, p80 {t.p80:.3f}, n={n})")
-                entries.append({"problem": pid, "stage": key, "contender": label, "median_ms": t.median,
-                                "p20_ms": t.p20, "p80_ms": t.p80, "reps": n, "warmup": warmup,
-                                "first_call_s": first, "max_abs_vs_eager": err})
+            entries += _time_in_turn(pid, timed, reps, timer, say)
         del model, odd, x, x_odd, runs, timed, expected, expected_odd
         if device.type == "cuda":
             torch.cuda.empty_cache()
@@ -431,22 +458,29 @@ def show(stage: str, session) -> None:
         skip("the scoreboard", f"no {KIND} record {where}; on a GPU, `python -m utils.chapters.scoreboard` measures and "
                                "records every stage in one run")
         return
-    _display(markdown(rec, stage), plot(rec, stage))
+    _display(markdown(rec, stage), plot(rec, stage), caption(rec), shown_table(rec, stage), footnotes(rec, stage))
 
 
-def _display(text: str, fig=None) -> None:
-    """In a notebook the figure (if any) and the Markdown table; elsewhere the table's text."""
+def shown_table(rec: dict, stage: str | None = None) -> pd.DataFrame:
+    """table(rec, stage) as a notebook displays it: values as markdown() writes them, the stage marked "(this chapter)"."""
+    frame = table(rec, stage)
+    shown = formatted(frame, {c: "{:.3f}" if c == EAGER_COLUMN else fmt_x for c in frame.columns})
+    return shown.rename(columns={STAGES[stage].label: f"{STAGES[stage].label} (this chapter)"} if stage else {})
+
+
+def _display(text: str, fig, head: str, frame: pd.DataFrame, notes=()) -> None:
+    """In a notebook the figure (if any), `head` in Markdown, the DataFrame (as HTML) and `notes`; elsewhere
+    `text` (the same table in Markdown) is printed."""
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
     except ImportError:
         get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
-        if fig is not None:
-            display(fig)
-        display(Markdown(text))
-    else:
+    if get_ipython is None or get_ipython() is None:
         print(text)
+        return
+    shown = ([fig] if fig is not None else []) + [Markdown(head), frame] + ([Markdown("\n\n".join(notes))] if notes else [])
+    display(*shown)
 
 
 # --------------------------------------------------------------------------- the final scoreboard
@@ -459,12 +493,16 @@ FINAL_COLUMNS = (("solutions", False, "forward, TF32 off"), ("solutions", True, 
 FINAL_KINDS = {"solutions": "the forward", "training": "the training step", "autocast": "the forward under autocast"}
 
 
-def final_markdown(records: Mapping[str, dict | None]) -> str:
-    """The workbook's last table, from notebooks 10 and 11's records of one device ({kind: record or None}, the
-    kinds of FINAL_KINDS): per problem and setting, the solution by default ("ours", steady state) over
-    eager with the same setting · over the faster torch.compile mode with the same setting
-    (session.solution_ratios). A setting whose record is missing is left out, and the text says so."""
+RATIO_COLUMNS = ("× eager", "× compile")  # final_table's second column level
 
+
+def final_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
+    """The workbook's last table, from notebooks 10 and 11's records of one device ({kind: record or None}, the
+    kinds of FINAL_KINDS): per problem (the index) and setting (FINAL_COLUMNS' header, the columns' first
+    level), the solution by default ("ours", steady state) over eager with the same setting ("× eager") and
+    over the faster torch.compile mode with the same setting ("× compile"), from session.solution_ratios; NaN
+    where a record lacks the row. A setting no record has is left out; raises for no record, or records of
+    more than one device."""
     present = {kind: rec for kind, rec in records.items() if rec is not None}
     if not present:
         raise ValueError("no record to tabulate")
@@ -474,23 +512,39 @@ def final_markdown(records: Mapping[str, dict | None]) -> str:
     ratios = {(kind, r["tf32"], r["problem"]): r for kind, rec in present.items()
               for r in chapter.solution_ratios(rec["entries"]) if r["protocol"] == "steady"}
     columns = [c for c in FINAL_COLUMNS if any(key[:2] == c[:2] for key in ratios)]
+    rows = {}
+    for pid in ordered(list(dict.fromkeys(key[2] for key in ratios))):
+        rows[pid] = {(head, over): ratios[kind, tf32, pid][key] if (kind, tf32, pid) in ratios else float("nan")
+                     for kind, tf32, head in columns for over, key in zip(RATIO_COLUMNS, ("vs_eager", "vs_compile"))}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    frame.index.name = "problem"
+    return frame
+
+
+def final_caption(records: Mapping[str, dict | None]) -> str:
+    present = {kind: rec for kind, rec in records.items() if rec is not None}
+    (device,) = {rec["device"]["name"] for rec in present.values()}
     stamps = ", ".join(f"{FINAL_KINDS[kind]} {rec['date'][:10]} (`{short_commit(rec['git_commit'])}`)"
                        for kind, rec in present.items())
-    lines = [f"Ours by default, steady state: × eager · × the faster torch.compile mode, each with the same setting; "
-             f"recorded on {devices.pop()}: {stamps}.", "",
-             "| problem | " + " | ".join(head for _, _, head in columns) + " |", "|---|" + "---:|" * len(columns)]
-    for pid in ordered(list(dict.fromkeys(key[2] for key in ratios))):
-        found = [ratios.get((kind, tf32, pid)) for kind, tf32, _ in columns]
-        cells = [f"{r['vs_eager']:.2f}x · {r['vs_compile']:.2f}x" if r else "–" for r in found]
-        lines.append(f"| {pid} | " + " | ".join(cells) + " |")
-    missing = [FINAL_KINDS[kind] for kind in FINAL_KINDS if kind not in present]
-    if missing:
-        lines += ["", f"Not recorded on this device: {', '.join(missing)}."]
-    return "\n".join(lines)
+    text = (f"Ours by default, steady state: × eager · × the faster torch.compile mode, each with the same setting; "
+            f"recorded on {device}: {stamps}.")
+    missing = ", ".join(FINAL_KINDS[kind] for kind in FINAL_KINDS if kind not in present)
+    return text + (f" Not recorded on this device: {missing}." if missing else "")
+
+
+def final_markdown(records: Mapping[str, dict | None]) -> str:
+    """final_table in Markdown under its caption: a column per setting, each cell "× eager · × compile"."""
+    frame = final_table(records)
+    heads = list(dict.fromkeys(head for head, _ in frame.columns))
+    cells = pd.DataFrame({head: [f"{e:.2f}x · {c:.2f}x" if e == e and c == c else "–"
+                                 for e, c in zip(frame[head, RATIO_COLUMNS[0]], frame[head, RATIO_COLUMNS[1]])]
+                          for head in heads}, index=frame.index)
+    return final_caption(records) + "\n\n" + to_markdown(cells, right=tuple(heads))
 
 
 def show_final(session) -> None:
-    """Notebook 11's last table (final_markdown), from the records of the device a notebook reads
+    """Notebook 11's last table (final_table), from the records of the device a notebook reads
     (this GPU's, or without one results.reading_device's). Without any: one line saying so."""
 
     records = {kind: results.recorded(kind, session.results_dir, on_gpu=session.on_gpu) for kind in FINAL_KINDS}
@@ -498,7 +552,9 @@ def show_final(session) -> None:
         where = "for this GPU" if session.on_gpu else "in the results"
         skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 11 record them on a GPU")
         return
-    _display(final_markdown(records))
+    frame = final_table(records)
+    _display(final_markdown(records), None, final_caption(records), formatted(frame, dict.fromkeys(frame.columns, "{:.2f}x")),
+             [text] if (text := debriefs.final_findings(records)) else [])
 
 
 # --------------------------------------------------------------------------- command line
@@ -523,8 +579,9 @@ def main(argv: list[str] | None = None) -> int:
     entries, failures = measure(args.stages, args.problems, reps=args.reps,
                                 compile_modes={m: COMPILE_MODES[m] for m in args.compile_modes})
     notes = (f"python -m utils.chapters.scoreboard --reps {args.reps}: stages {' '.join(args.stages)}; strict tier, TF32 off, "
-             f"full sizes, calls queued back to back; a contender slower than {1e3 * SLOW_S:.0f} ms a call is timed "
-             f"with fewer reps (at least {MIN_REPS}, about {SLOW_BUDGET_S:.0f} s: see each entry's reps)")
+             f"full sizes; per problem every contender timed in turn (utils.bench.time_interleaved, as notebook 10); "
+             f"those slower than {1e3 * SLOW_S:.0f} ms a call in a group of their own with fewer reps (at least "
+             f"{MIN_REPS}, about {SLOW_BUDGET_S:.0f} s: see each entry's reps and group)")
     if failures:
         notes += "; not timed: " + "; ".join(failures)
     if not entries:

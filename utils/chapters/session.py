@@ -6,7 +6,7 @@ two notebooks would otherwise each define lives here, tested (tests/test_chapter
     ref, new = solution_pair(94, "full", "cuda")                 # Model and ModelNew, the same weights
     rows = measure_solutions([94, 75, 37, 62], reps=50)           # notebook 10's side-by-side run of the forward
     rows = measure_training([94, 75, 37, 62], reps=50)            # 11's of a training step; measure_autocast: autocast
-    print(ratio_table(rows, lambda r: ("vs_compile", 2.0, 2.5)))  # ratios, targets and verdicts, in Markdown
+    display(ratio_table(rows, lambda r: ("vs_compile", 2.0, 2.5)))  # ratios, targets and verdicts, a DataFrame
     print(harness_summary(reports))                               # one line per check_model report
 """
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -25,12 +26,17 @@ from utils import bench, env, ops, precision, results
 from utils.check import MOVED_DRAWS, TIERS, autocast_tier, judge_gradients
 from utils.problems import get_problem
 from utils.report import readme
+from utils.report.records import FRAMES, to_markdown
 from utils.run import skip
 
 # The contenders of notebooks 10 and 11, in timing order. torch.compile's "max-autotune" mode would also
 # capture CUDA graphs, which no other contender gets; "-no-cudagraphs" autotunes the same kernels.
 COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 PROTOCOLS = {"steady": False, "per_call": True}  # protocol -> bench.time_ms(sync_each=...)
+# How every side-by-side run here times its contenders, recorded in each row as "timing": in turn, rep by rep
+# (bench.compare(interleave=True), bench.time_interleaved), as the scoreboard does; each row keeps the run's
+# spread (p20_ms, p80_ms), from which a ratio's is computed (utils.report.scoreboard.ratio_spread).
+TIMING = "interleaved"
 
 
 @dataclass(frozen=True)
@@ -183,7 +189,7 @@ def measure_solutions(pids, *, scale: str = "full", reps: int = 50, seed: int = 
                     timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, cost=cost,
                                           ceilings=ceilings, reps=reps, progress=progress, sync_each=sync_each,
                                           interleave=True)
-                    rows += [r | {"problem": pid, "protocol": protocol} | extra[r["contender"]] for r in timed]
+                    rows += [r | {"problem": pid, "protocol": protocol, "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, frozen, x
         torch.cuda.empty_cache()
     return rows
@@ -254,7 +260,7 @@ def measure_training(pids, *, scale: str = "full", reps: int = 20, seed: int = 0
                         raise AssertionError(f"problem {pid}, TF32 {tf32}: {name}'s gradients: {detail}")
                     extra[name] = {"gradients": detail} | ({"compile_s": seconds} if name.startswith("torch.compile") else {})
                 timed = bench.compare(steps, reps=reps, progress=progress, interleave=True)
-                rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
+                rows += [r | {"problem": pid, "protocol": "steady", "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, x, grad
         torch.cuda.empty_cache()
     return rows
@@ -294,7 +300,7 @@ def measure_autocast(pids, *, scale: str = "full", reps: int = 20, seed: int = 0
                     {"compile_s": seconds} if name.startswith("torch.compile") else {})
             timed = bench.compare({name: (lambda m=model: m(x)) for name, model in models.items()}, reps=reps,
                                   progress=progress, interleave=True)
-            rows += [r | {"problem": pid, "protocol": "steady"} | extra[r["contender"]] for r in timed]
+            rows += [r | {"problem": pid, "protocol": "steady", "timing": TIMING} | extra[r["contender"]] for r in timed]
         del ref, new, x
         torch.cuda.empty_cache()
     return rows
@@ -320,48 +326,65 @@ def solution_ratios(entries: list[dict], contender: str = "ours") -> list[dict]:
 
 
 def record_markdown(rec: dict) -> str:
-    """A record as a notebook shows it: where and when it was measured, then its kind's table."""
+    """A record as a notebook shows it: where and when it was measured, then its kind's table in Markdown
+    (the README's rendering, utils.report.readme.render)."""
     return (f"Recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`\n\n"
             + readme.render(rec))
 
 
+def record_table(rec: dict) -> pd.DataFrame:
+    """A record's table as a DataFrame (utils.report.records.FRAMES: what record_markdown writes, its values
+    unformatted)."""
+    return FRAMES[rec["kind"]](rec)
+
+
 def verdict(ratio: float, target: float, moonshot: float | None = None) -> str:
-    """A measured ratio against its target (and moonshot): "met", "met, moonshot too" or "**missed**"."""
-    if ratio < target:
-        return "**missed**"
-    return "met, moonshot too" if moonshot is not None and ratio >= moonshot else "met"
+    """A measured ratio, read as shown (to 2 decimals, as every table and debrief writes it), against its target
+    (and moonshot): "met", "met, moonshot too" or "missed"."""
+    shown = round(ratio, 2)
+    if shown < target:
+        return "missed"
+    return "met, moonshot too" if moonshot is not None and shown >= moonshot else "met"
 
 
 RATIO_NAMES = {"vs_compile": "compile", "vs_eager": "eager"}  # ratio_table's names of what a target is over
 
 
 def ratio_table(entries: list[dict], target: Callable[[dict], tuple | None], *, predicted: Callable[[dict], str] | None = None,
-                contenders=("ours",), protocols=("steady",), tf32_column: bool = True) -> str:
-    """Notebooks 10 and 11's predicted-against-measured tables, in Markdown: a row per problem, contender and TF32
-    setting of a side-by-side record ("solutions", "training", "autocast"; solution_ratios' rows): its
-    ratio to the faster torch.compile mode in each of `protocols`, to eager with the same TF32 setting,
-    `predicted(row)` if given, and `target(row)` -> (the ratio it is on, "vs_compile" or "vs_eager",
-    target, moonshot or None), or None where there is none, judged by verdict() in the first protocol."""
+                contenders=("ours",), protocols=("steady",), tf32_column: bool = True) -> pd.DataFrame:
+    """Notebooks 10 and 11's predicted-against-measured tables, a DataFrame: a row per problem, contender and TF32
+    setting of a side-by-side record ("solutions", "training", "autocast"; solution_ratios' rows): its ratio to
+    the faster torch.compile mode in each of `protocols` (a column each, "× compile, <protocol>"), to eager with
+    the same TF32 setting ("× eager"), `predicted(row)` if given, and `target(row)` -> (the ratio it is on,
+    "vs_compile" or "vs_eager", target, moonshot or None), or None where there is none, judged by verdict() in
+    the first protocol. Ratios as the table shows them, to 2 decimals (verdict() reads them so); ratio_markdown
+    writes it in Markdown."""
     ratios = {(r["problem"], r["contender"], r["tf32"], r["protocol"]): r for c in contenders
               for r in solution_ratios(entries, c)}
-    head = ["problem", *(["TF32"] if tf32_column else []), "contender", *(["predicted"] if predicted else []),
-            f"× compile, {' · '.join(p.replace('_', ' ') for p in protocols)}", "× eager", "target", "verdict"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for pid in dict.fromkeys(e["problem"] for e in entries):
         for c in contenders:
             for tf32 in sorted({e["tf32"] for e in entries}):
                 if (r := ratios.get((pid, c, tf32, protocols[0]))) is None:
                     continue
                 goal = target(r)
-                cells = [str(pid), *([("on" if tf32 else "off")] if tf32_column else []), c,
-                         *([predicted(r)] if predicted else []),
-                         " · ".join(f"{ratios[(pid, c, tf32, p)]['vs_compile']:.2f}x" for p in protocols),
-                         f"{r['vs_eager']:.2f}x",
-                         "–" if goal is None else f"≥ {goal[1]:g}x {RATIO_NAMES[goal[0]]}"
-                         + (f" (moonshot {goal[2]:g}x)" if goal[2] else ""),
-                         "–" if goal is None else verdict(r[goal[0]], goal[1], goal[2])]
-                lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+                rows.append({"problem": pid, **({"TF32": "on" if tf32 else "off"} if tf32_column else {}),
+                             "contender": c, **({"predicted": predicted(r)} if predicted else {}),
+                             **{f"× compile, {p.replace('_', ' ')}": round(ratios[(pid, c, tf32, p)]["vs_compile"], 2)
+                                for p in protocols},
+                             "× eager": round(r["vs_eager"], 2),
+                             "target": "–" if goal is None else f"≥ {goal[1]:g}x {RATIO_NAMES[goal[0]]}"
+                             + (f" (moonshot {goal[2]:g}x)" if goal[2] else ""),
+                             "verdict": "–" if goal is None else verdict(r[goal[0]], goal[1], goal[2])})
+    columns = ["problem", *(["TF32"] if tf32_column else []), "contender", *(["predicted"] if predicted else []),
+               *(f"× compile, {p.replace('_', ' ')}" for p in protocols), "× eager", "target", "verdict"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def ratio_markdown(table: pd.DataFrame) -> str:
+    """A ratio_table in Markdown (DataFrame.to_markdown), the ratios written "2.48x", a miss in bold."""
+    return to_markdown(table, {**{c: "{:.2f}x" for c in table.columns if c.startswith("×")},
+                               "verdict": lambda v: f"**{v}**" if v == "missed" else v})
 
 
 def harness_summary(reports) -> str:

@@ -233,3 +233,30 @@ def autocast_summary(record: dict, target: float = 1.0) -> str:
     return (f"{head(record, 'the autocast run above')}: ours at {span(eager.values())} eager under the same autocast, "
             f"{target_words(eager, target)}; against the faster `torch.compile` mode, "
             f"{' and '.join(parts)}.")
+
+
+FINAL_STRICT = (("solutions", False), ("training", False))  # the settings where the GEMM sets the margin
+
+
+def final_findings(records: dict[str, dict | None]) -> str:
+    """Notebook 11, §4, under the final table: what its ratios over the faster torch.compile mode say, from the
+    records ({kind: record or None} of the kinds "solutions", "training", "autocast"; ours by default, steady):
+    the range with TF32 off (the forward and the training step), the range with TF32 allowed and under autocast,
+    and whether every margin of the second kind is smaller than every one of the first."""
+    ratios = {(kind, tf32): [r["vs_compile"] for r in chapter.solution_ratios(rec["entries"])
+                             if r["protocol"] == "steady" and r["tf32"] == tf32]
+              for kind, rec in records.items() if rec is not None for tf32 in (False, True)}
+    strict = [v for key in FINAL_STRICT for v in ratios.get(key, [])]
+    rest = [v for key, values in ratios.items() if key not in FINAL_STRICT for v in values]
+    if not strict or not rest:
+        return ""
+    what = " and ".join(w for kind, w in (("solutions", "forward"), ("training", "training step"))
+                        if ratios.get((kind, False)))
+    where = ", ".join(w for kind, tf32, w in (("solutions", True, "the forward with TF32"),
+                                              ("training", True, "the training step with TF32"),
+                                              ("autocast", False, "the forward under autocast")) if ratios.get((kind, tf32)))
+    over = "over" if min(strict) > 1 else "against"
+    verdict = ("every one of them smaller than any with TF32 off" if max(rest) < min(strict)
+               else "some of them as large as those with TF32 off")
+    return (f"Over the faster `torch.compile` mode with the same setting: with TF32 off ({what}), ours runs "
+            f"{span(strict)} {over} it; {where}: {span(rest)}, {verdict}.")

@@ -1,10 +1,15 @@
 """The scoreboard's record (kind "scoreboard", measured by utils.chapters.scoreboard) read back: the stages,
-each problem's speedup over eager fp32 per stage, and the Markdown table that the README and every chapter show.
+each problem's speedup over eager fp32 per stage, the table every chapter shows (a DataFrame; Markdown for the
+README), and the headline ratios it shares with chapters 09 and 10's records, each with the spread of its run.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
+import pandas as pd
+
+from utils.report.records import to_markdown
 from utils.results import short_commit
 
 KIND = "scoreboard"
@@ -73,31 +78,145 @@ def fmt_x(v: float) -> str:
     return f"{v:.3f}x" if v < 0.1 else f"{v:.2f}x"
 
 
-def markdown(rec: dict, upto: str | None = None) -> str:
-    """Problem x stage: the speedup over eager fp32 of every stage up to `upto` (all: None), the
-    faster torch.compile mode last; the `upto` column in bold."""
-    table = speedups(rec)
-    at = by_stage(rec)
-    shown = stages_upto(upto)
-    present = [s for s in shown if any(s in row for row in table.values())]
-    head = ["problem", "eager fp32 ms", *(f"**{STAGES[s].label}**" if s == upto else STAGES[s].label for s in present),
-            "torch.compile (faster mode)"]
-    lines = [f"Speedup over eager fp32 (TF32 off) in one run; {_stamp(rec)}.", "",
-             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    for pid in ordered(list(table)):
-        row = table[pid]
-        cells = [str(pid), f"{at[(pid, EAGER)]['median_ms']:.3f}",
-                 *((f"**{fmt_x(row[s])}**" if s == upto else fmt_x(row[s])) if s in row else "–" for s in present),
-                 fmt_x(row["compile"]) if "compile" in row else "–"]
-        lines.append("| " + " | ".join(cells) + " |")
-    missing = [s for s in shown if s not in present]
+COMPILE_COLUMN = "torch.compile (faster mode)"
+EAGER_COLUMN = "eager fp32 ms"
+
+
+def table(rec: dict, upto: str | None = None) -> pd.DataFrame:
+    """Problem x column, from the record: eager fp32's median ms, the speedup over eager fp32 of every stage up
+    to `upto` (all: None) that the record has, column named by its label, then the faster torch.compile mode's;
+    NaN where a problem lacks a stage. Indexed by problem, in PROBLEM_IDS' order."""
+    speed, at = speedups(rec), by_stage(rec)
+    present = [s for s in stages_upto(upto) if any(s in row for row in speed.values())]
+    rows = {pid: {EAGER_COLUMN: at[(pid, EAGER)]["median_ms"],
+                  **{STAGES[s].label: speed[pid].get(s, float("nan")) for s in present},
+                  COMPILE_COLUMN: speed[pid].get("compile", float("nan"))} for pid in ordered(list(speed))}
+    frame = pd.DataFrame.from_dict(rows, orient="index",
+                                   columns=[EAGER_COLUMN, *(STAGES[s].label for s in present), COMPILE_COLUMN])
+    frame.index.name = "problem"
+    return frame
+
+
+def interleaved(rec: dict) -> bool:
+    """Whether every entry was timed in turn with the others (utils.bench.time_interleaved, "timing":
+    "interleaved"), as chapters 09 and 10 time theirs; a record made before that timed them one after another."""
+    return all(e.get("timing") == "interleaved" for e in rec["entries"])
+
+
+def caption(rec: dict) -> str:
+    how = "every contender timed in turn" if interleaved(rec) else "the contenders timed one after another"
+    return f"Speedup over eager fp32 (TF32 off) in one run, {how}; {_stamp(rec)}."
+
+
+def footnotes(rec: dict, upto: str | None = None) -> list[str]:
+    """What the table leaves out: stages the record lacks, and the contenders timed with fewer repetitions."""
+    speed = speedups(rec)
+    notes = []
+    missing = [s for s in stages_upto(upto) if not any(s in row for row in speed.values())]
     if missing:
-        lines += ["", f"Not in this record: stage {', '.join(missing)}."]
+        notes.append(f"Not in this record: stage {', '.join(missing)}.")
     slow = sorted({(e["stage"], e["reps"]) for e in rec["entries"] if e.get("reps", 0) < max(
         (x.get("reps", 0) for x in rec["entries"]), default=0)})
     if slow:
-        lines += ["", "Timed with fewer repetitions (slow): " + ", ".join(f"{s} ({n})" for s, n in slow) + "."]
-    return "\n".join(lines)
+        apart = any(e.get("group") == "slow" for e in rec["entries"])
+        notes.append("Timed with fewer repetitions (slow" + ("; in turn in a group of their own, over the others' eager"
+                                                             if apart else "") + "): "
+                     + ", ".join(f"{s} ({n})" for s, n in slow) + ".")
+    return notes
+
+
+def markdown(rec: dict, upto: str | None = None) -> str:
+    """table() in Markdown under its caption, the `upto` column in bold, and footnotes()."""
+    frame = table(rec, upto)
+    mine = STAGES[upto].label if upto is not None and upto in STAGES else None
+    formats = {c: (lambda v: f"**{fmt_x(v)}**") if c == mine else fmt_x for c in frame.columns}
+    formats[EAGER_COLUMN] = "{:.3f}"
+    if mine in frame.columns:
+        frame = frame.rename(columns={mine: f"**{mine}**"})
+        formats[f"**{mine}**"] = formats.pop(mine)
+    parts = [caption(rec), to_markdown(frame, formats), *footnotes(rec, upto)]
+    return "\n\n".join(parts)
+
+
+# --------------------------------------------------------------------------- one figure for one fact
+
+def ratio_spread(numerator: dict, denominator: dict) -> tuple[float, float, float]:
+    """The ratio of two entries' medians (numerator's time over denominator's: a speedup of the denominator)
+    and its spread in the run that measured them: (ratio, numerator's p20 / denominator's p80, numerator's p80
+    / denominator's p20)."""
+    return (numerator["median_ms"] / denominator["median_ms"], numerator["p20_ms"] / denominator["p80_ms"],
+            numerator["p80_ms"] / denominator["p20_ms"])
+
+
+@dataclass(frozen=True)
+class Quote:
+    """Where a record quotes a headline ratio: the entry of the contender and the entries it is over."""
+    kind: str  # the record's kind
+    contender: Callable  # entries of one problem -> the contender's entry or None
+    over: dict  # {"eager" | "compile": entries of one problem -> the entry it is over, or None}
+
+
+def _one(entries: list[dict], **match) -> dict | None:
+    found = [e for e in entries if all(e.get(k) == v for k, v in match.items())]
+    return found[0] if len(found) == 1 else None
+
+
+def _faster(entries: list[dict]) -> dict | None:
+    return min(entries, key=lambda e: e["median_ms"]) if entries else None
+
+
+# Each headline: the records that quote it, at the strict tier (TF32 off), steady state. The drop-ins' forward
+# (scoreboard's stage 10, chapter 10's "ours"), over eager and over the faster torch.compile mode; the whole
+# model in one kernel (stage 09, chapter 09's "fused"), over eager and over torch.compile's default mode, the
+# one chapter 09 times.
+HEADLINES: dict[str, tuple[Quote, Quote]] = {
+    "the drop-ins' forward": (
+        Quote(KIND, lambda es: _one(es, stage="10"),
+              {"eager": lambda es: _one(es, stage=EAGER),
+               "compile": lambda es: _faster([e for e in es if e["stage"] in COMPILE_MODES])}),
+        Quote("solutions", lambda es: _one(es, contender="ours", tf32=False, protocol="steady"),
+              {"eager": lambda es: _one(es, contender="eager", tf32=False, protocol="steady"),
+               "compile": lambda es: _faster([e for e in es if e["contender"] in COMPILE_MODES and not e["tf32"]
+                                              and e["protocol"] == "steady"])})),
+    "the whole model in one kernel": (
+        Quote(KIND, lambda es: _one(es, stage="09"),
+              {"eager": lambda es: _one(es, stage=EAGER), "compile": lambda es: _one(es, stage="torch.compile")}),
+        Quote("whole_model_fusion", lambda es: _one(es, contender="fused", tier="strict"),
+              {"eager": lambda es: _one(es, contender="eager", tier="strict"),
+               "compile": lambda es: _one(es, contender="torch.compile", tier="strict")})),
+}
+
+
+def quoted(rec: dict, quote: Quote) -> dict[tuple[int, str], tuple[float, float, float]]:
+    """{(problem, "eager" | "compile"): ratio_spread} of what `rec` (of quote.kind) says of a headline."""
+    out = {}
+    for pid in dict.fromkeys(e["problem"] for e in rec["entries"]):
+        entries = [e for e in rec["entries"] if e["problem"] == pid]
+        mine = quote.contender(entries)
+        for over, find in quote.over.items():
+            base = find(entries)
+            if mine is not None and base is not None:
+                out[pid, over] = ratio_spread(base, mine)
+    return out
+
+
+def headline_rows(records: dict[str, dict | None]) -> pd.DataFrame:
+    """Every headline ratio that two of `records` ({kind: record}, one device) both quote: a row per headline,
+    problem and what it is over, each record's ratio with the spread of its run, and whether the two agree (their
+    spreads overlap). Empty where no two records quote the same headline."""
+    rows = []
+    for headline, (a, b) in HEADLINES.items():
+        ra, rb = records.get(a.kind), records.get(b.kind)
+        if ra is None or rb is None:
+            continue
+        qa, qb = quoted(ra, a), quoted(rb, b)
+        for key in [k for k in qa if k in qb]:
+            (x, x_lo, x_hi), (y, y_lo, y_hi) = qa[key], qb[key]
+            rows.append({"headline": headline, "problem": key[0], "over": key[1], "first": a.kind, "ratio": x,
+                         "lo": x_lo, "hi": x_hi, "second": b.kind, "ratio_2": y, "lo_2": y_lo, "hi_2": y_hi,
+                         "agree": x_lo <= y_hi and y_lo <= x_hi})
+    return pd.DataFrame(rows, columns=["headline", "problem", "over", "first", "ratio", "lo", "hi", "second",
+                                       "ratio_2", "lo_2", "hi_2", "agree"])
 
 
 def _stamp(rec: dict) -> str:

@@ -1,13 +1,17 @@
 """Notebooks 08's and 09's records read back, as Markdown: kind "tensor_cores" (the pre-split accuracy, rung 10's
 promotion intervals, the rungs' timing against their headers' PREDICTIONs and the chapter's targets) and kind
 "whole_model_fusion" (notebook 09, section 4: the whole models in the GEMM's epilogue against the unfused path).
-The README shows `render` and `render_fusion`; the notebooks show the same tables. The numbers come from the record and
-from the kernels' headers (utils.show.header_section): nothing here holds a measured number.
+The README shows `render` and `render_fusion`; the notebooks show the same tables. Each table is a pandas DataFrame of
+the record's values (`*_frame`), written in Markdown by DataFrame.to_markdown (`*_table`). The numbers come from the
+record and from the kernels' headers (utils.show.header_section): nothing here holds a measured number.
 """
 from __future__ import annotations
 
 import re
 
+import pandas as pd
+
+from utils.report.records import to_markdown
 from utils.show import header_section
 
 KIND = "tensor_cores"  # utils.results kind of the chapter's one GPU run
@@ -24,48 +28,61 @@ def accuracy_rows(rows_or_record, source: str) -> list[dict]:
     return [r for r in rows_or_record if r.get("section", "accuracy") == "accuracy"]
 
 
-def _accuracy_markdown(rows: list[dict]) -> str:
+def _excess(value: float) -> str:
+    """An allclose excess as the tables write it: above 1 (a failure) in bold."""
+    return f"**{value:.2f}**" if value > 1 else f"{value:.3g}"
+
+
+def accuracy_frame(rows_or_record, source: str = "cuBLAS") -> pd.DataFrame:
+    """GEMM x problem: the largest allclose excess (atol = rtol = 1e-4, over the seeds; 1 or below passes), NaN
+    where not measured. From accuracy() rows, or from a record's rows of one source (accuracy_rows)."""
+    rows = accuracy_rows(rows_or_record, source)
     pids = list(dict.fromkeys(r["problem"] for r in rows))
-    at = {(r["contender"], r["problem"]): r for r in rows}
-    lines = ["| GEMM | " + " | ".join(map(str, pids)) + " |", "|---|" + "---:|" * len(pids)]
-    for name in dict.fromkeys(r["contender"] for r in rows):
-        cells = []
-        for pid in pids:
-            e = at.get((name, pid))
-            cells.append("–" if e is None else (f"**{e['excess']:.2f}**" if e["excess"] > 1 else f"{e['excess']:.3g}"))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    at = {(r["contender"], r["problem"]): r["excess"] for r in rows}
+    frame = pd.DataFrame([[at.get((name, pid), float("nan")) for pid in pids]
+                          for name in dict.fromkeys(r["contender"] for r in rows)],
+                         index=list(dict.fromkeys(r["contender"] for r in rows)), columns=pids)
+    frame.index.name = "GEMM"
+    return frame
 
 
 def accuracy_table(rows_or_record, source: str = "cuBLAS") -> str:
     """Markdown: the largest allclose excess (atol = rtol = 1e-4, over the seeds; 1 or below passes, above in
     bold) per GEMM and problem. From accuracy() rows, or from a record's rows of one source ("cuBLAS": the
     pre-split table, "rung 10": the promotion intervals)."""
-    return _accuracy_markdown(accuracy_rows(rows_or_record, source))
+    frame = accuracy_frame(rows_or_record, source)
+    return to_markdown(frame, dict.fromkeys(frame.columns, _excess))
 
 
 def promote_label(k: int) -> str:
     return f"{RUNG10} PROMOTE_K={k}" + (" (never)" if k == 0 else "")
 
 
-def promotion_table(record: dict) -> str:
-    """Markdown, from a record: per promotion interval, the four models' worst excess (strict tier, over the
-    seeds), the time at the first shape and its ratio to cuBLAS SGEMM."""
+def promotion_frame(record: dict) -> pd.DataFrame:
+    """Per promotion interval (k, the index; 0: never), the four models' worst excess (strict tier, over the seeds),
+    then the time at the first shape and its ratio to cuBLAS SGEMM (NaN where not timed); never last."""
     rows = [e for e in record["entries"] if e.get("section") == "accuracy" and e.get("source") == "rung 10"]
     timed = {e["contender"]: e for e in record["entries"] if e.get("section") == "timing"
              and e.get("shape") == list(SHAPES[0])}
     pids = list(dict.fromkeys(r["problem"] for r in rows))
-    lines = ["| promotion every | " + " | ".join(map(str, pids)) + f" | ms at {' x '.join(map(str, SHAPES[0]))} | "
-             "x cuBLAS SGEMM |", "|---|" + "---:|" * (len(pids) + 2)]
+    out = {}
     for k in sorted({r["promote_k"] for r in rows}, key=lambda k: k or 10 ** 9):
-        cells = []
-        for pid in pids:
-            e = next(r for r in rows if r["promote_k"] == k and r["problem"] == pid)
-            cells.append(f"**{e['excess']:.2f}**" if e["excess"] > 1 else f"{e['excess']:.3g}")
         t = timed.get(promote_label(k)) or (timed.get(RUNG10) if k == record_default(record) else None)
-        cells += [f"{t['median_ms']:.3f}", f"{t['x_cublas_sgemm']:.2f}x"] if t else ["–", "–"]
-        lines.append(f"| {'never' if k == 0 else f'{k} k'} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        out[k] = {**{pid: next(r["excess"] for r in rows if r["promote_k"] == k and r["problem"] == pid) for pid in pids},
+                  "ms": t["median_ms"] if t else float("nan"), "x cuBLAS SGEMM": t["x_cublas_sgemm"] if t else float("nan")}
+    frame = pd.DataFrame.from_dict(out, orient="index", columns=[*pids, "ms", "x cuBLAS SGEMM"])
+    frame.index.name = "promotion every"
+    return frame
+
+
+def promotion_table(record: dict) -> str:
+    """Markdown, from a record: per promotion interval, the four models' worst excess (strict tier, over the
+    seeds), the time at the first shape and its ratio to cuBLAS SGEMM."""
+    frame = promotion_frame(record)
+    shown = frame.rename(index=lambda k: "never" if k == 0 else f"{k} k",
+                         columns={"ms": f"ms at {' x '.join(map(str, SHAPES[0]))}"})
+    pids = [c for c in frame.columns if c not in ("ms", "x cuBLAS SGEMM")]
+    return to_markdown(shown, {**dict.fromkeys(pids, _excess), shown.columns[-2]: "{:.3f}", "x cuBLAS SGEMM": "{:.2f}x"})
 
 
 def record_default(record: dict) -> int | None:
@@ -156,20 +173,28 @@ def _where(value: float, band) -> str:
     return "inside" if lo <= value <= hi else ("above" if value > hi else "below")
 
 
-def prediction_table(record: dict) -> str:
-    """Markdown: each rung's path at each shape, its header's prediction and the record's measurement, in % of
-    cuBLAS TF32 and x cuBLAS SGEMM (both from the same run), and where the measurement falls."""
+def prediction_frame(record: dict) -> pd.DataFrame:
+    """Each rung's path at each shape: its header's prediction and the record's measurement, in % of cuBLAS TF32
+    and x cuBLAS SGEMM (both from the same run), and where the measurement falls ("verdict")."""
     timed = [e for e in record["entries"] if e.get("section") == "timing" and e["contender"] in PATHS]
-    lines = ["| rung, path | M x N x K | predicted % of cuBLAS TF32 | measured | predicted x cuBLAS SGEMM | measured | "
-             "verdict |", "|---|---|---:|---:|---:|---:|---|"]
+    rows = []
     for e in sorted(timed, key=lambda e: list(PATHS).index(e["contender"])):
         band, x_band = predicted(e["contender"], e["shape"])
         verdicts = [f"{what} {where}" for what, where in (("%:", _where(e["pct_of_cublas_tf32"], band)),
                                                          ("x:", _where(e["x_cublas_sgemm"], x_band))) if where]
-        lines.append(f"| `{e['contender']}` | {' x '.join(map(str, e['shape']))} | {_band(band, '%')} | "
-                     f"{e['pct_of_cublas_tf32']:.1f}% | {_band(x_band, 'x')} | {e['x_cublas_sgemm']:.2f}x | "
-                     f"{'; '.join(verdicts) or 'no range in the header to compare'} |")
-    return "\n".join(lines)
+        rows.append({"rung, path": e["contender"], "M x N x K": " x ".join(map(str, e["shape"])),
+                     "predicted % of cuBLAS TF32": _band(band, "%"), "measured %": e["pct_of_cublas_tf32"],
+                     "predicted x cuBLAS SGEMM": _band(x_band, "x"), "measured x": e["x_cublas_sgemm"],
+                     "verdict": "; ".join(verdicts) or "no range in the header to compare"})
+    return pd.DataFrame(rows, columns=["rung, path", "M x N x K", "predicted % of cuBLAS TF32", "measured %",
+                                       "predicted x cuBLAS SGEMM", "measured x", "verdict"])
+
+
+def prediction_table(record: dict) -> str:
+    """Markdown: each rung's path at each shape, its header's prediction and the record's measurement, in % of
+    cuBLAS TF32 and x cuBLAS SGEMM (both from the same run), and where the measurement falls."""
+    return to_markdown(prediction_frame(record), {"rung, path": "`{}`", "measured %": "{:.1f}%", "measured x": "{:.2f}x"},
+                       right=("predicted % of cuBLAS TF32", "measured %", "predicted x cuBLAS SGEMM", "measured x"))
 
 
 # the chapter's targets, at both shapes: contender -> (key, at least, unit)
@@ -231,14 +256,19 @@ def render(record: dict) -> str:
              "cuBLAS TF32 GEMMs on pre-split operands:", accuracy_table(record, "cuBLAS")]
     if any(e.get("source") == "rung 10" for e in record["entries"]):
         parts += ["Rung 10 by promotion interval:", promotion_table(record)]
-    timed = [e for e in record["entries"] if e.get("section") == "timing"]
-    if timed:
-        lines = ["| contender | M x N x K | median ms | TFLOP/s | % of cuBLAS TF32 | x cuBLAS SGEMM |",
-                 "|---|---|---:|---:|---:|---:|"]
-        lines += [f"| {e['contender']} | {' x '.join(map(str, e['shape']))} | {e['median_ms']:.3f} | {e['tflops']:.1f} | "
-                  f"{e['pct_of_cublas_tf32']:.1f} % | {e['x_cublas_sgemm']:.2f}x |" for e in timed]
-        parts += ["\n".join(lines)]
+    if len(frame := timing_frame(record)):
+        parts += [to_markdown(frame, {"median ms": "{:.3f}", "TFLOP/s": "{:.1f}", "% of cuBLAS TF32": "{:.1f} %",
+                                      "x cuBLAS SGEMM": "{:.2f}x"})]
     return "\n\n".join(parts)
+
+
+def timing_frame(record: dict) -> pd.DataFrame:
+    """The record's timing rows: contender, shape, median ms, TFLOP/s, % of cuBLAS TF32 and x cuBLAS SGEMM."""
+    return pd.DataFrame([{"contender": e["contender"], "M x N x K": " x ".join(map(str, e["shape"])),
+                          "median ms": e["median_ms"], "TFLOP/s": e["tflops"], "% of cuBLAS TF32": e["pct_of_cublas_tf32"],
+                          "x cuBLAS SGEMM": e["x_cublas_sgemm"]}
+                         for e in record["entries"] if e.get("section") == "timing"],
+                        columns=["contender", "M x N x K", "median ms", "TFLOP/s", "% of cuBLAS TF32", "x cuBLAS SGEMM"])
 
 
 # --------------------------------------------------------------------------- notebook 09, section 4: whole models in the epilogue
@@ -261,20 +291,31 @@ def tier_name(tier: str) -> str:
     return "TF32" if tier == "tf32" else tier
 
 
+def fusion_frame(record: dict) -> pd.DataFrame:
+    """(problem, tier) -> the median ms of eager, torch.compile, the unfused path and the fused kernel, fused's
+    speedup over torch.compile and over unfused, and the fused kernel against its own GEMM alone (% it adds:
+    what the epilogue costs; NaN where the GEMM alone was not timed)."""
+    at = fusion_at(record)
+    rows = []
+    for pid, tier in fusion_groups(record):
+        ms = {c: at[(pid, tier, c)]["median_ms"] for c in ("eager", COMPILE, UNFUSED, FUSED, GEMM_ALONE)
+              if (pid, tier, c) in at}
+        rows.append({"problem": pid, "tier": tier_name(tier), "eager ms": ms["eager"], "torch.compile ms": ms[COMPILE],
+                     "unfused ms": ms[UNFUSED], "fused ms": ms[FUSED], "fused x torch.compile": ms[COMPILE] / ms[FUSED],
+                     "fused x unfused": ms[UNFUSED] / ms[FUSED],
+                     "fused vs its GEMM alone (a plain store)": 100 * (ms[FUSED] / ms[GEMM_ALONE] - 1)
+                     if GEMM_ALONE in ms else float("nan")})
+    return pd.DataFrame(rows).set_index(["problem", "tier"])
+
+
 def fusion_table(record: dict) -> str:
     """Markdown, from a "whole_model_fusion" record: per problem and tier, the median ms of torch.compile, the
     unfused path and the fused kernel, fused's speedup over each, and the fused kernel against its own GEMM
     alone (what the epilogue adds)."""
-    at = fusion_at(record)
-    lines = ["| problem | tier | eager ms | torch.compile ms | unfused ms | fused ms | fused x torch.compile | "
-             "fused x unfused | fused vs its GEMM alone (a plain store) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for pid, tier in fusion_groups(record):
-        ms = {c: at[(pid, tier, c)]["median_ms"] for c in ("eager", COMPILE, UNFUSED, FUSED, GEMM_ALONE)
-              if (pid, tier, c) in at}
-        epi = f"{100 * (ms[FUSED] / ms[GEMM_ALONE] - 1):+.1f}%" if GEMM_ALONE in ms else "–"
-        lines.append(f"| {pid} | {tier_name(tier)} | {ms['eager']:.3f} | {ms[COMPILE]:.3f} | {ms[UNFUSED]:.3f} | "
-                     f"{ms[FUSED]:.3f} | **{ms[COMPILE] / ms[FUSED]:.2f}x** | **{ms[UNFUSED] / ms[FUSED]:.2f}x** | {epi} |")
-    return "\n".join(lines)
+    ms = dict.fromkeys(("eager ms", "torch.compile ms", "unfused ms", "fused ms"), "{:.3f}")
+    return to_markdown(fusion_frame(record), {**ms, "fused x torch.compile": "**{:.2f}x**",
+                                              "fused x unfused": "**{:.2f}x**",
+                                              "fused vs its GEMM alone (a plain store)": "{:+.1f}%"})
 
 
 def fusion_findings(record: dict) -> str:
@@ -344,22 +385,32 @@ def _versus(value: float, band) -> str:
     return "inside" if lo <= value <= hi else ("above" if value > hi else "below")
 
 
-def fusion_prediction_table(record: dict, text: str | None = None) -> str:
-    """Markdown: per problem and tier, the header's predicted epilogue cost (fused against its GEMM alone) and
-    saving (against the unfused path, % of the unfused time), each beside the record's measurement."""
+def fusion_prediction_frame(record: dict, text: str | None = None) -> pd.DataFrame:
+    """(problem, tier) -> the header's predicted epilogue cost (fused against its GEMM alone, % it adds) and
+    saving (against the unfused path, % of the unfused time), each beside the record's measurement and verdict."""
     want, at = fusion_predictions(text), fusion_at(record)
-    lines = ["| problem | tier | predicted epilogue | measured | verdict | predicted saving | measured | verdict |",
-             "|---|---|---:|---:|---|---:|---:|---|"]
+    rows = []
     for pid, tier in fusion_groups(record):
         fused, unfused = at[(pid, tier, FUSED)]["median_ms"], at[(pid, tier, UNFUSED)]["median_ms"]
         alone = at.get((pid, tier, GEMM_ALONE))
-        epi = None if alone is None else 100 * (fused / alone["median_ms"] - 1)
+        epi = float("nan") if alone is None else 100 * (fused / alone["median_ms"] - 1)
         saving = 100 * (unfused - fused) / unfused
         e_band, s_band = want[tier]["epilogue"], want[tier]["saving"].get(pid)
-        lines.append(f"| {pid} | {tier_name(tier)} | {_fusion_band(e_band)} | {'–' if epi is None else f'{epi:+.1f}%'} | "
-                     f"{'–' if epi is None else _versus(epi, e_band)} | {_fusion_band(s_band)} | {saving:+.1f}% | "
-                     f"{_versus(saving, s_band)} |")
-    return "\n".join(lines)
+        rows.append({"problem": pid, "tier": tier_name(tier), "predicted epilogue": _fusion_band(e_band),
+                     "measured epilogue %": epi, "epilogue verdict": "–" if alone is None else _versus(epi, e_band),
+                     "predicted saving": _fusion_band(s_band), "measured saving %": saving,
+                     "saving verdict": _versus(saving, s_band)})
+    return pd.DataFrame(rows).set_index(["problem", "tier"])
+
+
+def fusion_prediction_table(record: dict, text: str | None = None) -> str:
+    """Markdown: per problem and tier, the header's predicted epilogue cost (fused against its GEMM alone) and
+    saving (against the unfused path, % of the unfused time), each beside the record's measurement."""
+    frame = fusion_prediction_frame(record, text).rename(columns={
+        "measured epilogue %": "measured", "epilogue verdict": "verdict", "measured saving %": "measured ",
+        "saving verdict": "verdict "})
+    return to_markdown(frame, {"measured": "{:+.1f}%", "measured ": "{:+.1f}%"},
+                       right=("predicted epilogue", "measured", "predicted saving", "measured "))
 
 
 def render_fusion(record: dict) -> str:
