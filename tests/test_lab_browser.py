@@ -35,6 +35,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("make") is None, reason="no make"),
 ]
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a test dependency (pyproject's [test])")
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402 (selenium is there: importorskip above)
 
 NOTEBOOKS = sorted(p.relative_to(REPO).as_posix() for p in [*REPO.glob("notebooks/*.ipynb"),
                                                              *REPO.glob("results/*/notebooks/*.ipynb")])
@@ -111,25 +112,32 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-# In the page: JupyterLab's application object (expose_app_in_browser), its current notebook.
-_WIDGET = "const app = window.jupyterapp; const w = app.shell.currentWidget;"
-_STATE = _WIDGET + """
-return w && w.context ? {path: w.context.path, ready: w.context.isReady,
-  kernel: w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel
-          ? w.sessionContext.session.kernel.status : null,
-  dirty: w.context.model.dirty, writable: w.context.contentsModel ? w.context.contentsModel.writable : null,
-  cells: w.content ? w.content.widgets.length : 0} : null;"""
+# In the page: JupyterLab's application object (expose_app_in_browser) and the document widget of a path.
+_STATE = """
+const app = window.jupyterapp;
+const w = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === arguments[0]);
+const kernel = w && w.sessionContext.session && w.sessionContext.session.kernel;
+return w ? {path: w.context.path, ready: w.context.isReady, cells: w.content.widgets.length,
+            current: app.shell.currentWidget === w, kernel: kernel ? kernel.status : null,
+            dirty: w.context.model.dirty,
+            writable: w.context.contentsModel ? w.context.contentsModel.writable : null} : null;"""
 
 
-def _wait(driver, what: str, ok, timeout: float = 90):
+def _wait(driver, path: str, what: str, ok, timeout: float = 90) -> dict:
     deadline = time.monotonic() + timeout
     while True:
-        state = driver.execute_script(_STATE)
+        state = driver.execute_script(_STATE, path)
         if state and ok(state):
             return state
         if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: timed out; the notebook's state: {state}")
+            raise AssertionError(f"{path}: {what} timed out; its state: {state}")
         time.sleep(0.25)
+
+
+def _dismiss(driver, button: str) -> None:
+    for b in driver.find_elements("css selector", f".jp-Dialog .{button}"):
+        b.click()
+        time.sleep(0.2)
 
 
 def _snapshot() -> dict[str, bytes]:
@@ -142,31 +150,43 @@ def test_there_are_notebooks_and_recorded_copies():
 
 
 def test_opening_and_leaving_every_notebook_changes_nothing(lab, browser):
+    """A folder at a time, as a reader opens tabs: each notebook opened (as a double-click in the file
+    browser does), its kernel idle, Ctrl-S pressed; then two autosave intervals with all of them open; then
+    every tab closed (discarding, where JupyterLab asks about a read-only copy) and the kernels shut down."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
     base, token = lab
     before = _snapshot()
     browser.get(f"{base}/lab/tree/notebooks?token={token}")
-    seen = {}
+    WebDriverWait(browser, 120).until(lambda d: d.execute_script("return !!window.jupyterapp"))
+    browser.execute_async_script("window.jupyterapp.restored.then(() => arguments[0](true))")
+    folders: dict[str, list[str]] = {}
     for path in NOTEBOOKS:
-        browser.get(f"{base}/lab/tree/{path}")  # the token is in the browser's cookie by now
-        _wait(browser, f"{path} opens", lambda s: s["path"] == path and s["ready"] and s["cells"] > 0)
-        _wait(browser, f"{path}'s kernel is idle", lambda s: s["kernel"] == "idle")
-        # a reader's save: focus the notebook and press Ctrl-S, then let an autosave interval pass
-        browser.find_element("css selector", ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click()
-        ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
-        time.sleep(AUTOSAVE_S + 1.5)
-        for button in browser.find_elements("css selector", ".jp-Dialog .jp-mod-reject"):
-            button.click()  # a read-only copy answers Ctrl-S with a dialog: Cancel
-        state = _wait(browser, f"{path} settles", lambda s: s["kernel"] == "idle")
-        seen[path] = state
-        # leave it: close the tab (a recorded copy the kernel's metadata marked changed asks; discard)
-        browser.execute_script(_WIDGET + "w.close();")
-        time.sleep(0.5)
-        for button in browser.find_elements("css selector", ".jp-Dialog .jp-mod-warn"):
-            button.click()
-        _shut_down_kernels(base, token)  # as "Shut Down All Kernels": two cores, one kernel at a time
+        folders.setdefault(path.rpartition("/")[0], []).append(path)
+    seen = {}
+    for paths in folders.values():
+        for path in paths:
+            browser.execute_async_script("const done = arguments[1]; window.jupyterapp.commands"
+                                         ".execute('docmanager:open', {path: arguments[0]}).then(() => done(true))",
+                                         path)
+            _wait(browser, path, "opening", lambda s: s["ready"] and s["cells"] > 0 and s["current"])
+            _wait(browser, path, "its kernel starting", lambda s: s["kernel"] == "idle")
+            browser.find_element("css selector", ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click()
+            ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
+            time.sleep(0.5)
+            _dismiss(browser, "jp-mod-reject")  # a read-only copy answers Ctrl-S with a dialog: Cancel
+        time.sleep(2 * AUTOSAVE_S + 1)  # every open notebook's autosave timer fires at least once
+        for path in paths:
+            seen[path] = _wait(browser, path, "settling", lambda s: s["kernel"] == "idle")
+        browser.execute_script("window.jupyterapp.commands.execute('application:close-all')")
+        deadline = time.monotonic() + 60
+        while browser.execute_script("return Array.from(window.jupyterapp.shell.widgets('main'))"
+                                     ".filter(w => w.context).length"):
+            _dismiss(browser, "jp-mod-warn")  # "Save your work?" for a copy the kernel's metadata changed
+            assert time.monotonic() < deadline, "closing every tab timed out"
+            time.sleep(0.3)
+        _shut_down_kernels(base, token)  # as "Shut Down All Kernels": two cores, one folder at a time
     for path, state in seen.items():
         assert state["writable"] == (not path.startswith("results/")), (path, state)
         if path.startswith("notebooks/"):
