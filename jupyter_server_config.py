@@ -72,6 +72,15 @@ class WorkbookContentsManager(AsyncLargeFileManager):
         self._refuse(path, "deleted")
         return await super().delete_file(path)
 
+    async def create_checkpoint(self, path):
+        self._refuse(path, "checkpointed")
+        return await super().create_checkpoint(path)
+
+    async def list_checkpoints(self, path):
+        if _under(path, READ_ONLY):  # none, and no .ipynb_checkpoints/ folder made in results/ to say so
+            return []
+        return await super().list_checkpoints(path)
+
 
 c = get_config()  # noqa: F821 (Jupyter defines it while it reads this file)
 c.ServerApp.contents_manager_class = WorkbookContentsManager

@@ -98,7 +98,9 @@ def test_recorded_copies_are_read_only_even_for_root(checkout):
         assert model["writable"] is False  # JupyterLab's autosave skips it
         assert (await cm.get("notebooks/n.ipynb"))["writable"] is True
         assert (await cm.get("results/gpu"))["writable"] is False
+        assert await cm.list_checkpoints(path) == []
         for attempt in (cm.save(model, path), cm.delete_file(path), cm.rename_file(path, "x.ipynb"),
+                        cm.create_checkpoint(path),
                         cm.rename_file("notebooks/n.ipynb", "results/gpu/m.ipynb")):
             with pytest.raises(HTTPError) as refused:
                 await attempt
@@ -106,6 +108,7 @@ def test_recorded_copies_are_read_only_even_for_root(checkout):
 
     asyncio.run(go())
     assert (checkout / path).read_bytes() == before
+    assert sorted(p.name for p in (checkout / "results").rglob("*")) == ["gpu", "n.ipynb", "notebooks"]
 
 
 def test_a_chapter_saved_with_the_kernels_python_version_is_left_as_committed(checkout):
