@@ -2,7 +2,7 @@
 #
 #   make run        execute every notebook headless (papermill) into results/<device>/
 #   make test       the whole test suite: CPU tests, kernel compilation, notebooks under nbval
-#   make lab        JupyterLab on the checkout, opened at notebooks/ (results/ holds the executed copies)
+#   make lab        JupyterLab on the checkout, opened at notebooks/ (results/ holds the executed copies, read-only)
 #   make test-gpu   only the tests that need a GPU
 #   make sanitize   compute-sanitizer (memcheck, racecheck, initcheck, synccheck) over every kernel and solution
 #   make bench      measure the device's ceilings and record them under results/<device>/
@@ -15,6 +15,7 @@
 #                   default is the venv's, or `python` inside the active conda environment of environment.yml
 #   TORCH=...       the torch requirement installed into the venv (default: the pin in torch-requirement.txt)
 #   NOTEBOOKS="00 01"  which notebooks `make run` executes (default: all)
+#   LAB_ARGS="--port 8899 --ip 0.0.0.0 --no-browser"  more arguments for `jupyter lab` (a remote GPU machine)
 
 PYTHON   ?= python3
 VENV     ?= .venv
@@ -24,6 +25,7 @@ PY       ?= $(if $(filter $(CONDA_ENV),$(CONDA_DEFAULT_ENV)),python,$(VENV)/bin/
 TORCH_PIN := torch-requirement.txt
 TORCH    ?= $(strip $(shell grep -m1 '^torch' $(TORCH_PIN)))
 NOTEBOOKS ?=
+LAB_ARGS ?=
 STAMP    := $(VENV)/.installed
 
 # Set up the venv only when PY is the venv's interpreter.
@@ -39,7 +41,16 @@ $(STAMP): pyproject.toml $(TORCH_PIN)
 	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"
 	$(VENV)/bin/python -m pip install --quiet -e ".[lab,test]"
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$(CURDIR)" >/dev/null
+	@$(NBSTRIPOUT)
 	@touch $@
+
+# notebooks/ are committed without outputs: nbstripout, as the git filter .gitattributes names, shows git the
+# notebook without outputs and without the kernel's Python version (cell ids kept), whatever a reader ran.
+# It is configured in this checkout's .git/config; outside a git checkout there is nothing to configure.
+NBSTRIPOUT = if git rev-parse --git-dir >/dev/null 2>&1; then \
+	  $(PY) -m nbstripout --install --attributes .gitattributes && \
+	  git config filter.nbstripout.clean "\"$$($(PY) -c 'import sys; print(sys.executable)')\" -m nbstripout --keep-id" && \
+	  git config filter.nbstripout.extrakeys metadata.language_info.version; fi
 
 run: $(SETUP)
 	$(PY) -m utils.run $(if $(NOTEBOOKS),--notebooks $(NOTEBOOKS),)
@@ -64,11 +75,15 @@ ladder: $(SETUP)
 	$(PY) -m utils.ladder
 
 # Lab serves the whole checkout (results/ holds the executed copies) and opens on notebooks/;
+# jupyter_server_config.py keeps results/ read-only and notebooks/' metadata stable, so that opening
+# and leaving any notebook leaves `git status` clean (tests/test_lab_browser.py checks it in Chromium).
 # Jupyter refuses to start as root without --allow-root, which Docker GPU runners need.
 lab: $(SETUP)
+	@$(NBSTRIPOUT)
 	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m jupyter lab \
+	    --config="$(CURDIR)/jupyter_server_config.py" \
 	    --ServerApp.root_dir="$(CURDIR)" --LabApp.default_url=/lab/tree/notebooks \
-	    $(if $(filter 0,$(shell id -u)),--allow-root,)
+	    $(if $(filter 0,$(shell id -u)),--allow-root,) $(LAB_ARGS)
 
 clean:
 	rm -rf build .pytest_cache

@@ -313,9 +313,10 @@ def test_render_readme_table_without_recordings(tmp_path):
 
 
 def test_update_and_check_readme_detect_drift(tmp_path, recorded, capsys):
-    readme = tmp_path / "README.md"
+    readme, front = tmp_path / "results-README.md", tmp_path / "README.md"
     readme.write_text(f"# Title\n\nbefore\n{report.BEGIN}\nstale\n{report.END}\nafter\n")
-    args = ["--readme", str(readme), "--results-dir", str(recorded)]
+    front.write_text(f"# Front\n{report.TIMES[0]}\n{report.TIMES[1]}\n{report.HEADLINE[0]}\n{report.HEADLINE[1]}\n")
+    args = ["--readme", str(readme), "--front-readme", str(front), "--results-dir", str(recorded)]
     assert report.main(["--check-readme", *args]) == 1
     assert "out of date" in capsys.readouterr().err
     assert "stale" in readme.read_text()  # checking never writes
@@ -323,6 +324,7 @@ def test_update_and_check_readme_detect_drift(tmp_path, recorded, capsys):
     text = readme.read_text()
     assert text.startswith("# Title\n\nbefore\n") and text.endswith(f"{report.END}\nafter\n")
     assert ["eager", "off", "10.000", "1.00x", "50 %"] in md_rows(text)
+    assert "No whole-model run recorded yet" in front.read_text()
     assert report.main(["--check-readme", *args]) == 0
     write(recorded, make_record("ceilings", [{**CEILINGS[0], "copy_GBps": 2900.0}], date="2025-08-01T00:00:00+00:00"))
     assert report.update_readme(readme, check=True, results_root=recorded) is False
@@ -333,14 +335,45 @@ def test_update_readme_needs_the_markers(tmp_path):
     readme.write_text("# no markers\n")
     with pytest.raises(ValueError, match="results:begin"):
         report.update_readme(readme, results_root=tmp_path)
+    with pytest.raises(ValueError, match="times:begin"):
+        report.update_front(readme, results_root=tmp_path)
 
 
-def test_repo_readme_table_is_current():
-    """README.md's results span is generated: never edit it by hand."""
+def test_repo_readmes_are_current():
+    """results/README.md's tables and README.md's times and headline are generated: never edit them by hand."""
     assert report.main(["--check-readme"]) == 0, "run `python -m utils.report --update-readme`"
 
 
-# The numbers of README.md's Results section outside the generated span, none of them a measurement of a
+def _fusion_row(problem, tier, contender, ms) -> dict:
+    return {"problem": problem, "tier": tier, "contender": contender, "median_ms": ms, "p20_ms": ms, "p80_ms": ms,
+            "max_abs_vs_eager": 0.0}
+
+
+def test_readme_front_is_generated_from_the_record_and_the_logs(tmp_path):
+    root = tmp_path / "results"
+    rows = []
+    for pid, eager, compiled, fused, fused_tf32 in ((94, 3.0, 2.5, 1.5, 0.5), (75, 4.0, 2.0, 1.0, 0.4)):
+        rows += [_fusion_row(pid, "strict", "eager", eager), _fusion_row(pid, "strict", "torch.compile", compiled),
+                 _fusion_row(pid, "strict", "fused", fused), _fusion_row(pid, "tf32", "fused", fused_tf32)]
+    rec = make_record("whole_model_fusion", rows)
+    write(root, rec)
+    logs = root / rec["device"]["slug"] / "logs" / "final_run"
+    logs.mkdir(parents=True)
+    (logs / "make_run_a.log").write_text("[1/2] 00_setup: ok in 40.0 s\n== summary (gpu mode)\nnotebook  status  time\n"
+                                         "scoreboard  ok  200.0s  0\n00_setup  ok  40.0s  0\n01_models  ok  60.0s  0\n")
+    (logs / "pytest_gpu_a.log").write_text("...\n12 passed, 3 skipped, 9 deselected in 300.50s (0:05:00)\n")
+    headline = report.render_headline(root)
+    # strict: eager / fused = 2.00x and 4.00x; eager / compile = 1.20x and 2.00x; tf32: 6.00x and 10.00x
+    assert "runs 2.00x to 4.00x faster than eager PyTorch" in headline
+    assert "`torch.compile` gives 1.20x to 2.00x" in headline and "with TF32 allowed, 6.00x to 10.00x" in headline
+    assert f"](results/{rec['device']['slug']}/whole_model_scoreboard.png)" in headline
+    times = report.render_times(root)
+    assert "| 5 min: 2 chapters in 100 s, the scoreboard 200 s |" in times
+    assert "its GPU tests (`pytest -m gpu`, 12 passed) 5 min" in times
+    assert "not measured yet" in times  # the CPU's `make run`
+
+
+# The numbers of results/README.md's prose, outside the generated span, none of them a measurement of a
 # committed record: what each one is. A number added to that prose fails the test below until it is either
 # generated (utils/report/) or named here with where it comes from.
 RESULTS_PROSE_NUMBERS = {
@@ -352,28 +385,26 @@ RESULTS_PROSE_NUMBERS = {
 }
 
 
-def test_every_number_in_the_readme_results_section_is_generated():
-    """The committed README's Results section against the records, regenerated in memory: the generated span
-    holds every number of the section, and matches the records line for line; the prose around it holds
-    only the numbers named in RESULTS_PROSE_NUMBERS."""
+def test_every_number_in_the_results_readme_is_generated():
+    """results/README.md against the records, regenerated in memory: the generated span holds every number,
+    and matches the records line for line; the prose around it holds only the numbers named in
+    RESULTS_PROSE_NUMBERS."""
     import difflib
     import re
 
-    text = results.README.read_text()
-    start = text.index("\n## Results\n")
-    section = text[start:text.find("\n## ", start + 1)]
-    assert section.count(report.BEGIN) == 1 and section.count(report.END) == 1, "no generated span in ## Results"
-    head, rest = section.split(report.BEGIN)
+    text = report.RESULTS_README.read_text()
+    assert text.count(report.BEGIN) == 1 and text.count(report.END) == 1, "no generated span in results/README.md"
+    head, rest = text.split(report.BEGIN)
     span, tail = rest.split(report.END)
     expected = f"\n{report.render_readme_table()}\n"
-    diff = list(difflib.unified_diff(span.splitlines(), expected.splitlines(), "README.md", "results/*/*.json",
-                                     lineterm="", n=0))
-    assert span == expected, "README.md's results disagree with the records (`python -m utils.report " \
+    diff = list(difflib.unified_diff(span.splitlines(), expected.splitlines(), "results/README.md",
+                                     "results/*/*.json", lineterm="", n=0))
+    assert span == expected, "results/README.md disagrees with the records (`python -m utils.report " \
                              "--update-readme`):\n" + "\n".join(diff[:40])
     prose = re.findall(r"(?<![\w.])\d+(?:\.\d+)?%?", head + tail)
     assert prose, "no number found in the prose: the pattern no longer reads it"
     assert set(prose) <= set(RESULTS_PROSE_NUMBERS), (
-        f"numbers in the Results section's prose, outside the generated span: "
+        f"numbers in results/README.md's prose, outside the generated span: "
         f"{sorted(set(prose) - set(RESULTS_PROSE_NUMBERS))}; "
         "generate them from a record (utils/report/) or say in RESULTS_PROSE_NUMBERS what they are")
 

@@ -26,7 +26,7 @@ ops         the fused kernels solutions/ call, as torch.library operators (names
 freezing    a drop-in's opt-in freeze(): the GEMM weight's 3xTF32 small parts kept between calls
 export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
 tf32        TF32 emulated with torch: rounding, the 3xTF32 split, split GEMMs, the tensor core's accumulation
-report      (a package) records -> Markdown: the README's results table (`python -m utils.report
+report      (a package) records -> Markdown: the READMEs' generated parts (`python -m utils.report
             --update-readme`) and the tables the notebooks show; imports the library only
 chapters    (a package) notebook chapter support: one module per chapter (and its parts) plus the shared
             session; may import the library, report and solutions/

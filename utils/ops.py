@@ -72,15 +72,29 @@ from utils import build
 aten = torch.ops.aten
 
 
+# What the ops call the module's parameters (the rest are inputs, or activations made from the input)
+_PARAMETERS = {"w", "weight", "bias", "linear_bias", "channel_bias", "gamma", "beta", "w_residual"}
+
+
+def _dtype_fix(names: list[str]) -> str:
+    """What to convert, for tensors of the wrong dtype by their names: the input (x.float()), the module's
+    parameters (model.float()), or both."""
+    fixes = []
+    if inputs := [n for n in names if n not in _PARAMETERS]:
+        fixes.append(f"convert the input: {inputs[0]}.float()")
+    if params := [n for n in names if n in _PARAMETERS]:
+        fixes.append(f"convert the module: model.float() (its {', '.join(params)})")
+    return " and ".join(fixes) + "; the kernels are float32"
+
+
 def _require(op: str, **tensors: Tensor) -> None:
     """float32 tensors (None: an optional one left out) on one device, as the launchers require: the
     fake implementation refuses what the CUDA kernel would, and the CPU path what the kernel's
     float32 would not give. Arguments by the launcher's names, the first one's device the reference."""
     given = [(name, t) for name, t in tensors.items() if t is not None]
-    for name, t in given:
-        if t.dtype != torch.float32:
-            raise TypeError(f"workbook::{op} supports float32 only: {name} is {t.dtype} "
-                            "(the kernels are float32; convert the module with .float())")
+    if wrong := [(name, t) for name, t in given if t.dtype != torch.float32]:
+        raise TypeError(f"workbook::{op} supports float32 only: "
+                        + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; " + _dtype_fix([n for n, _ in wrong]))
     first, there = given[0]
     for name, t in given[1:]:
         if t.device != there.device:

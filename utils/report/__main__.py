@@ -1,4 +1,4 @@
-"""`python -m utils.report`: README.md's results table (utils/report/readme.py)."""
+"""`python -m utils.report`: the generated parts of README.md and results/README.md (utils/report/readme.py)."""
 from utils.report.readme import main
 
 raise SystemExit(main())

@@ -1,8 +1,13 @@
-"""README.md's results table, generated from the records under results/ (utils.results).
+"""The READMEs' generated parts, from what is recorded under results/ (utils.results):
 
-    python -m utils.report --update-readme   # regenerate README.md's results table
-    python -m utils.report --check-readme    # exit 1 if the table is out of date (a test runs this)
-    python -m utils.report --show            # print the table
+- results/README.md's tables: every record of every device;
+- README.md's first screen: the three commands' times (from the run logs under results/<device>/logs/final_run/
+  and, for the 2-core CPU machine, CPU_TIMES below) and the headline figure with its plot (from the newest
+  `whole_model_fusion` record).
+
+    python -m utils.report --update-readme   # regenerate both
+    python -m utils.report --check-readme    # exit 1 if either is out of date (a test runs this)
+    python -m utils.report --show            # print the tables
 
 RENDERERS maps a record kind (utils.results.KINDS) to its Markdown; a kind without one is listed under
 its device without being rendered. Adding a kind: its entry keys in utils.results.KINDS, its rendering
@@ -11,15 +16,33 @@ here (a function of utils/report/ that takes the record).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Callable
 
 from utils.report import records, scoreboard, tensor_cores
+from utils import REPO
 from utils.results import KINDS, README, kernel_drift, read, root_dir, short_commit
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
+TIMES = ("<!-- times:begin -->", "<!-- times:end -->")  # README.md's generated parts: the commands' times
+HEADLINE = ("<!-- headline:begin -->", "<!-- headline:end -->")  # and the headline figure
+RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps the first screen
+
+# The 2-core CPU machine (no GPU) has no run folder under results/ (that holds GPU runs): its times, as measured,
+# each with what it includes. None: not measured yet.
+# - `make lab`: from the command to the server answering /api/status, .venv/ already set up, on a machine busy
+#   with other jobs (load average 10 on 2 cores): an upper bound.
+# - `make test`: .ci/run on a clean clone (.venv/ set up, every kernel built cold, GPU tests skipped), timed
+#   by the shell around it; pytest's own summary line gave the tests' part.
+CPU_TIMES = {
+    "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
+    "make run": None,
+    "make test": "718 s (12 min) on a clean clone, the setup of `.venv/` and every kernel's cold build "
+                 "included; pytest 632 s of it",
+}
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
     "ceilings": records.render_ceilings,
@@ -87,39 +110,146 @@ def render_readme_table(results_root: str | Path | None = None) -> str:
     return "\n\n".join([header, *(_render_device(by_device[slug]) for slug in sorted(by_device))])
 
 
-def update_readme(readme: str | Path = README, check: bool = False, results_root: str | Path | None = None) -> bool:
-    """Regenerate the span between the results markers. True if it was already up to date;
-    with check=True nothing is written."""
-    readme = Path(readme)
-    text = readme.read_text()
-    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
-        raise ValueError(f"{readme} needs one {BEGIN} line followed by one {END} line around the results table")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    new = f"{head}{BEGIN}\n{render_readme_table(results_root)}\n{END}{tail}"
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
+
+
+def gpu_run_times(folder: Path) -> dict | None:
+    """What the run logs of a device folder say (logs/final_run/): every notebook's and the scoreboard's time
+    from `make run`'s summaries, and `pytest -m gpu`'s outcome; None without such logs."""
+    logs = folder / "logs" / "final_run"
+    run: dict[str, float] = {}
+    for log in sorted(logs.glob("make_run_*.log")):
+        summary = log.read_text(errors="replace").split("== summary", 1)[-1]
+        run |= {name: float(t) for name, t in re.findall(r"(?m)^(\S+)\s+ok\s+([\d.]+)s\b", summary)}
+    tests = None
+    for log in sorted(logs.glob("pytest_gpu_*.log")):
+        if m := re.search(r"(\d+) passed.*? in ([\d.]+)s", log.read_text(errors="replace").splitlines()[-1]):
+            tests = {"passed": int(m.group(1)), "s": float(m.group(2))}
+    return {"run": run, "tests": tests} if run else None
+
+
+def _headline_record(root: Path) -> tuple[str, dict] | None:
+    found = [(p.parent.name, read(p)) for p in sorted(root.glob("*/whole_model_fusion.json"))]
+    return max(found, key=lambda f: f[1]["date"]) if found else None
+
+
+def _speedups(rec: dict, tier: str, over: str) -> list[float]:
+    """Per problem: `over` (eager or torch.compile, at the strict tier) over the fused kernel at `tier`."""
+    at = {(e["problem"], e["contender"], e["tier"]): e["median_ms"] for e in rec["entries"]}
+    return [at[(p, over, "strict")] / at[(p, "fused", tier)] for p, c, t in at if c == "fused" and t == tier]
+
+
+def _span(values: list[float]) -> str:
+    return f"{min(values):.2f}x to {max(values):.2f}x"
+
+
+GENERATED = "<!-- generated by `python -m utils.report --update-readme`: do not edit by hand -->"
+
+
+def render_times(results_root: str | Path | None = None) -> str:
+    """README.md's three commands with their times: on the GPU of the newest whole-model record, from its run
+    logs; on the 2-core CPU machine, CPU_TIMES."""
+    root = root_dir(results_root)
+    header = GENERATED
+    head = _headline_record(root)
+    gpu = gpu_run_times(root / head[0]) if head else None
+    gpu_name = head[1]["device"]["name"] if head else "a GPU"
+    if gpu:
+        chapters = {k: v for k, v in gpu["run"].items() if k != "scoreboard"}
+        run_gpu = (f"{_minutes(sum(gpu['run'].values()))}: {len(chapters)} chapters in "
+                   f"{sum(chapters.values()):.0f} s" + (f", the scoreboard {gpu['run']['scoreboard']:.0f} s"
+                                                        if "scoreboard" in gpu["run"] else ""))
+        test_gpu = (f"not timed as a whole; its GPU tests (`pytest -m gpu`, {gpu['tests']['passed']} passed) "
+                    f"{_minutes(gpu['tests']['s'])}" if gpu["tests"] else "not measured yet")
+    else:
+        run_gpu = test_gpu = "not measured yet"
+
+    def cpu(cmd: str) -> str:
+        return CPU_TIMES[cmd] or "not measured yet"
+
+    lines = [header, "",
+             f"| command | what it does | on a GPU machine ({gpu_name}) | on a 2-core CPU machine, no GPU |",
+             "|---|---|---|---|",
+             "| `make lab` | JupyterLab at `notebooks/`; the recorded copies under `results/<device>/notebooks/` "
+             f"open read-only | {'not measured yet'} | {cpu('make lab')} |",
+             "| `make run` | executes every chapter headless; on a GPU measures and records into `results/<device>/` "
+             f"| {run_gpu} | {cpu('make run')} |",
+             "| `make test` | the test suite: CPU tests, every kernel compiled, the notebooks under nbval "
+             f"| {test_gpu} | {cpu('make test')} |"]
+    lines += ["", "Each command first sets up `.venv/` if it is missing (about a minute from a local wheel cache, "
+                  "longer from the network). The GPU times are the run's own, from its logs "
+                  f"(`results/{head[0] if head else '<device>'}/logs/final_run/`): setup and kernel builds "
+                  "before it left out."]
+    return "\n".join(lines)
+
+
+def render_headline(results_root: str | Path | None = None) -> str:
+    """README.md's headline figure, from the newest `whole_model_fusion` record, and its plot."""
+    head = _headline_record(root_dir(results_root))
+    lines = [GENERATED]
+    if head is None:
+        lines += ["", "No whole-model run recorded yet: on a GPU, `make run` records it under `results/<device>/`."]
+    else:
+        slug, rec = head
+        png = f"results/{slug}/whole_model_scoreboard.png"
+        lines += ["", f"**The headline.** On {rec['device']['name']}, each whole model in one kernel (the GEMM on the "
+                      f"tensor cores, everything after it in its epilogue) runs "
+                      f"{_span(_speedups(rec, 'strict', 'eager'))} faster than eager PyTorch at fp32's accuracy "
+                      f"(TF32 off), where `torch.compile` gives {_span([e / c for e, c in zip(_speedups(rec, 'strict', 'eager'), _speedups(rec, 'strict', 'torch.compile'))])}; "
+                      f"with TF32 allowed, {_span(_speedups(rec, 'tf32', 'eager'))} faster than eager fp32 "
+                      f"(recorded {rec['date'][:10]}, `{slug}/whole_model_fusion.json`).",
+                  "", f"![speedup over eager fp32 of the four whole models]({png})"]
+    return "\n".join(lines)
+
+
+def _update_span(path: Path, begin: str, end: str, body: str, check: bool) -> bool:
+    text = path.read_text()
+    if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
+        raise ValueError(f"{path} needs one {begin} line followed by one {end} line around its generated part")
+    head, rest = text.split(begin)
+    _, tail = rest.split(end)
+    new = f"{head}{begin}\n{body}\n{end}{tail}"
     if new == text:
         return True
     if not check:
-        readme.write_text(new)
+        path.write_text(new)
     return False
 
 
+def update_front(readme: str | Path = README, check: bool = False, results_root: str | Path | None = None) -> bool:
+    """Regenerate README.md's first screen (the times and the headline). True if it was already up to date."""
+    times = _update_span(Path(readme), *TIMES, render_times(results_root), check)
+    return _update_span(Path(readme), *HEADLINE, render_headline(results_root), check) and times
+
+
+def update_readme(readme: str | Path = RESULTS_README, check: bool = False, results_root: str | Path | None = None) -> bool:
+    """Regenerate results/README.md's tables (between the results markers). True if it was already up to
+    date; with check=True nothing is written."""
+    return _update_span(Path(readme), BEGIN, END, render_readme_table(results_root), check)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m utils.report", description="README results table from results/")
+    ap = argparse.ArgumentParser(prog="python -m utils.report", description="the READMEs' generated parts from results/")
     what = ap.add_mutually_exclusive_group(required=True)
-    what.add_argument("--update-readme", action="store_true", help="rewrite the README's results table")
-    what.add_argument("--check-readme", action="store_true", help="exit 1 if the README's table is out of date")
-    what.add_argument("--show", action="store_true", help="print the table")
-    ap.add_argument("--readme", type=Path, default=README)
+    what.add_argument("--update-readme", action="store_true", help="rewrite the generated parts of both READMEs")
+    what.add_argument("--check-readme", action="store_true", help="exit 1 if either README is out of date")
+    what.add_argument("--show", action="store_true", help="print the tables")
+    ap.add_argument("--readme", type=Path, default=RESULTS_README, help="the tables' README (results/README.md)")
+    ap.add_argument("--front-readme", type=Path, default=README, help="the first screen's README (README.md)")
     ap.add_argument("--results-dir", type=Path, default=None, help="results root (default results/)")
     args = ap.parse_args(argv)
     if args.show:
         print(render_readme_table(args.results_dir))
         return 0
-    current = update_readme(args.readme, check=args.check_readme, results_root=args.results_dir)
-    if args.check_readme and not current:
-        print(f"{args.readme}: the results table is out of date with results/; "
-              "run `python -m utils.report --update-readme` (never edit that span by hand)", file=sys.stderr)
+    stale = []
+    for path, update in ((args.readme, update_readme), (args.front_readme, update_front)):
+        current = update(path, check=args.check_readme, results_root=args.results_dir)
+        if not current:
+            stale.append(path)
+        print(f"{path}: {'already up to date' if current else 'out of date' if args.check_readme else 'updated'}")
+    if args.check_readme and stale:
+        print(f"{', '.join(map(str, stale))}: out of date with results/; run `python -m utils.report --update-readme` "
+              "(never edit a generated part by hand)", file=sys.stderr)
         return 1
-    print(f"{args.readme}: results table {'already up to date' if current else 'updated'}")
     return 0
