@@ -466,3 +466,16 @@ def test_the_profile_table_and_prose_come_from_the_record():
                                      {**e, "value": 30.0} if "fma" in e["metric"] else e for e in PROFILE["entries"]]}
     assert "DRAM binds: 90% of its peak" in lc.profile_prose(memory)
     assert "no metrics of rung 9" in lc.profile_prose(PROFILE, "rung 9")
+
+
+def test_a_contender_with_no_flat_stretch_is_said_so_and_rung_7_gets_its_line():
+    N = K = 8192
+    ms = [2**i for i in range(15)]
+    cublas = {M: 0.114 if M == 1 else max(0.16, 0.0026 * M) for M in ms}  # rises at once, as fp32 cuBLAS did
+    rung7 = {M: max(0.82, 0.003 * M) for M in ms}  # flat to M = 256
+    rows = [{"contender": c, "M": M, "N": N, "K": K, "median_ms": t}
+            for c, times in ((ladder.REFERENCE, cublas), ("gemm_07_pipelined", rung7)) for M, t in times.items()]
+    text = lc.sweep_regimes(rows, CEILINGS)
+    assert "already grows 1.40x by M = 2: no flat stretch" in text and "up to M = 1:" not in text
+    assert "**Measured, gemm_07_pipelined**: its time stays within 1.25x of its time at M = 1" in text
+    assert "up to M = 256" in text

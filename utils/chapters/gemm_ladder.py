@@ -412,30 +412,44 @@ def crossover_m(N: int, K: int, ceilings: bench.Ceilings) -> float:
 
 
 def sweep_regimes(rows: list[dict], ceilings: bench.Ceilings, contender: str = ladder.REFERENCE,
-                  flat: float = 1.25) -> str:
-    """Markdown: where each regime begins, from the floors and from the measured times of `contender`: the
-    largest M whose time stays within `flat` of its smallest M's (one read of the weight costs the same for one
-    row or many), the M from which time per row stays within `flat` of the largest M's (the compute regime), and
-    the crossover of the two floors. Every number comes from the rows and the ceilings."""
+                  flat: float = 1.25, also: tuple[str, ...] = ("gemm_07_pipelined",)) -> str:
+    """Markdown: where each regime begins, from the floors and from the measured times of `contender` (and of
+    each of `also` that the sweep holds): the largest M whose time stays within `flat` of its smallest M's (one
+    read of the weight costs the same for one row or many), the M from which time per row stays within `flat`
+    of the largest M's (the compute regime), and the crossover of the two floors. Every number comes from the
+    rows and the ceilings."""
     mine = sorted((r["M"], r["median_ms"]) for r in rows if r["contender"] == contender)
     if len(mine) < 3:
         return f"Too few sizes of {contender} in the sweep to say where its regimes begin."
     N, K = next((r["N"], r["K"]) for r in rows)
-    (m0, t0), (m1, t1) = mine[0], mine[-1]
-    flat_until = max(M for M, t in mine if t <= flat * t0)
-    per_row = t1 / m1
-    compute_from = min(M for M, t in mine if all(t2 / M2 <= flat * per_row for M2, t2 in mine if M2 >= M))
     cross = crossover_m(N, K, ceilings)
     weight_ms = bench.FP32_BYTES * N * K / (ceilings.copy_GBps * 1e9) * 1e3
-    return "\n".join([
+    lines = [
         f"- **The floors** ({ceilings.source}): reading the {bench.FP32_BYTES * N * K / 2**20:.0f} MiB weight once "
         f"takes {weight_ms:.3f} ms at {ceilings.copy_GBps:,.0f} GB/s; the fp32 arithmetic ({ceilings.fp32_tflops:.1f} "
-        f"TFLOP/s) takes as long at M = {cross:,.0f}. Below that the floor is the weight's bandwidth, above it the FMAs.",
-        f"- **Measured, {contender}**: its time stays within {flat:g}x of its time at M = {m0} "
-        f"({t0:.3f} ms) up to M = {flat_until:,}: the weight-bandwidth regime, where more rows of x ride on the "
-        f"same read of w. From M = {compute_from:,} on, its time per row stays within {flat:g}x of its time per "
-        f"row at M = {m1:,} ({per_row * 1e3:.2f} us): the compute regime.",
-    ])
+        f"TFLOP/s) takes as long at M = {cross:,.0f}. Below that the floor is the weight's bandwidth, above it the FMAs."]
+    for name in (contender, *also):
+        times = sorted((r["M"], r["median_ms"]) for r in rows if r["contender"] == name)
+        if len(times) >= 3:
+            lines.append(_regime_line(name, times, flat, weight_ms))
+    return "\n".join(lines)
+
+
+def _regime_line(name: str, times: list[tuple[int, float]], flat: float, weight_ms: float) -> str:
+    (m0, t0), (m1, t1) = times[0], times[-1]
+    flat_until = max(M for M, t in times if t <= flat * t0)
+    per_row = t1 / m1
+    compute_from = min(M for M, t in times if all(t2 / M2 <= flat * per_row for M2, t2 in times if M2 >= M))
+    if flat_until == m0:
+        (m_next, t_next) = times[1]
+        small = (f"its time at M = {m0} ({t0:.3f} ms, {t0 / weight_ms:.1f}x the weight's floor) already grows "
+                 f"{t_next / t0:.2f}x by M = {m_next:,}: no flat stretch of {flat:g}x")
+    else:
+        small = (f"its time stays within {flat:g}x of its time at M = {m0} ({t0:.3f} ms, {t0 / weight_ms:.1f}x the "
+                 f"weight's floor) up to M = {flat_until:,}: the weight-bandwidth regime, where more rows of x ride "
+                 "on the same read of w")
+    return (f"- **Measured, {name}**: {small}. From M = {compute_from:,} on, its time per row stays within "
+            f"{flat:g}x of its time per row at M = {m1:,} ({per_row * 1e3:.2f} us): the compute regime.")
 
 
 # --------------------------------------------------------------------------- the profile
