@@ -30,8 +30,9 @@ def sass_by_function(cu: Path, kernels_dir: Path, work: Path) -> dict[str, str]:
     arch = build.required_arch(cu.read_text()) or toolchain.DEFAULT_ARCH
     cubin = work / (cu.stem + ".cubin")
     includes = [f"-I{d}" for d in (kernels_dir, cu.parent, *cpp_extension.include_paths(device_type="cuda"))]
-    subprocess.run(["nvcc", "-cubin", "-O3", "-lineinfo", build.gencode_flag(arch), "-std=c++17",
-                    "-DTORCH_EXTENSION_NAME=sass", *includes, "-o", str(cubin), str(cu)], check=True)
+    # torch's own nvcc flags (load_inline adds them: --expt-relaxed-constexpr among them), then utils.build's
+    subprocess.run(["nvcc", "-cubin", *cpp_extension.COMMON_NVCC_FLAGS, "-O3", "-lineinfo", build.gencode_flag(arch),
+                    "-std=c++17", "-DTORCH_EXTENSION_NAME=sass", *includes, "-o", str(cubin), str(cu)], check=True)
     dump = subprocess.run(["cuobjdump", "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     functions = {}
     for block in re.split(r"\n\s*Function : ", dump)[1:]:
