@@ -122,23 +122,6 @@ __global__ void __launch_bounds__(1024)
   }
 }
 
-// The broadcast write as notebook 07 launches it from Python (`// @launch`): the body of
-// broadcast_add_vec4_kernel (common/broadcast_add.cuh), which its launcher may also launch as a
-// programmatic dependent; launched the ordinary way, wait_for_producer() returns at once.
-// @launch
-__global__ void __launch_bounds__(kBroadcastThreads)
-    broadcast_write_vec4(const float* __restrict__ rowmin, const float* __restrict__ bias, float* __restrict__ out,
-                         int64_t N, int64_t C) {
-  wait_for_producer();
-  const int64_t n = 4 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
-  if (n >= N) return;  // no barrier below: threads past the end may leave
-  const float4 m = load4(rowmin + n);
-  for (int64_t c = blockIdx.y; c < C; c += gridDim.y) {
-    const float b = bias[c];
-    store4(out + c * N + n, make_float4(m.x + b, m.y + b, m.z + b, m.w + b));
-  }
-}
-
 // rowmin (N, 1) for x (N, C) already checked, on the current stream.
 static torch::Tensor row_min_of_group_norm(const torch::Tensor& x, int64_t G, const torch::Tensor& gamma,
                                            const torch::Tensor& beta, double eps) {

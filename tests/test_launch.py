@@ -121,3 +121,9 @@ def test_launches_compute_and_check(scale_module, cuda):
         scale_module.scale_kernel[1, 2048](x, out, 2.0, 3)
     with pytest.raises(RuntimeError, match="n \\(a int\\) must fit its type"):
         scale_module.scale_kernel[1, 32](x, out, 2.0, 2**40)
+
+
+def test_a_kernel_marked_in_an_included_header_is_launchable(tmp_path):
+    (tmp_path / "mine.cuh").write_text("#pragma once\n// @launch\n__global__ void from_header(float* out, int n) {}\n")
+    (tmp_path / "uses.cu").write_text('#include "mine.cuh"\n// @launch\n__global__ void own(const float* x, int n) {}\n')
+    assert [k.name for k in build.plan("uses", kernels_dir=tmp_path).launchables] == ["own", "from_header"]

@@ -381,12 +381,12 @@ def test_sweep_regimes_are_read_from_the_entries():
 # --- the kernels chapters 05-07 launch from a cell (`// @launch`) -----------------------------------------------
 
 LAUNCHED = {"activations": ["bias_hardtanh_mish_vec4"], "groupnorm": ["group_norm_leaky_relu_x2_team2"],
-            "min_bias_broadcast": ["group_norm_row_min_team_kernel", "broadcast_write_vec4"]}
+            "min_bias_broadcast": ["group_norm_row_min_team_kernel", "broadcast_add_vec4_kernel"]}
 
 
 def test_the_kernels_the_chapters_launch_are_marked():
-    from utils import build, launch
-    assert {n: [k.name for k in launch.launchables(build.kernel_source(n))] for n in LAUNCHED} == LAUNCHED
+    from utils import build
+    assert {n: [k.name for k in build.plan(n).launchables] for n in LAUNCHED} == LAUNCHED  # the file's and its headers'
 
 
 @pytest.mark.gpu
@@ -413,7 +413,7 @@ def test_the_launched_kernels_write_every_element_as_pytorch_computes_it():
     rowmin = torch.full((N, 1), float("nan"), device="cuda")
     out = torch.full((1, C, N, 1), float("nan"), device="cuda")
     mb.group_norm_row_min_team_kernel[(N,), (256,), 0](x, gamma, beta, rowmin, N, G, 16, mc.EPS)
-    mb.broadcast_write_vec4[(1, 7), (256,), 0](rowmin, b4, out, N, C)
+    mb.broadcast_add_vec4_kernel[(1, 7), (256,), 0](rowmin, b4, out, N, C)
     torch.testing.assert_close(out, torch.min(F.group_norm(x, G, gamma, beta, mc.EPS), 1, keepdim=True)[0] + b4,
                                atol=1e-4, rtol=1e-4)
 

@@ -25,7 +25,6 @@ SASS_IDENTICAL = {
     "nvidia-h100-80gb-hbm3": ("logs/reader_works/sass_identity.log", {
         "kernels/activations.cu": ["activations.cu"],
         "kernels/groupnorm.cu": ["groupnorm.cu"],
-        "kernels/min_bias_broadcast.cu": ["min_bias_broadcast.cu"],
         "kernels/gemm_07_pipelined.cu": ["gemm_07_pipelined.cu"],
         "kernels/gemm_08_mma_tf32.cu": ["gemm_08_mma_tf32.cu"],
         "kernels/common/gemm_pipelined.cuh": ["gemm_07_pipelined.cu", "gemm_bias.cu", "exercises/gemm_epilogue_relu.cu"],

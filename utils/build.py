@@ -301,8 +301,10 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     path = kernel_path(name, kernels_dir)
     source = path.read_text()
     exports = exported_functions(source, display_path(path))
-    try:
+    headers = included_headers(path, kernels_dir)
+    try:  # a kernel is marked where it is defined: in the file, or in a header the file includes
         kernels = launch.launchables(source, display_path(path))
+        kernels += [k for h in headers for k in launch.launchables(h.read_text(), display_path(h))]
     except launch.LaunchSourceError as err:
         raise KernelSourceError(str(err)) from None
     if not exports and not kernels:
@@ -323,7 +325,6 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     cpp_source = (BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
                   + ("\n" + launch.declarations(kernels) if kernels else "")
                   + registration_source(exports))
-    headers = included_headers(path, kernels_dir)
     key = cache_key(
         cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
         tc.torch_version, str(tc.nvcc_version),

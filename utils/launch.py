@@ -12,7 +12,9 @@ as it is, and Python chooses the launch configuration, as `<<<grid, block, smem>
     mod.scale_kernel[grid, block](x, out, 2.0, n)          # shared memory 0
     mod.scale_kernel[grid, block, 48 * 1024](x, out, 2.0, n)
 
-A template kernel names its instance in the mark: `// @launch: <128, true>`.
+A template kernel names its instance in the mark: `// @launch: <128, true>`. The mark sits where the kernel
+is defined, in the built file or in a header it includes (kernels/common/...): a comment, so marking a
+production kernel changes none of its code.
 
 Each pointer parameter takes a contiguous CUDA tensor of the pointee's dtype, each integer, float
 or bool parameter a Python number; the generated C++ checks every argument (device, dtype,

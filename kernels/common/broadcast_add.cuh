@@ -15,7 +15,9 @@ constexpr int kBroadcastThreads = 256;
 
 // out (C, N) = rowmin[n] + bias[c], n4 = the float4 of n this thread owns. Both kernels may run
 // as dependents of the row minimum (common/dependent_launch.cuh): nothing reads rowmin before
-// wait_for_producer().
+// wait_for_producer(). Notebook 07 launches the float4 one from Python too (`// @launch`: launched the
+// ordinary way, not as a dependent, wait_for_producer() returns at once).
+// @launch
 __global__ void __launch_bounds__(kBroadcastThreads)
     broadcast_add_vec4_kernel(const float* __restrict__ rowmin, const float* __restrict__ bias,
                               float* __restrict__ out, int64_t N, int64_t C) {
