@@ -116,17 +116,17 @@ def traffic_table(variants: dict[str, Callable[[], object]]) -> str:
 # --------------------------------------------------------------------------- reading the kernel
 
 def show_epilogue() -> None:
-    """Display the end of rung 7's kernel, from the last cp.async wait to its closing brace: the only
-    place the epilogue is called."""
+    """Display the end of rung 7's block code (gemm_pipelined_block, which gemm_pipelined_kernel runs), from the
+    last cp.async wait to its closing brace: the only place the epilogue is called."""
     from IPython.display import Code, Markdown, display
 
     path = source_path(HEADER)
     text = path.read_text()
-    span = find_definition(text, "gemm_pipelined_kernel")
+    span = find_definition(text, "gemm_pipelined_block")
     lines = text.splitlines()
     first = next(i + 1 for i in range(span.first_line - 1, span.last_line) if "cp_async_wait<0>()" in lines[i])
     display(Markdown(f"`{build.display_path(path)}`, lines {first}-{span.last_line} "
-                     "(gemm_pipelined_kernel: after the K loop, the epilogue)"))
+                     "(gemm_pipelined_block: after the K loop, the epilogue)"))
     display(Code("\n".join(lines[first - 1:span.last_line]), language="cuda"))
 
 
