@@ -40,8 +40,8 @@ RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps t
 CPU_TIMES = {
     "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
     "make run": None,
-    "make test": "35 min on a clean clone (ad8f2d1), the setup of `.venv/` and every kernel's cold build "
-                 "included, another build sharing the 2 cores for its first 17 min; pytest 1780 s of it",
+    "make test": "25 min on a clean clone (9ea259b), the setup of `.venv/` and every kernel's cold build "
+                 "included; pytest 1220 s of it",
 }
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
