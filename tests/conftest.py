@@ -52,13 +52,8 @@ def kernels_built_side_by_side(request):
     wanted = any(item.get_closest_marker("compile") or item.get_closest_marker("gpu") for item in request.session.items)
     if os.environ.get("WORKBOOK_PREBUILD", "1") == "0" or not wanted or env.mode() == "reference-only":
         return
-    # every kernel file of kernels/, kernels/probes/ and kernels/exercises/ (as committed), the way the tests load them
-    kernels = [name for name in sorted(p.stem for p in build.KERNELS_DIR.glob("*.cu")) if build.builds_here(name)]
-    for folder in (build.KERNELS_DIR / "probes", build.KERNELS_DIR / "exercises"):
-        kernels += [build.Variant(name, kernels_dir=folder) for name in sorted(p.stem for p in folder.glob("*.cu"))
-                    if build.builds_here(name, folder)]
     # built, not imported: each test still loads (warm) what it uses. A kernel that does not build is
     # left to the tests that use it, which fail with nvcc's error.
-    failed = build.load_kernels(kernels, build_only=True, on_error="return")
+    failed = build.prebuild()
     for item, error in failed.items():
         print(f"prebuild: {item} did not build ({type(error).__name__}); its tests will say why")

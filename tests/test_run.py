@@ -134,6 +134,29 @@ def test_a_whole_run_on_a_gpu_measures_the_scoreboard_first_and_nothing_else_doe
         assert not run.wants_scoreboard(mode, None, None) and not run.wants_scoreboard(mode, None, True)
 
 
+def test_steps_named_one_by_one_run_in_their_order_and_only_on_a_gpu():
+    assert run.chosen_steps("gpu", None, None, None) == ["scoreboard", "profile"]
+    assert run.chosen_steps("gpu", ["10"], None, None) == []
+    assert run.chosen_steps("gpu", ["10"], None, ["profile"]) == ["profile"]
+    assert run.chosen_steps("gpu", None, True, ["profile", "scoreboard"]) == ["scoreboard", "profile"]
+    assert run.chosen_steps("gpu", None, None, []) == []
+    assert run.chosen_steps("compile-only", None, None, ["scoreboard"]) == []
+
+
+def test_steps_alone_run_no_notebook(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(run.env, "device_slug", lambda: "gpu-a")
+    monkeypatch.setattr(run.env, "mode", lambda: "gpu")
+    ran = []
+    monkeypatch.setattr(run, "run_scoreboard", lambda root, reps, timeout: ran.append("scoreboard") or
+                        run.Outcome("scoreboard", "ok", 1.0, root / "scoreboard.json"))
+    monkeypatch.setattr(run, "run_profile", lambda root, timeout: ran.append("profile") or
+                        run.Outcome("profile", "ok", 1.0, root / "profile.json"))
+    monkeypatch.setattr(run, "run_one", lambda *a, **k: ran.append("notebook"))
+    assert run.main(["--steps", "scoreboard", "--results-dir", str(tmp_path)]) == 0
+    assert ran == ["scoreboard"]
+    assert "[scoreboard] ok in 1.0 s" in capsys.readouterr().out
+
+
 def test_the_scoreboard_step_runs_the_scoreboard_and_reports_its_outcome(tmp_path, monkeypatch):
     calls = []
     monkeypatch.setattr(run, "run_in_group", lambda cmd, timeout: calls.append((cmd, timeout)) or (1, 2.5))

@@ -432,6 +432,22 @@ def _build_only(item: Variant, max_jobs: int) -> str:
     return str(item)
 
 
+def every_kernel_file() -> list[Variant]:
+    """Every kernel file of kernels/, kernels/probes/ and kernels/exercises/ (as committed) that builds for
+    this machine, the way the tests and the chapters load them: what a prebuild builds."""
+    found = []
+    for folder in (KERNELS_DIR, KERNELS_DIR / "probes", KERNELS_DIR / "exercises"):
+        found += [Variant(name, kernels_dir=None if folder == KERNELS_DIR else folder)
+                  for name in sorted(p.stem for p in folder.glob("*.cu")) if builds_here(name, folder)]
+    return found
+
+
+def prebuild() -> dict:
+    """Build every kernel file side by side (load_kernels, build_only): later loads are warm. A kernel that
+    does not build is returned with its error, and left to whatever uses it, which fails with nvcc's error."""
+    return load_kernels(every_kernel_file(), build_only=True, on_error="return")
+
+
 def load_kernels(kernels: Sequence[str | Variant | tuple] | Mapping[object, str | Variant | tuple],
                  jobs: int | None = None, *, kernels_dir: Path | None = None, build_only: bool = False,
                  on_error: str = "raise") -> dict:
@@ -984,3 +1000,11 @@ def op_kernel(qualname: str) -> str:
     if qualname not in _op_kernels:
         raise KeyError(f"no registered op {qualname!r}; registered: {sorted(_op_kernels)}")
     return _op_kernels[qualname]
+
+
+if __name__ == "__main__":  # python -m utils.build: every kernel file, built side by side
+    import sys
+    failures = prebuild()
+    for item, error in failures.items():
+        print(f"prebuild: {item} did not build ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
+    sys.exit(1 if failures else 0)

@@ -3,6 +3,7 @@
     python -m utils.run                      # every notebook (on a GPU the scoreboard first)
     python -m utils.run --notebooks 00 01    # a selection, by number
     python -m utils.run --timeout 1200 --reps 20
+    python -m utils.run --steps scoreboard   # only the scoreboard (--steps profile --notebooks 09: both)
 
 Each notebook runs in its own papermill process (so a crashed kernel or a hung cell
 cannot take the others down) with the parameters DEVICE, SCALE, REPS and
@@ -20,7 +21,8 @@ and reads it back, so the protocol lives in one place.
 A whole run on a GPU first measures and records the scoreboard (`python -m
 utils.chapters.scoreboard`), which chapters 02-10 show, and the profile (`python -m utils.profile`),
 which 03 and 09 read: one `make run` leaves every record of one commit (--scoreboard /
---no-scoreboard decide both for a selection).
+--no-scoreboard decide both for a selection; --steps names them one by one, and alone runs no notebook,
+so that a machine with several GPUs can record them side by side with the chapters that do not read them).
 """
 from __future__ import annotations
 
@@ -210,6 +212,13 @@ def run_profile(results_root: Path, timeout: float) -> Outcome:
 STEPS = ("scoreboard", "profile")  # what a whole run records before the notebooks, which show it
 
 
+def chosen_steps(mode: str, selection: list[str] | None, asked: bool | None, steps: list[str] | None) -> list[str]:
+    """The records measured before the notebooks: --steps as named, else both or none (wants_scoreboard)."""
+    if steps is not None:
+        return [s for s in STEPS if s in steps] if mode == "gpu" else []
+    return list(STEPS) if wants_scoreboard(mode, selection, asked) else []
+
+
 def _run_step(kind: str, cmd: list[str], results_root: Path, timeout: float, failed: str) -> Outcome:
     record = results.write_root(results_root) / env.device_slug() / f"{kind}.json"
     rc, seconds = run_in_group(cmd, timeout)
@@ -243,10 +252,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results-dir", type=Path, default=REPO / "results", help="results root (default results/)")
     ap.add_argument("--scoreboard", action=argparse.BooleanOptionalAction, default=None,
                     help="measure and record the scoreboard first (default: on a GPU, when every notebook runs)")
+    ap.add_argument("--steps", nargs="*", choices=STEPS, default=None,
+                    help="which of the scoreboard and the profile to record first; without --notebooks, no notebook runs")
     args = ap.parse_args(argv)
 
     mode = env.mode()
-    notebooks = find_notebooks(args.notebooks)
+    notebooks = [] if args.steps is not None and args.notebooks is None else find_notebooks(args.notebooks)
     params = default_parameters(mode, args.reps, args.results_dir.resolve())
     out_dir = output_dir(mode, args.results_dir.resolve())
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -258,10 +269,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"removed a stale build lock: {stale}")
 
     outcomes = []
-    if wants_scoreboard(mode, args.notebooks, args.scoreboard):
+    steps = chosen_steps(mode, args.notebooks, args.scoreboard, args.steps)
+    if "scoreboard" in steps:
         print("\n[scoreboard] every chapter's stage, measured before the chapters that show it", flush=True)
         outcomes.append(run_scoreboard(args.results_dir.resolve(), args.reps, args.timeout))
         print(f"[scoreboard] {outcomes[-1].status} in {outcomes[-1].seconds:.1f} s", flush=True)
+    if "profile" in steps:
         print("\n[profile] Nsight Compute on rung 7 and a whole-model kernel, read by chapters 03 and 09", flush=True)
         outcomes.append(run_profile(args.results_dir.resolve(), args.timeout))
         print(f"[profile] {outcomes[-1].status} in {outcomes[-1].seconds:.1f} s", flush=True)

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# `make run` and `pytest -m gpu` at one commit on a machine with four GPUs, in two parts that each end within
+# ten minutes (PART=1, then PART=2 on the same machine: build/ is kept between them). Every chapter runs as
+# `python -m utils.run`, on the GPU given by CUDA_VISIBLE_DEVICES, into one results folder
+# (build/fullrun/results, a copy of results/). A chapter starts only once the records it reads have been
+# written by this run (`wait_for KIND`: the record carries this commit), so every chapter shows this run's
+# figures; the one exception, 11's final scoreboard reading 10's `solutions`, is checked after the run
+# (check_order.py).
+#   PART=1: GPU0 the scoreboard, then 02 04 05 07; GPU1 the profile, 08, 09, 03; GPU2 01, 00, 06;
+#           GPU3 the first third of the GPU tests.
+#   PART=2: GPU0 10; GPU1 11; GPU2 the second third of the GPU tests; GPU3 the last third, then
+#           compute-sanitizer on the solutions and the exercises.
+# Under $OUT: the logs, and fullrun.tgz with every file the run wrote into the results folder.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
+: "${WORKBOOK_GIT_COMMIT:?set WORKBOOK_GIT_COMMIT to the commit under test}"
+export WORKBOOK_GIT_COMMIT
+c=$WORKBOOK_GIT_COMMIT
+R=$PWD/build/fullrun/results
+L=$PWD/build/fullrun/logs
+if ! python3 -c "import nbformat, papermill, nbval, tabulate" 2>/dev/null; then
+  python3 -m pip install --quiet --no-index --find-links .whl nbformat nbclient papermill ipykernel nbval tabulate \
+    2>&1 | grep -v "^WARNING" | tail -3
+fi
+python3 -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$PWD" >/dev/null 2>&1
+t0=$(date +%s)
+stamp() { echo "$(( $(date +%s) - t0 )) s: $*" >> "$L/progress_part${PART}_$c.txt"; }
+
+# a record of this run: results/<device>/<kind>.json written at this commit
+wait_for() {
+  local kind=$1 limit=${2:-540}
+  while ! python3 - "$R" "$kind" "$c" <<'PY' 2>/dev/null
+import json, sys
+from pathlib import Path
+from utils import env
+rec = json.loads((Path(sys.argv[1]) / env.device_slug() / f"{sys.argv[2]}.json").read_text())
+sys.exit(0 if rec["git_commit"].startswith(sys.argv[3]) else 1)
+PY
+  do
+    if [ $(( $(date +%s) - t0 )) -gt "$limit" ]; then stamp "gave up waiting for $kind"; return 1; fi
+    sleep 5
+  done
+  stamp "$kind recorded"
+}
+run() { python3 -m utils.run --results-dir "$R" "$@" 2>&1 | grep -v "^W11\|Warning: " ; }
+
+# The GPU tests in three parts of about the same number of tests, the same on both parts' machines.
+gpu_tests() {
+  python3 -m pytest tests -m gpu --collect-only -q -p no:cacheprovider 2>/dev/null | grep "::" \
+    | cut -d: -f1 | sort | uniq -c | sort -rn \
+    | awk -v k="$1" '{ i = 0; for (j = 1; j < 3; j++) if (n[j] < n[i]) i = j; n[i] += $1; if (i == k) print $2 }'
+}
+pytest_part() {  # k of 0..2
+  local files; files=$(gpu_tests "$1" | tr '\n' ' ')
+  echo "files: $files" > "$L/pytest_gpu_${c}_part$(( $1 + 1 ))of3.log"
+  python3 -m pytest $files -m gpu -q -p no:cacheprovider >> "$L/pytest_gpu_${c}_part$(( $1 + 1 ))of3.log" 2>&1
+  stamp "pytest part $(( $1 + 1 )) of 3 done"
+}
+
+if [ "$PART" = 1 ]; then
+  rm -rf build/fullrun && mkdir -p "$L" && cp -r results "$R"
+  nvidia-smi --query-gpu=index,name,clocks.max.sm,power.limit --format=csv,noheader > "$L/device_$c.txt"
+  stamp "prebuild starts"
+  python3 -m utils.build > "$L/prebuild_$c.log" 2>&1
+  stamp "prebuild done"
+  (export CUDA_VISIBLE_DEVICES=0
+   run --steps scoreboard; wait_for eager_profile && wait_for ceilings && run --notebooks 02 04 05 07
+  ) > "$L/run_gpu0_part1_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=1
+   run --steps profile --notebooks 08; wait_for ceilings && run --notebooks 09; wait_for scoreboard && run --notebooks 03
+  ) > "$L/run_gpu1_part1_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=2
+   run --notebooks 01 00; wait_for scoreboard && run --notebooks 06
+  ) > "$L/run_gpu2_part1_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=3; pytest_part 0) &
+else
+  (export CUDA_VISIBLE_DEVICES=0; wait_for whole_model_fusion 5 && run --notebooks 10) > "$L/run_gpu0_part2_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=1; wait_for scoreboard 5 && sleep 10 && run --notebooks 11) > "$L/run_gpu1_part2_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
+  (export CUDA_VISIBLE_DEVICES=3; pytest_part 2
+   PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --budget "$(( 545 - $(date +%s) + t0 ))" \
+     --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
+   stamp "sanitize done") &
+fi
+# what this part has written so far comes back even if the call runs out of time
+while [ -n "$(jobs -r)" ]; do
+  sleep 20
+  (cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T - 2>/dev/null)
+  cp -r "$L" "$OUT/" 2>/dev/null
+done
+stamp "part $PART done"
+(cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T -)
+cp -r "$L" "$OUT/"
+tail -n 3 "$L"/run_*_part"$PART"_*.log "$L"/pytest_gpu_*.log 2>/dev/null
+cat "$L/progress_part${PART}_$c.txt"
