@@ -359,12 +359,19 @@ def load_source(name: str, source: str, *, extra_cuda_cflags: Sequence[str] = ()
     written) and built with the same marks (`// @export`, `// @launch`, `// @arch`), includes
     ("common/check.cuh" and the rest of kernels/) and cache. Compiler errors point at
     build/scratch/<name>.cu:<line>, the line of the cell's text."""
+    folder = write_source(name, source, scratch_dir)
+    return load_kernel(name, extra_cuda_cflags=extra_cuda_cflags, arch=arch, kernels_dir=folder, verbose=verbose)
+
+
+def write_source(name: str, source: str, scratch_dir: Path | str | None = None) -> Path:
+    """Save `source` as <scratch_dir>/<name>.cu (default build/scratch/), as load_source does before it
+    builds; returns the folder, the kernels_dir of its build. Unchanged text keeps its file (and its build)."""
     folder = Path(scratch_dir or SCRATCH_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     path = kernel_path_for_writing(name, folder)
-    if not path.is_file() or path.read_text() != source:  # unchanged text keeps its file (and its build)
+    if not path.is_file() or path.read_text() != source:
         path.write_text(source)
-    return load_kernel(name, extra_cuda_cflags=extra_cuda_cflags, arch=arch, kernels_dir=folder, verbose=verbose)
+    return folder
 
 
 def kernel_path_for_writing(name: str, folder: Path) -> Path:
@@ -442,10 +449,11 @@ def every_kernel_file() -> list[Variant]:
     return found
 
 
-def prebuild() -> dict:
-    """Build every kernel file side by side (load_kernels, build_only): later loads are warm. A kernel that
-    does not build is returned with its error, and left to whatever uses it, which fails with nvcc's error."""
-    return load_kernels(every_kernel_file(), build_only=True, on_error="return")
+def prebuild(extra: Sequence[Variant] = ()) -> dict:
+    """Build every kernel file, and `extra` (say, texts saved by write_source), side by side (load_kernels,
+    build_only): later loads are warm. A kernel that does not build is returned with its error, and left to
+    whatever uses it, which fails with nvcc's error."""
+    return load_kernels([*every_kernel_file(), *extra], build_only=True, on_error="return")
 
 
 def load_kernels(kernels: Sequence[str | Variant | tuple] | Mapping[object, str | Variant | tuple],
