@@ -272,7 +272,7 @@ def test_tuning_table_marks_the_best_and_the_committed_pair():
                {"contender": ladder.REFERENCE, "median_ms": 1.0}]
     table = lc.tuning_table({**RECORD, "entries": entries}, (32, 2))
     assert list(table.index) == [16, 32] and list(table.columns) == [2, 3]
-    assert list(table.loc[32]) == ["80.0% (committed) (fastest)", "62.5%"] and list(table.loc[16]) == ["50.0%", "–"]
+    assert list(table.loc[32]) == ["80.0% (committed, fastest)", "62.5%"] and list(table.loc[16]) == ["50.0%", "–"]
     text = lc.tuning_verdict({**RECORD, "entries": entries}, (32, 2))
     assert "the committed defaults are that pair" in text and "commit" not in text.replace("committed", "")
     assert "are not: re-tune" in lc.tuning_verdict({**RECORD, "entries": entries}, (16, 2))
@@ -291,7 +291,7 @@ def test_the_recorded_tuning_sweep_is_found_where_the_chapter_looks():
         record = results.load("ladder_tuning", device, REPO / "results")
         if record is not None:
             assert lc.provenance(record).startswith(f"Recorded on {record['device']['name']}")
-            assert lc.tuning_table(record, ladder.defaults()).map(lambda c: "(fastest)" in c).sum().sum() == 1
+            assert lc.tuning_table(record, ladder.defaults()).map(lambda c: "fastest)" in c).sum().sum() == 1
             assert (lc.tuning_frame(record).max().max() > 0)
 
 

@@ -387,14 +387,14 @@ def tuning_missing(where: str = "") -> str:
 
 def tuning_table(record: dict, committed: tuple[int, int]) -> pd.DataFrame:
     """A recorded rung-7 sweep (kind "ladder_tuning") as BK (rows) x stages (columns), % of cuBLAS, the
-    fastest pair marked "(fastest)" and `committed` (the header's defaults) "(committed)"."""
+    fastest pair marked "fastest" and `committed` (the header's defaults) "committed", in brackets."""
     frame = tuning_frame(record)
     best = frame.stack().idxmax()
     shown = frame.map(lambda v: "–" if v != v else f"{v:.1f}%").astype(object)
-    for (bk, st) in [committed]:
-        if bk in shown.index and st in shown.columns:
-            shown.loc[bk, st] += " (committed)"
-    shown.loc[best] += " (fastest)"
+    marks = {tuple(committed): ["committed"]} if committed[0] in shown.index and committed[1] in shown.columns else {}
+    marks.setdefault(tuple(best), []).append("fastest")
+    for (bk, st), said in marks.items():
+        shown.loc[bk, st] += f" ({', '.join(said)})"
     return shown
 
 
