@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import pandas as pd
+
 from utils import build
 
 F32 = 4  # bytes per float
@@ -102,15 +104,16 @@ def tile_facts(name: str) -> dict:
             "floats/FMA shared": (tm + tn) / (tm * tn) if tm and tn else None, "stages": c.get("STAGES", 1)}
 
 
-def tile_table(names: list[str]) -> None:
-    """Print tile_facts for each rung: the numbers the rungs trade, read from their constants."""
-    print(f"{'rung':<22} {'tile':>9} {'BK':>3} {'threads':>7} {'outputs/thread':>14} {'FLOP/B global':>13} "
-          f"{'shared floats/FMA':>17} {'stages':>6}")
+def tile_table(names: list[str]) -> pd.DataFrame:
+    """tile_facts for each rung (the index): the numbers the rungs trade, read from their constants."""
+    rows = {}
     for name in names:
         f = tile_facts(name)
-        per_fma = "-" if f["floats/FMA shared"] is None else f"{f['floats/FMA shared']:.3f}"
-        print(f"{name:<22} {f['tile']:>9} {f['BK']:>3} {f['threads']:>7} {f['per thread']:>14} "
-              f"{f['FLOP/B global']:>13.0f} {per_fma:>17} {f['stages']:>6}")
+        rows[name] = {"tile": f["tile"], "BK": f["BK"], "threads": f["threads"], "outputs/thread": f["per thread"],
+                      "FLOP/B global": round(f["FLOP/B global"]),
+                      "shared floats/FMA": "-" if f["floats/FMA shared"] is None else f"{f['floats/FMA shared']:.3f}",
+                      "stages": f["stages"]}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("rung")
 
 
 LOAD_NAMES = {1: "LDS", 2: "LDS.64", 4: "LDS.128"}  # a shared load of 1, 2 or 4 floats per lane
@@ -132,13 +135,13 @@ def load_passes(first_words: list[int], load_floats: int = 1) -> list[int]:
             for p in range(load_floats)]
 
 
-def bank_table(accesses: dict[str, tuple[list[int], int]]) -> None:
-    """Print each warp-wide shared access {label: (first word of each lane, floats per lane)}: its width,
-    the passes it takes (load_passes; a store is served the same way), and the passes the same width
+def bank_table(accesses: dict[str, tuple[list[int], int]]) -> pd.DataFrame:
+    """Each warp-wide shared access {label: (first word of each lane, floats per lane)} (the index): its
+    width, the passes it takes (load_passes; a store is served the same way), and the passes the same width
     takes without a conflict (one per phase)."""
-    print(f"{'warp-wide shared access (one instruction)':<52} {'bytes/lane':>10} {'passes':>6} {'conflict-free':>13}")
-    for label, (words, width) in accesses.items():
-        print(f"{label:<52} {F32 * width:>10} {sum(load_passes(words, width)):>6} {width:>13}")
+    rows = {label: {"bytes/lane": F32 * width, "passes": sum(load_passes(words, width)), "conflict-free": width}
+            for label, (words, width) in accesses.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("warp-wide shared access (one instruction)")
 
 
 def ws_load_floats(row_floats: int) -> int:
