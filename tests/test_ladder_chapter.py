@@ -493,3 +493,12 @@ def test_a_contender_with_no_flat_stretch_is_said_so_and_rung_7_gets_its_line():
     assert "already grows 1.40x by M = 2: no flat stretch" in text and "up to M = 1:" not in text
     assert "**Measured, gemm_07_pipelined**: its time stays within 1.25x of its time at M = 1" in text
     assert "up to M = 256" in text
+
+
+def test_pct_table_puts_the_fastest_first_with_its_share_of_cublas():
+    rows = [{"contender": "slow", "median_ms": 4.0, "tflops": 1.0}, {"contender": ladder.REFERENCE, "median_ms": 1.0,
+            "tflops": 4.0}, {"contender": "fast", "median_ms": 2.0, "tflops": 2.0}]
+    table = exercises.pct_table(rows)
+    assert list(table.index) == [ladder.REFERENCE, "fast", "slow"]
+    assert table["% of cuBLAS"].tolist() == [100.0, 50.0, 25.0] and list(table.columns) == ["median ms", "TFLOP/s",
+                                                                                           "% of cuBLAS"]

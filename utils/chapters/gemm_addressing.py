@@ -19,15 +19,18 @@ F32 = 4  # bytes per float
 
 def warp_step(loads: dict[str, list[int]], fmas: int) -> dict:
     """One step of one warp: for each load instruction (its 32 lanes' byte addresses) the distinct
-    32-byte sectors and 128-byte lines it touches, bytes moved and bytes used; printed, then the totals
-    (returned, with `fmas`)."""
-    print(f"{'load (one instruction, 32 lanes)':<34} {'sectors':>7} {'lines':>5} {'bytes moved':>11} {'bytes used':>10}")
-    total = Counter()
+    32-byte sectors and 128-byte lines it touches, bytes moved and bytes used, displayed as a DataFrame with
+    the step's totals, and one line of FLOP per byte; returns the totals (with `fmas`)."""
+    from IPython.display import display
+
+    rows, total = {}, Counter()
     for what, addresses in loads.items():
         sectors, lines, used = {a // 32 for a in addresses}, {a // 128 for a in addresses}, F32 * len(set(addresses))
+        rows[what] = {"sectors": len(sectors), "lines": len(lines), "bytes moved": 32 * len(sectors), "bytes used": used}
         total.update(sectors=len(sectors), lines=len(lines), moved=32 * len(sectors), used=used)
-        print(f"{what:<34} {len(sectors):>7} {len(lines):>5} {32 * len(sectors):>11} {used:>10}")
-    print(f"{'one step':<34} {total['sectors']:>7} {total['lines']:>5} {total['moved']:>11} {total['used']:>10}")
+    rows["one step"] = {"sectors": total["sectors"], "lines": total["lines"], "bytes moved": total["moved"],
+                        "bytes used": total["used"]}
+    display(pd.DataFrame.from_dict(rows, orient="index").rename_axis("load (one instruction, 32 lanes)"))
     print(f"{fmas} FMAs = {2 * fmas} FLOP per step: {2 * fmas / total['moved']:.2f} FLOP per byte moved; "
           f"{total['lines'] / fmas:.3f} lines per FMA")
     return dict(total, fmas=fmas)
