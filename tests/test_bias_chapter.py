@@ -62,11 +62,6 @@ def two_devices(tmp_path):
 
 # --- Amdahl -----------------------------------------------------------------------------------
 
-def md_cells(line: str) -> list[str]:
-    """The cells of a Markdown table's line (DataFrame.to_markdown pads them); [] for a line of no table."""
-    return [c.strip() for c in line.strip().strip("|").split("|")] if line.strip().startswith("|") else []
-
-
 def test_amdahl_bounds_from_the_profile_and_the_same_devices_copy(two_devices):
     rec = {kind: results.load(kind, device=H100["slug"], results_root=two_devices) for kind in ("eager_profile", "ceilings")}
     a = bc.amdahl(rec["eager_profile"], rec["ceilings"], (1024, 8192, 8192))
@@ -74,8 +69,10 @@ def test_amdahl_bounds_from_the_profile_and_the_same_devices_copy(two_devices):
     assert a["max_speedup"] == pytest.approx(100 / 91.0) and a["add_us"] == pytest.approx(28.0)
     assert a["pass_us"] == pytest.approx(4 * (2 * 1024 * 8192 + 8192) / 3024e9 * 1e6)
     assert a["gemm_shares"] == {94: 91.0, 37: 63.9}
-    table = bc.amdahl_table(a)
-    assert "at most 1.099x" in table and "NVIDIA H100 80GB HBM3" in table and "(3024 GB/s)" in table
+    table = bc.amdahl_table(a).set_index("what")
+    assert list(table.columns) == ["how much", "from"] and "NVIDIA H100 80GB HBM3" in a["source"]
+    assert table.loc["fusing all of it, perfectly", "how much"] == "at most 1.099x"
+    assert "(3024 GB/s)" in table.loc["one bias pass, estimated", "from"]
 
 
 def test_amdahl_refuses_a_profile_and_ceilings_of_two_devices(two_devices):
@@ -100,16 +97,16 @@ def test_prediction_table_verdicts():
     text = ("costs < 1% over the same GEMM, below the run-to-run noise of about 0.3%; about 20 us more per bias, of the "
             "3.1 ms GEMM: buys ~1% for 94. The GEMM is over 90% of these models' eager time")
     table = bc.prediction_table(entries(), bound, text)
-    assert md_cells(table.splitlines()[0]) == ["the PREDICTION says", "predicted", "measured", "verdict"]
-    rows = {cells[0]: cells[2:] for cells in map(md_cells, table.splitlines()[2:])}
-    assert rows[f"`{bc.FUSED1}` over `{bc.RUNG7}`"] == ["+0.28%", "held"]
+    assert list(table.columns) == ["the PREDICTION says", "predicted", "measured", "verdict"]
+    rows = {r[0]: list(r[2:]) for r in table.itertuples(index=False)}
+    assert rows[f"{bc.FUSED1} over {bc.RUNG7}"] == ["+0.28%", "held"]
     assert "missed: the differences exceed the noise" in rows["the fused biases, against the run's resolution"][1]
-    first = rows[f"a separate pass, the first bias (`{bc.SEP1}` over `{bc.RUNG7}`)"]
+    first = rows[f"a separate pass, the first bias ({bc.SEP1} over {bc.RUNG7})"]
     assert first == ["28.6 us", "missed (1.43x the prediction)"]
-    assert rows[f"eager 94's second bias (`{bc.EAGER94}` over `{bc.CUB1}`)"] == ["29.2 us", "held"]
-    assert rows[f"`{bc.RUNG7}` at this shape"] == ["3.111 ms", "held"]
+    assert rows[f"eager 94's second bias ({bc.EAGER94} over {bc.CUB1})"] == ["29.2 us", "held"]
+    assert rows[f"{bc.RUNG7} at this shape"] == ["3.111 ms", "held"]
     assert rows["the GEMM's share of eager time (notebook 01's profile)"] == ["37: 64%, 94: 91%", "missed for 37"]
-    assert bc.prediction_table(entries(), None, None).startswith("*(")
+    assert bc.prediction_table(entries(), None, None).empty
 
 
 # --- one control per GEMM ------------------------------------------------------------------------
@@ -117,10 +114,11 @@ def test_prediction_table_verdicts():
 def test_every_row_is_measured_against_its_own_gemm_without_a_bias():
     bases = bc.controls(entries())
     assert {g: r["contender"] for g, r in bases.items()} == {"rung 7": bc.RUNG7, "cuBLAS": bc.CUB0}
-    table = bc.cost_table(entries(), "Recorded")
-    rows = {cells[0]: cells[1:] for cells in map(md_cells, table.splitlines()) if cells and cells[0].startswith("`")}
-    assert rows[f"`{bc.EAGER94}`"][1:] == [f"`{bc.CUB0}`", "+21.4 us (+0.79%)"]  # the plot's control, named in the row
-    assert rows["`one (M, N) copy`"] == ["0.022", "–", "–"] and "timed again last it moved +0.00%" in table
+    table = bc.cost_table(entries()).set_index("contender")
+    assert list(table.columns) == ["median ms", "control", "over the control"]
+    assert list(table.loc[bc.EAGER94])[1:] == [bc.CUB0, "+21.4 us (+0.79%)"]  # the plot's control, named in the row
+    assert list(table.loc["one (M, N) copy"]) == [0.022, "–", "–"]
+    assert "timed again last it moved +0.00%" in bc.resolution(entries())
 
 
 def test_the_plot_names_each_rows_control():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from utils import REPO, env, results
-from utils.report import readme
+from utils.report import readme, records
 from utils.chapters import session as chapter
 from utils.chapters import solution_exercises as exercises
 from utils.check import CheckReport, CheckResult
@@ -283,8 +283,9 @@ def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch,
     (tmp_path / "gpu-a" / "solutions.json").write_text(json.dumps(rec))
     shown = off.shown("solutions", "the table")
     assert shown["device"]["slug"] == "gpu-a" and capsys.readouterr().out == ""
-    text = chapter.record_markdown(shown)
-    assert text.startswith("Recorded on GPU A, 2025-06-01, commit `abc1234`\n\n") and text.endswith(readme.render(shown))
+    text = chapter.record_caption(shown)
+    assert text.startswith("Recorded on GPU A, 2025-06-01. Speedup is against eager PyTorch") and "abc1234" not in text
+    assert chapter.record_table(shown).equals(records.solutions_frame(shown))
     # on a GPU without this GPU's record (an earlier chapter's run records it), the line says so, not "no GPU"
     on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
     assert on.missing("tensor_cores", "chapter 08's run") == (

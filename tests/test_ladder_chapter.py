@@ -6,6 +6,7 @@ Measuring itself is covered by tests/test_gemm_ladder.py; the exercise verdicts 
 starting points by tests/test_exercise_checkers.py and tests/test_gemm_exercises.py."""
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
@@ -142,28 +143,30 @@ def test_verdicts(value, lo, hi, verdict):
 
 def test_the_table_lists_every_rung_and_explains_each_miss(prediction):
     prediction["PREDICTION"] = "about 10x rung 1, 5-20% of cuBLAS"
-    table = lc.prediction_table(["gemm_01_naive", "gemm_02_coalesced"],
-                                rows(**{ladder.REFERENCE: 1.0, "gemm_01_naive": 100.0, "gemm_02_coalesced": 8.0}),
-                                "Measured on X")
-    squeezed = [" ".join(line.split()) for line in table.splitlines()]
-    assert table.startswith("Measured on X.")
-    assert any(line.startswith("| `gemm_02_coalesced` | 5–20% | 12.5% | about 10x rung 1 | 12.50x |") for line in squeezed)
-    # rung 1 at 1%: below its (here shared) 5-20%; no explanation known: the table says so
-    assert "`gemm_01_naive`, % of cuBLAS below the prediction: not explained" in table
-    assert "`gemm_02_coalesced`, factor over rung 1 above the prediction: the prediction discounted" in table
+    measured = rows(**{ladder.REFERENCE: 1.0, "gemm_01_naive": 100.0, "gemm_02_coalesced": 8.0})
+    table = lc.prediction_table(["gemm_01_naive", "gemm_02_coalesced"], measured).set_index("rung")
+    assert list(table.index) == ["gemm_01_naive", "gemm_02_coalesced"]
+    assert list(table.loc["gemm_02_coalesced"])[:4] == ["5–20%", "12.5%", "about 10x rung 1", "12.50x"]
+    assert table.loc["gemm_01_naive", "verdict"] .startswith("below")
+    # rung 1 at 1%: below its (here shared) 5-20%; no explanation known: the list under the table says so
+    misses = lc.prediction_misses(["gemm_01_naive", "gemm_02_coalesced"], measured)
+    assert "`gemm_01_naive`, % of cuBLAS below the prediction: not explained" in misses
+    assert "`gemm_02_coalesced`, factor over rung 1 above the prediction: the prediction discounted" in misses
 
 
 def test_a_tuned_rung_says_so(prediction):
     prediction["PREDICTION"] = "75-85% of cuBLAS"
     prediction["TUNED AFTERWARDS"] = "retuned"
-    table = lc.prediction_table(["r"], rows(**{ladder.REFERENCE: 1.0, "r": 1.1}), "S")
-    assert "above (tuned after)" in table and "the one tuned afterwards" in table
+    measured = rows(**{ladder.REFERENCE: 1.0, "r": 1.1})
+    assert lc.prediction_table(["r"], measured)["verdict"].tolist() == ["above (tuned after)"]
+    assert "the one tuned afterwards" in lc.prediction_misses(["r"], measured)
 
 
 def test_a_table_without_misses_has_no_miss_list(prediction):
     prediction["PREDICTION"] = "no numbers at all"
-    table = lc.prediction_table(["r"], rows(**{ladder.REFERENCE: 1.0, "r": 2.0}), "S")
-    assert "nothing to compare" in table and "missed" not in table
+    measured = rows(**{ladder.REFERENCE: 1.0, "r": 2.0})
+    assert lc.prediction_table(["r"], measured)["verdict"].tolist() == ["nothing to compare"]
+    assert lc.prediction_misses(["r"], measured) == ""
 
 
 # --------------------------------------------------------------------------- the address arithmetic
@@ -267,13 +270,15 @@ def test_tuning_table_marks_the_best_and_the_committed_pair():
                {"contender": "b", "median_ms": 1.25, "bk": 32, "stages": 2},
                {"contender": "c", "median_ms": 1.6, "bk": 32, "stages": 3},
                {"contender": ladder.REFERENCE, "median_ms": 1.0}]
-    text = lc.tuning_table({**RECORD, "entries": entries}, (32, 2))
-    table = [line.replace(" ", "") for line in text.splitlines()]
-    assert "|32|**80.0%(committed)**|62.5%|" in table and "|16|50.0%|–|" in table
+    table = lc.tuning_table({**RECORD, "entries": entries}, (32, 2))
+    assert list(table.index) == [16, 32] and list(table.columns) == [2, 3]
+    assert list(table.loc[32]) == ["80.0% (committed, fastest)", "62.5%"] and list(table.loc[16]) == ["50.0%", "–"]
+    text = lc.tuning_verdict({**RECORD, "entries": entries}, (32, 2))
     assert "the committed defaults are that pair" in text and "commit" not in text.replace("committed", "")
-    assert "are not: re-tune" in lc.tuning_table({**RECORD, "entries": entries}, (16, 2))
+    assert "are not: re-tune" in lc.tuning_verdict({**RECORD, "entries": entries}, (16, 2))
+    assert lc.tuning_table({**RECORD, "entries": entries}, (16, 2)).loc[16, 2] == "50.0% (committed)"
     # Without a record it says where it looked, not that nothing was ever recorded.
-    missing = lc.tuning_table(None, (32, 2), "nvidia-h100-80gb-hbm3")
+    missing = lc.tuning_missing("nvidia-h100-80gb-hbm3")
     assert "No rung-7 sweep is recorded for nvidia-h100-80gb-hbm3" in missing and "yet" not in missing
 
 
@@ -285,7 +290,8 @@ def test_the_recorded_tuning_sweep_is_found_where_the_chapter_looks():
     for device in results.recorded_devices(REPO / "results"):
         record = results.load("ladder_tuning", device, REPO / "results")
         if record is not None:
-            assert lc.tuning_table(record, ladder.defaults()).startswith(f"Recorded on {record['device']['name']}")
+            assert lc.provenance(record).startswith(f"Recorded on {record['device']['name']}")
+            assert lc.tuning_table(record, ladder.defaults()).map(lambda c: "fastest)" in c).sum().sum() == 1
             assert (lc.tuning_frame(record).max().max() > 0)
 
 
@@ -325,7 +331,8 @@ def test_the_chapter_without_a_gpu_reads_the_record(capsys, monkeypatch):
     chapter.two_rungs("gemm_01_naive", "gemm_02_coalesced", {"sectors": 33, "fmas": 32}, {"sectors": 20, "fmas": 128})
     assert isinstance(shown[0], Figure) and "is **10.0x** faster" in shown[1].data and "6.6x fewer sectors" in shown[1].data
     chapter.prediction_table(["gemm_01_naive", "gemm_02_coalesced"])
-    assert "| `gemm_02_coalesced` |" in shown[-1].data
+    table = next(s for s in shown if isinstance(s, pd.DataFrame) and "verdict" in s.columns)
+    assert table["rung"].tolist() == ["gemm_01_naive", "gemm_02_coalesced"]
 
 
 # --------------------------------------------------------------------------- the exercise cells without a GPU
@@ -479,3 +486,12 @@ def test_a_contender_with_no_flat_stretch_is_said_so_and_rung_7_gets_its_line():
     assert "already grows 1.40x by M = 2: no flat stretch" in text and "up to M = 1:" not in text
     assert "**Measured, gemm_07_pipelined**: its time stays within 1.25x of its time at M = 1" in text
     assert "up to M = 256" in text
+
+
+def test_pct_table_puts_the_fastest_first_with_its_share_of_cublas():
+    rows = [{"contender": "slow", "median_ms": 4.0, "tflops": 1.0}, {"contender": ladder.REFERENCE, "median_ms": 1.0,
+            "tflops": 4.0}, {"contender": "fast", "median_ms": 2.0, "tflops": 2.0}]
+    table = exercises.pct_table(rows)
+    assert list(table.index) == [ladder.REFERENCE, "fast", "slow"]
+    assert table["% of cuBLAS"].tolist() == [100.0, 50.0, 25.0] and list(table.columns) == ["median ms", "TFLOP/s",
+                                                                                           "% of cuBLAS"]

@@ -272,7 +272,7 @@ def test_each_debrief_is_computed_in_the_cell_after_its_results(notebook, result
     after = cells[[c["id"] for c in cells].index(results_cell) + 1]
     source = "".join(after["source"])
     assert after["cell_type"] == "code" and source.startswith(f"if {shown} is not None:"), source
-    assert f"display(Markdown({call}))" in source, source
+    assert f"display(Markdown({call})" in source, source
 
 
 def test_the_prose_quotes_no_records_commit():

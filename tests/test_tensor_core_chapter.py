@@ -556,9 +556,10 @@ def test_the_chapter_has_no_more_code_words_than_prose_words(notebook):
 def test_every_group_width_divides_both_tile_widths():
     assert fusion.tile_widths() == {"strict": 128, "tf32": 256}  # rung 10's PresplitConfig, rung 9's Tf32Config
     assert fusion.group_widths() == {94: 32, 75: 16, 37: 64, 62: 16}
-    table = fusion.fit_table().splitlines()
-    assert len(table) == 5 and "straddles" not in "\n".join(table)
-    assert table[2].split() == ["75", "8192", "512", "16", "fits,", "8", "groups", "fits,", "16", "groups", "4"]
+    table = fusion.fit_table()
+    assert list(table.index) == [94, 75, 37, 62] and not table.isin(["straddles"]).any().any()
+    assert list(table.columns) == ["C", "G", "D = C/G", "BN = 128 (strict)", "BN = 256 (tf32)", "values per lane"]
+    assert list(table.loc[75]) == [8192, 512, 16, "fits, 8 groups", "fits, 16 groups", 4]
 
 
 def test_quad_layout_puts_a_rows_group_on_one_quad():
@@ -601,15 +602,14 @@ def test_fusion_bytes_count_the_gemm_output_three_times_against_once():
 
 
 def test_fusion_bytes_table_with_and_without_ceilings():
-    plain = fusion.fusion_bytes_table().splitlines()
-    assert plain[0].count("|") == 6 and len(plain) == 6 and "| 37 | 32768 x 4096, 1024 | 1610.6 | 536.9 | 1073.7 |" in plain
+    plain = fusion.fusion_bytes_table()
+    assert list(plain.columns) == ["M x C, K", "unfused: MB moved", "fused: MB moved", "saved MB"] and len(plain) == 4
+    assert list(plain.loc[37]) == ["32768 x 4096, 1024", 1610.6, 536.9, 1073.7]
     ceilings = fake_record() | {"kind": "ceilings", "entries": [{"copy_GBps": 2000.0, "fp32_tflops": 50.0,
                                                                  "tf32_tflops": 400.0}]}
-    table = fusion.fusion_bytes_table(ceilings)
-    row = next(line for line in table.splitlines() if line.startswith("| 94 |")).split("|")
-    assert float(row[6]) == pytest.approx(2 * 1024 * 8192 * 4 / 2e12 * 1e3, abs=1e-3)
-    assert float(row[7]) == pytest.approx(2 * 1024 * 8192 * 8192 / 4e14 * 1e3, abs=1e-3)
-    assert "recorded on NVIDIA H100 80GB HBM3" in table
+    row = fusion.fusion_bytes_table(ceilings).loc[94]
+    assert row["saved, ms at the copy bandwidth"] == pytest.approx(2 * 1024 * 8192 * 4 / 2e12 * 1e3, abs=1e-3)
+    assert row["the GEMM's TF32 floor, ms"] == pytest.approx(2 * 1024 * 8192 * 8192 / 4e14 * 1e3, abs=1e-3)
 
 
 @pytest.mark.parametrize("pid", tcc.PIDS)

@@ -4,10 +4,10 @@ exercise checkers (the diagram of where a bias goes is bias_diagram.py's). Teste
 tests/test_bias_chapter.py.
 
     bound = amdahl(S.recorded("eager_profile"), S.recorded("ceilings"), SHAPE_94)  # one device's records
-    display(Markdown(amdahl_table(bound)))                          # what fusing can buy, from the profile
-    rows = measure(modules, shape, reps)                            # on a GPU: every contender, one run
-    display(Markdown(cost_table(rows)))                             # each row over its own GEMM without a bias
-    display(Markdown(prediction_table(rows, bound, prediction())))  # the header's PREDICTION against the run
+    display(amdahl_table(bound))                          # what fusing can buy, from the profile (a DataFrame)
+    rows = measure(modules, shape, reps)                  # on a GPU: every contender, one run
+    display(cost_table(rows), Markdown(resolution(rows)))  # each row over its own GEMM without a bias
+    display(prediction_table(rows, bound, prediction()))  # the header's PREDICTION against the run
 
 Every contender is compared with the same GEMM without any bias (its *control*, measured in the same
 run): rung 7's `gemm` for the rung-7 rows, cuBLAS's `F.linear(x, w)` for the cuBLAS rows. The plot and
@@ -191,11 +191,12 @@ def amdahl(profile: dict | None, ceilings: dict | None, shape: tuple[int, int, i
             "gemm_shares": shares}
 
 
-def amdahl_table(a: dict) -> str:
-    """The bound as a Markdown table, each number with where it comes from."""
+def amdahl_table(a: dict) -> pd.DataFrame:
+    """The bound as a table (what, how much, from), each number with where it comes from; its source is
+    a["source"], the record's device and date."""
     rows = [
         ("problem 94's GEMM", f"{a['gemm_pct']:.1f}% of eager GPU time ({a['gemm_ms']:.3f} ms)",
-         f"`{a['gemm_op']}` in notebook 01's profile (nn.Linear's own bias included)"),
+         f"{a['gemm_op']} in notebook 01's profile (nn.Linear's own bias included)"),
         ("everything after it", f"{100 - a['gemm_pct']:.1f}%", "the rest of the profile"),
         ("fusing all of it, perfectly", f"at most {a['max_speedup']:.3f}x", "1 / the GEMM's share"),
         ("one bias pass, estimated", f"{a['pass_us']:.1f} us, {a['pass_pct_of_gemm']:.2f}% of the GEMM",
@@ -203,9 +204,8 @@ def amdahl_table(a: dict) -> str:
     ]
     if a["add_us"] is not None:
         rows.append(("that pass, profiled", f"{a['add_us']:.1f} us, {a['add_pct']:.2f}% of eager time "
-                     f"({a['add_us'] / a['pass_us']:.2f}x the estimate)", "`aten::add` in the profile"))
-    table = pd.DataFrame(rows, columns=["what", "how much", "from"]).to_markdown(index=False)
-    return f"From notebook 01's profile, recorded on {a['source']} (TF32 off):\n\n{table}"
+                     f"({a['add_us'] / a['pass_us']:.2f}x the estimate)", "aten::add in the profile"))
+    return pd.DataFrame(rows, columns=["what", "how much", "from"])
 
 
 # --------------------------------------------------------------------------- compile and check
@@ -427,23 +427,28 @@ def bias_plot(entries: list[dict], recorded_from: dict | None = None, save=None)
     return plots.finish(fig, save)
 
 
-def cost_table(entries: list[dict], source: str) -> str:
-    """Markdown: every contender's median and its cost over its control, the control named; then the
-    resolution of the run (the control's spread and drift)."""
+def cost_table(entries: list[dict]) -> pd.DataFrame:
+    """Every contender's median and its cost over its control, the control named (resolution() says
+    what difference the run resolves)."""
     bases = controls(entries)
-    by = {r["contender"]: r for r in entries}
     rows = []
     for r in entries:
         base = bases.get(r["gemm"])
         over = ("–" if base is None or r is base else f"{us_over(r, base):+.1f} us ({pct_over(r, base):+.2f}%)")
-        control = "–" if base is None or r is base else f"`{base['contender']}`"
-        rows.append({"contender": f"`{r['contender']}`", "median ms": f"{r['median_ms']:.3f}", "control": control,
+        control = "–" if base is None or r is base else base["contender"]
+        rows.append({"contender": r["contender"], "median ms": round(r["median_ms"], 3), "control": control,
                      "over the control": over})
-    lines = [f"{source}.", "", pd.DataFrame(rows).to_markdown(index=False, colalign=("left", "right", "left", "right"))]
-    if RUNG7 in by:
-        drift = f", timed again last it moved {pct_over(by[AGAIN], by[RUNG7]):+.2f}%" if AGAIN in by else ""
-        lines += ["", f"Resolution: the rung-7 control's p20-p80 spread is {spread_pct(by[RUNG7]):.2f}% of its median{drift}."]
-    return "\n".join(lines)
+    return pd.DataFrame(rows, columns=["contender", "median ms", "control", "over the control"])
+
+
+def resolution(entries: list[dict]) -> str:
+    """One sentence: the rung-7 control's p20-p80 spread, and how far it moved when timed again last;
+    "" without that control."""
+    by = {r["contender"]: r for r in entries}
+    if RUNG7 not in by:
+        return ""
+    drift = f", timed again last it moved {pct_over(by[AGAIN], by[RUNG7]):+.2f}%" if AGAIN in by else ""
+    return f"Resolution: the rung-7 control's p20-p80 spread is {spread_pct(by[RUNG7]):.2f}% of its median{drift}."
 
 
 def resolution_pct(entries: list[dict]) -> float:
@@ -459,15 +464,16 @@ def _within(measured: float, expected: float, factor: float = 1.25) -> str:
     return "held" if 1 / factor <= ratio <= factor else f"missed ({ratio:.2f}x the prediction)"
 
 
-def prediction_table(entries: list[dict], bound: dict | None, text: str | None) -> str:
-    """Markdown: each number the header's PREDICTION (and the Amdahl bound) states, against this run."""
+def prediction_table(entries: list[dict], bound: dict | None, text: str | None) -> pd.DataFrame:
+    """Each number the header's PREDICTION (and the Amdahl bound) states, against this run: a row per
+    number (the PREDICTION says, predicted, measured, verdict); no rows where the text states none."""
     p, e = predicted(text), {r["contender"]: r for r in entries}
     base, res = e[RUNG7], resolution_pct(entries)
     rows = []
     if "target_pct" in p:
         for name in (FUSED1, FUSED2):
             got = pct_over(e[name], base)
-            rows.append((f"`{name}` over `{RUNG7}`", f"< {p['target_pct']:g}%", f"{got:+.2f}%",
+            rows.append((f"{name} over {RUNG7}", f"< {p['target_pct']:g}%", f"{got:+.2f}%",
                          "held" if got < p["target_pct"] else "missed"))
     if "noise_pct" in p:
         worst = max(abs(pct_over(e[FUSED1], base)), abs(pct_over(e[FUSED2], base)))
@@ -477,18 +483,18 @@ def prediction_table(entries: list[dict], bound: dict | None, text: str | None) 
     if "per_bias_us" in p:
         for what, row, ref in (("first", e[SEP1], base), ("second", e[SEP2], e[SEP1])):
             got = us_over(row, ref)
-            rows.append((f"a separate pass, the {what} bias (`{row['contender']}` over `{ref['contender']}`)",
+            rows.append((f"a separate pass, the {what} bias ({row['contender']} over {ref['contender']})",
                          f"about {p['per_bias_us']:g} us", f"{got:.1f} us", _within(got, p["per_bias_us"])))
     second = us_over(e[EAGER94], e[CUB1])
     if bound is not None and bound["add_us"] is not None:
-        rows.append((f"eager 94's second bias (`{EAGER94}` over `{CUB1}`)",
+        rows.append((f"eager 94's second bias ({EAGER94} over {CUB1})",
                      f"{bound['add_us']:.1f} us (notebook 01's profile)", f"{second:.1f} us", _within(second, bound["add_us"])))
     if "gain_pct" in p:
         got = 100 * (e[EAGER94]["median_ms"] - e[CUB1]["median_ms"]) / e[EAGER94]["median_ms"]
         rows.append(("what a perfect fusion buys problem 94's first two ops (the same, in % of eager)",
                      f"~{p['gain_pct']:g}%", f"{got:.2f}%", _within(got, p["gain_pct"], 2.0)))
     if "gemm_ms" in p:
-        rows.append((f"`{RUNG7}` at this shape", f"{p['gemm_ms']:g} ms", f"{base['median_ms']:.3f} ms",
+        rows.append((f"{RUNG7} at this shape", f"{p['gemm_ms']:g} ms", f"{base['median_ms']:.3f} ms",
                      _within(base["median_ms"], p["gemm_ms"], 1.1)))
     if "gemm_share_pct" in p and bound is not None:
         shares = bound["gemm_shares"]
@@ -496,9 +502,7 @@ def prediction_table(entries: list[dict], bound: dict | None, text: str | None) 
         rows.append(("the GEMM's share of eager time (notebook 01's profile)", f"over {p['gemm_share_pct']:g}%",
                      ", ".join(f"{pid}: {s:.0f}%" for pid, s in sorted(shares.items())),
                      "held" if not low else f"missed for {', '.join(map(str, sorted(low)))}"))
-    if not rows:
-        return "*(kernels/gemm_bias.cu's header states no PREDICTION this table can read)*"
-    return pd.DataFrame(rows, columns=["the PREDICTION says", "predicted", "measured", "verdict"]).to_markdown(index=False)
+    return pd.DataFrame(rows, columns=["the PREDICTION says", "predicted", "measured", "verdict"])
 
 
 # --------------------------------------------------------------------------- the exercises

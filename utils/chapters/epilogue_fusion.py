@@ -15,6 +15,7 @@ import re
 from typing import Callable
 
 import matplotlib
+import pandas as pd
 import torch
 import torch.nn.functional as F
 from matplotlib.figure import Figure
@@ -54,18 +55,19 @@ def group_widths(scale: str = "full") -> dict[int, int]:
     return {pid: get_problem(pid).dims(scale).channels_per_group for pid in PIDS}
 
 
-def fit_table(scale: str = "full") -> str:
-    """Plain text: per problem, C, G and D = C / G, and at each tier's tile width whether D divides it (no
-    group straddles two blocks), the groups per tile row, and the values of a group each of a quad's 4 lanes
-    holds per row (D / 4)."""
+def fit_table(scale: str = "full") -> pd.DataFrame:
+    """Per problem (the index), C, G and D = C / G, and at each tier's tile width whether D divides it (no
+    group straddles two blocks) and the groups per tile row, and the values of a group each of a quad's 4
+    lanes holds per row (D / 4)."""
     widths = tile_widths()
-    lines = [f"{'problem':>7} {'C':>6} {'G':>5} {'D = C/G':>8} " + " ".join(
-        f"{f'BN = {bn} ({tier})':>18}" for tier, bn in widths.items()) + f" {'values per lane':>16}"]
+    rows = {}
     for pid, D in group_widths(scale).items():
         d = get_problem(pid).dims(scale)
-        cells = [f"{(f'fits, {bn // D} groups' if bn % D == 0 else 'straddles'):>18}" for bn in widths.values()]
-        lines.append(f"{pid:>7} {d.out_features:>6} {d.groups:>5} {D:>8} " + " ".join(cells) + f" {D // 4:>16}")
-    return "\n".join(lines)
+        rows[pid] = {"C": d.out_features, "G": d.groups, "D = C/G": D,
+                     **{f"BN = {bn} ({tier})": f"fits, {bn // D} groups" if bn % D == 0 else "straddles"
+                        for tier, bn in widths.items()},
+                     "values per lane": D // 4}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("problem")
 
 
 def quad_layout(cols: int, rows: int = 16) -> dict[tuple[int, int], tuple[int, int]]:
@@ -168,28 +170,24 @@ def fusion_bytes(pid: int, scale: str = "full", bn: int | None = None) -> dict:
             "fused_bytes": out + partials, "saved_bytes": 2 * out - partials, "gemm_flops": 2 * M * C * K}
 
 
-def fusion_bytes_table(ceilings: dict | None = None, scale: str = "full") -> str:
-    """Markdown: per problem, the bytes of (M, C) tensors moved unfused and fused (fusion_bytes) and what is
-    saved; with a "ceilings" record, that saving in ms at its measured copy bandwidth beside the GEMM's floor
-    at its measured TF32 rate (the strict tier's 3xTF32 does three times that work)."""
+def fusion_bytes_table(ceilings: dict | None = None, scale: str = "full") -> pd.DataFrame:
+    """Per problem (the index), the MB of (M, C) tensors moved unfused and fused (fusion_bytes) and what is
+    saved; with a "ceilings" record (plots.provenance(ceilings) names it), that saving in ms at its measured
+    copy bandwidth beside the GEMM's floor at its measured TF32 rate (the strict tier's 3xTF32 does three times
+    that work), and their ratio in %."""
     entry = (ceilings or {}).get("entries", [{}])[0]
-    head = "| problem | M x C, K | unfused: MB moved | fused: MB moved | saved MB |"
-    if entry:
-        head += " saved, ms at the copy bandwidth | the GEMM's TF32 floor, ms | saved / that floor |"
-    lines = [head, "|---|---|---:|---:|---:|" + ("---:|---:|---:|" if entry else "")]
+    rows = {}
     for pid in PIDS:
         b = fusion_bytes(pid, scale)
-        line = (f"| {pid} | {b['M']} x {b['C']}, {b['K']} | {b['unfused_bytes'] / 1e6:.1f} | {b['fused_bytes'] / 1e6:.1f} | "
-                f"{b['saved_bytes'] / 1e6:.1f} |")
+        row = {"M x C, K": f"{b['M']} x {b['C']}, {b['K']}", "unfused: MB moved": round(b["unfused_bytes"] / 1e6, 1),
+               "fused: MB moved": round(b["fused_bytes"] / 1e6, 1), "saved MB": round(b["saved_bytes"] / 1e6, 1)}
         if entry:
             saved_ms = b["saved_bytes"] / (entry["copy_GBps"] * 1e9) * 1e3
             floor_ms = b["gemm_flops"] / (entry["tf32_tflops"] * 1e12) * 1e3
-            line += f" {saved_ms:.3f} | {floor_ms:.3f} | {100 * saved_ms / floor_ms:.0f}% |"
-        lines.append(line)
-    if entry:
-        lines.append(f"\nCopy bandwidth {entry['copy_GBps']:.0f} GB/s (bytes read + written) and TF32 "
-                     f"{entry['tf32_tflops']:.0f} TFLOP/s as {plots.provenance(ceilings)}.")
-    return "\n".join(lines)
+            row |= {"saved, ms at the copy bandwidth": round(saved_ms, 3), "the GEMM's TF32 floor, ms": round(floor_ms, 3),
+                    "saved / that floor, %": round(100 * saved_ms / floor_ms)}
+        rows[pid] = row
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("problem")
 
 
 def fusion_runs_here() -> bool:
@@ -375,16 +373,15 @@ def scoreboard(record: dict) -> dict[int, dict]:
     return out
 
 
-def scoreboard_table(record: dict) -> str:
-    """Markdown: the scoreboard (speedup over eager fp32, TF32 off) of torch.compile, the unfused path and the
-    fused kernel at each tier, and eager with TF32 on; the fused kernel in bold."""
+def scoreboard_table(record: dict) -> pd.DataFrame:
+    """The scoreboard (speedup over eager fp32, TF32 off) of torch.compile, the unfused path and the fused
+    kernel at each tier, and eager with TF32 on: per problem (the index), eager's fp32 ms and each ratio
+    written "2.31x" ("–" where the record lacks it)."""
     board = scoreboard(record)
-    head = ["problem", "eager fp32 ms", *(f"{'**fused**' if c == FUSED else c}, {tier_name(t)}" for t, c in SCOREBOARD)]
-    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    for pid, row in board.items():
-        cells = [(f"**{row[k]:.2f}x**" if k[1] == FUSED else f"{row[k]:.2f}x") if k in row else "–" for k in SCOREBOARD]
-        lines.append(f"| {pid} | {row['eager_ms']:.3f} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    rows = {pid: {"eager fp32 ms": round(row["eager_ms"], 3),
+                  **{f"{c}, {tier_name(t)}": f"{row[(t, c)]:.2f}x" if (t, c) in row else "–" for t, c in SCOREBOARD}}
+            for pid, row in board.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("problem")
 
 
 def scoreboard_figure(record: dict, save=None) -> Figure:

@@ -10,6 +10,7 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 from IPython.display import Markdown, display
 
 from utils import bench, build, check, env, ladder, precision
@@ -195,13 +196,12 @@ def _first_line(error) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
-def pct_table(rows: list[dict]) -> None:
-    """Print compare() rows fastest first, each with its % of cuBLAS."""
+def pct_table(rows: list[dict]) -> pd.DataFrame:
+    """compare() rows fastest first (the index: the contender), each with its % of cuBLAS."""
     cublas = next(r for r in rows if r["contender"] == ladder.REFERENCE)
-    print(f"{'contender':<28} {'median ms':>9} {'TFLOP/s':>8} {'% of cuBLAS':>11}")
-    for r in sorted(rows, key=lambda r: r["median_ms"]):
-        print(f"{r['contender']:<28} {r['median_ms']:>9.3f} {r['tflops']:>8.2f} "
-              f"{100 * cublas['median_ms'] / r['median_ms']:>10.1f}%")
+    return pd.DataFrame([{"contender": r["contender"], "median ms": round(r["median_ms"], 3), "TFLOP/s": round(r["tflops"], 2),
+                          "% of cuBLAS": round(100 * cublas["median_ms"] / r["median_ms"], 1)}
+                         for r in sorted(rows, key=lambda r: r["median_ms"])]).set_index("contender")
 
 
 def time_variants(fns: dict, shape, reps: int) -> tuple[list[dict], dict]:
@@ -273,7 +273,7 @@ def tile_exercise(variants: dict, my_order, chapter: LadderChapter) -> None:
     if judged != (list(my_order), dict(variants)):
         print(f"Your prediction changed after the measurement was shown; the first one is judged: {judged[0]}")
     rows, wrong = time_variants({l: m.gemm for l, m in built.items() if l not in broken}, chapter.shape, S.reps)
-    pct_table(rows)
+    display(pct_table(rows))
     order = [r["contender"] for r in sorted(rows, key=lambda r: r["median_ms"]) if r["contender"] != ladder.REFERENCE]
     print("measured, fastest first:", order)
     print("your order:             ", judged[0])
@@ -321,7 +321,7 @@ def pad_exercise(chapter: LadderChapter) -> bool:
         yours = f"yours (rows of {row} floats)"
         rows, _ = time_variants({"gemm_03_smem_tiled": ladder.load("gemm_03_smem_tiled"), yours: module.gemm},
                                 chapter.shape, S.reps)
-        pct_table(rows)
+        display(pct_table(rows))
         ms = {r["contender"]: r["median_ms"] for r in rows}
         display(Markdown(f"Measured on {env.device_name()}: your kernel takes **{ms[yours] / ms['gemm_03_smem_tiled']:.2f}x** "
                          f"rung 3's time, at {ws_passes(row):g} pass(es) per kk against rung 3's 1."))
@@ -370,7 +370,7 @@ def pipeline_exercise(my_best, chapter: LadderChapter) -> None:
     for l, error in broken.items():
         print(f"{l}: does not compile: {_first_line(error)}")
     rows, wrong = time_variants({l: m.gemm for l, m in built.items() if l not in broken}, chapter.shape, S.reps)
-    pct_table(rows)
+    display(pct_table(rows))
     timed = {r["contender"]: r["median_ms"] for r in rows}
     print(pair_verdict(judged, pairs, {p: timed[label[p]] for p in pairs if label[p] in timed}, [*broken, *wrong],
                        source=f"this run on {env.device_name()}"))

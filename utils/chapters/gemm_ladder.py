@@ -8,8 +8,8 @@ the cells share and do not teach:
     display(C.keep(timings))                  # {contender: bench.Timing} -> rows (kept for the tables) and a DataFrame
     C.recorded_rows(["gemm_01_naive"])        # without a GPU: the recorded ladder's rows, and whose they are
     quote("gemm_01_naive", "PREDICTION")      # a header paragraph, as written
-    C.prediction_table(names)                 # every PREDICTION against its measurement
-    tuning_table(record, defaults)            # the recorded rung-7 sweep over BK x stages
+    C.prediction_table(names)                 # every PREDICTION against its measurement (a DataFrame), the misses
+    tuning_table(record, defaults)            # the recorded rung-7 sweep over BK x stages (a DataFrame)
     sweep_floor / sweep_regimes               # the floor of the sweep over M, and where each regime begins
     profile_prose(record)                     # what a recorded Nsight Compute profile says binds rung 7
 
@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
 from IPython.display import Markdown, display
 
 from utils import bench, build, env, ladder, plots, precision, show
@@ -240,7 +241,11 @@ class LadderChapter:
         if not rows or ladder.REFERENCE not in {r["contender"] for r in rows}:
             skip("the predicted-against-measured table", "no measurement in this run and no recorded ladder")
             return
-        display(Markdown(prediction_table(names, rows, source)))
+        display(Markdown(f"{source}. Each header's PREDICTION was written before the rung was measured; a point "
+                         f"prediction (\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%."))
+        display(prediction_table(names, rows))
+        if misses := prediction_misses(names, rows):
+            display(Markdown(misses))
 
 
 # --------------------------------------------------------------------------- predicted against measured
@@ -293,23 +298,26 @@ def _range(lo: float, hi: float, unit: str) -> str:
     return f"about {lo:g}{unit}" if lo == hi else f"{lo:g}–{hi:g}{unit}"
 
 
-def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
-    """Markdown: one row per rung, its PREDICTION (read from the header) against the measurement in
-    `rows`, a verdict, and below the table why each miss happened, where the chapter knows."""
-    import pandas as pd
-
-    lines = [f"{source}. Each header's PREDICTION was written before the rung was measured; a point prediction "
-             f"(\"about 2x\") counts as met within ±{100 * ABOUT:.0f}%.", ""]
+def prediction_table(names: list[str], rows: list[dict]) -> pd.DataFrame:
+    """One row per rung, its PREDICTION (read from the header) against the measurement in `rows`, and a
+    verdict (prediction_misses says why each miss happened, where the chapter knows)."""
     table = []
-    misses = []
     for e in prediction_rows(names, rows):
         pct_p = _range(*e["pct_predicted"], "%") if e["pct_predicted"] else "–"
         fac_p = f"{_range(*e['factor_predicted'], 'x')} rung {e['earlier']}" if e["factor_predicted"] else "–"
         fac_m = f"{e['factor']:.2f}x" if e["factor"] is not None else "–"
         verdicts = [v for v in (e["pct_verdict"], e["factor_verdict"]) if v]
-        table.append({"rung": f"`{e['rung']}`", "predicted % of cuBLAS": pct_p, "measured": f"{e['pct']:.1f}%",
+        table.append({"rung": e["rung"], "predicted % of cuBLAS": pct_p, "measured": f"{e['pct']:.1f}%",
                       "predicted × earlier rung": fac_p, "measured ×": fac_m,
                       "verdict": f"{', '.join(verdicts) or 'nothing to compare'}{' (tuned after)' if e['tuned'] else ''}"})
+    return pd.DataFrame(table, columns=["rung", "predicted % of cuBLAS", "measured", "predicted × earlier rung",
+                                        "measured ×", "verdict"])
+
+
+def prediction_misses(names: list[str], rows: list[dict]) -> str:
+    """Markdown: under prediction_table, why each miss happened, where the chapter knows; "" without a miss."""
+    misses = []
+    for e in prediction_rows(names, rows):
         for what in ("pct", "factor"):
             if e[f"{what}_verdict"] in ("above", "below"):
                 why = WHY_MISSED.get((e["rung"], what, e[f"{what}_verdict"]))
@@ -318,10 +326,7 @@ def prediction_table(names: list[str], rows: list[dict], source: str) -> str:
                            "tuned afterwards (its header's TUNED AFTERWARDS paragraph).")
                 label = "% of cuBLAS" if what == "pct" else f"factor over rung {e['earlier']}"
                 misses.append(f"- `{e['rung']}`, {label} {e[f'{what}_verdict']} the prediction: {why or UNEXPLAINED}")
-    lines.append(pd.DataFrame(table).to_markdown(index=False, colalign=("left",) + ("right",) * 4 + ("left",)))
-    if misses:
-        lines += ["", "Where a prediction missed:", "", *misses]
-    return "\n".join(lines)
+    return "\n".join(["Where a prediction missed:", "", *misses]) if misses else ""
 
 
 # --------------------------------------------------------------------------- the whole ladder
@@ -374,24 +379,31 @@ def tuning_frame(record: dict):
     return frame.pivot(index="BK", columns="stages", values="pct").round(1)
 
 
-def tuning_table(record: dict | None, committed: tuple[int, int], where: str = "") -> str:
-    """Markdown: a recorded rung-7 sweep (kind "ladder_tuning") as BK x stages, % of cuBLAS, the best
-    in bold, and whether `committed` (the header's defaults) is that best. Without a record, one line that
-    names the device and folder it looked in (`where`)."""
-    if record is None:
-        return (f"No rung-7 sweep is recorded{f' for {where}' if where else ''}: `python -m utils.ladder --tune` "
-                "on that GPU records one (results/<device>/ladder_tuning.json).")
+def tuning_missing(where: str = "") -> str:
+    """The line a chapter shows where no rung-7 sweep is recorded: the device it looked for (`where`)."""
+    return (f"No rung-7 sweep is recorded{f' for {where}' if where else ''}: `python -m utils.ladder --tune` "
+            "on that GPU records one (results/<device>/ladder_tuning.json).")
+
+
+def tuning_table(record: dict, committed: tuple[int, int]) -> pd.DataFrame:
+    """A recorded rung-7 sweep (kind "ladder_tuning") as BK (rows) x stages (columns), % of cuBLAS, the
+    fastest pair marked "fastest" and `committed` (the header's defaults) "committed", in brackets."""
     frame = tuning_frame(record)
     best = frame.stack().idxmax()
     shown = frame.map(lambda v: "–" if v != v else f"{v:.1f}%").astype(object)
-    for (bk, st) in [committed]:
-        if bk in shown.index and st in shown.columns:
-            shown.loc[bk, st] += " (committed)"
-    shown.loc[best] = f"**{shown.loc[best]}**"
+    marks = {tuple(committed): ["committed"]} if committed[0] in shown.index and committed[1] in shown.columns else {}
+    marks.setdefault(tuple(best), []).append("fastest")
+    for (bk, st), said in marks.items():
+        shown.loc[bk, st] += f" ({', '.join(said)})"
+    return shown
+
+
+def tuning_verdict(record: dict, committed: tuple[int, int]) -> str:
+    """One sentence: the fastest pair of the recorded sweep, and whether `committed` is that pair."""
+    best = tuning_frame(record).stack().idxmax()
     agree = ("the committed defaults are that pair" if tuple(best) == tuple(committed) else
              f"the committed defaults, BK = {committed[0]} with {committed[1]} stages, are not: re-tune or explain why")
-    return (f"{provenance(record)}, rung 7 at % of cuBLAS (rows: BK, columns: stages):\n\n"
-            + shown.to_markdown() + f"\n\nFastest: BK = {best[0]} with {best[1]} stages; {agree}.")
+    return f"Fastest: BK = {best[0]} with {best[1]} stages; {agree}."
 
 
 # --------------------------------------------------------------------------- the sweep over M

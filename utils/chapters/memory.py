@@ -143,9 +143,9 @@ def _measured(p: Prediction, e: dict, named: dict) -> tuple[float, str] | None:
         return None
     if p.percent:
         v = 100 * e["GBps"] / other["GBps"]
-        return v, f"{v:.0f}% of the GB/s of *{p.against}*"
+        return v, f"{v:.0f}% of the GB/s of \"{p.against}\""
     v = other["median_ms"] / e["median_ms"]
-    return v, f"{v:.2f}x against *{p.against}*"
+    return v, f"{v:.2f}x against \"{p.against}\""
 
 
 def prediction_rows(entries, predictions, prediction_text):
@@ -166,16 +166,15 @@ def prediction_rows(entries, predictions, prediction_text):
     return rows
 
 
-def prediction_table(entries, predictions, prediction_text, source):
-    """The chapter's predicted-against-measured table, in Markdown (DataFrame.to_markdown), headed by where the
-    numbers come from; each claim quoted once, its rows below it."""
+def prediction_table(entries, predictions, prediction_text) -> pd.DataFrame:
+    """The chapter's predicted-against-measured table: each claim quoted once, its rows below it."""
     rows, said = [], None
     for r in prediction_rows(entries, predictions, prediction_text):
         claim, said = ("" if r["phrase"] == said else f"\"{r['phrase']}\""), r["phrase"]
-        rows.append({"the header predicted": claim, "problem": r["problem"], "kernel": f"`{r['kernel']}`",
+        rows.append({"the header predicted": claim, "problem": r["problem"], "kernel": r["kernel"],
                      "measured": r["measured"], "verdict": r["verdict"]})
     columns = ["the header predicted", "problem", "kernel", "measured", "verdict"]
-    return f"{source}.\n\n" + pd.DataFrame(rows, columns=columns).to_markdown(index=False)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def row_min_budget(entries):
@@ -298,7 +297,8 @@ class MemoryChapter:
         display(bandwidth_plot(shown, title, recorded_from=rec, save=save))
         source = (f"Recorded on {stamp(rec)}" if rec is not None
                   else f"Measured on {env.device_name()}, {self.reps} repetitions per contender")
-        display(Markdown(prediction_table(shown, predictions, prediction_text, source)))
+        display(Markdown(f"{source}."))
+        display(prediction_table(shown, predictions, prediction_text))
         return shown
 
     def check_exercise(self, name: str, run: Callable, static: Callable[[str], list] | None = None) -> None:

@@ -25,8 +25,7 @@ from solutions import solution
 from utils import bench, env, ops, precision, results
 from utils.check import MOVED_DRAWS, TIERS, autocast_tier, judge_gradients
 from utils.problems import get_problem
-from utils.report import readme
-from utils.report.records import FRAMES, to_markdown
+from utils.report.records import FRAMES, INTROS, to_markdown
 from utils.run import skip
 
 # The contenders of notebooks 10 and 11, in timing order. torch.compile's "max-autotune" mode would also
@@ -325,11 +324,11 @@ def solution_ratios(entries: list[dict], contender: str = "ours") -> list[dict]:
     return out
 
 
-def record_markdown(rec: dict) -> str:
-    """A record as a notebook shows it: where and when it was measured, then its kind's table in Markdown
-    (the README's rendering, utils.report.readme.render)."""
-    return (f"Recorded on {rec['device']['name']}, {rec['date'][:10]}, commit `{rec['git_commit']}`\n\n"
-            + readme.render(rec))
+def record_caption(rec: dict) -> str:
+    """Markdown above a record's table in a notebook: where and when it was measured, and what its columns
+    mean (utils.report.records.INTROS) where its kind says."""
+    intro = INTROS.get(rec["kind"])
+    return f"Recorded on {rec['device']['name']}, {rec['date'][:10]}." + (f" {intro(rec)}" if intro else "")
 
 
 def record_table(rec: dict) -> pd.DataFrame:

@@ -14,6 +14,8 @@ import json
 import re
 from pathlib import Path
 
+import pandas as pd
+
 from utils import results
 from utils.chapters import session as chapter
 from utils.problems import get_problem
@@ -154,21 +156,26 @@ def added_per_call(record: dict) -> dict[int, tuple[float, float]]:
             for (pid, tf32), r in _ratios(record, protocol="per_call").items() if not tf32}
 
 
-def per_call_table(record: dict) -> str:
-    """What a synchronized call added (added_per_call), the one addition over the other, and ours over the
-    faster torch.compile mode in each protocol: a summary line, then a row per problem."""
-    steady, per_call, added = _ratios(record), _ratios(record, protocol="per_call"), added_per_call(record)
+def per_call_summary(record: dict) -> str:
+    """The line above per_call_table: what a synchronized call added to each side at the strict tier, the one
+    addition over the other, against the steady ratio."""
+    steady, added = _ratios(record), added_per_call(record)
     ours, theirs = ([a[i] for a in added.values()] for i in (0, 1))
-    lines = [f"A synchronized call added {span(ours, '{:.3f}', ' ms')} to ours and {span(theirs, '{:.3f}', ' ms')} to "
-             f"`torch.compile` at the strict tier, {span([t / o for o, t in added.values()], '{:.1f}', '')} times as "
-             f"much, against a steady ratio of {span([steady[p, False]['vs_compile'] for p in added], '{:.1f}', '')} "
-             "between them (`torch.compile` in its faster mode per call):", "",
-             "| problem | added to ours | added to `torch.compile` | times ours | × compile, steady | per call |",
-             "|---|---|---|---|---|---|"]
-    for pid, (o, t) in added.items():
-        lines.append(f"| {pid} | {o:.3f} ms | {t:.3f} ms | {t / o:.1f} | {steady[pid, False]['vs_compile']:.2f}x | "
-                     f"{per_call[pid, False]['vs_compile']:.2f}x |")
-    return "\n".join(lines)
+    return (f"A synchronized call added {span(ours, '{:.3f}', ' ms')} to ours and {span(theirs, '{:.3f}', ' ms')} to "
+            f"`torch.compile` at the strict tier, {span([t / o for o, t in added.values()], '{:.1f}', '')} times as "
+            f"much, against a steady ratio of {span([steady[p, False]['vs_compile'] for p in added], '{:.1f}', '')} "
+            "between them (`torch.compile` in its faster mode per call):")
+
+
+def per_call_table(record: dict) -> pd.DataFrame:
+    """Per problem (the index), what a synchronized call added (added_per_call) to ours and to the faster
+    torch.compile mode, the one addition over the other, and ours over that mode in each protocol."""
+    steady, per_call, added = _ratios(record), _ratios(record, protocol="per_call"), added_per_call(record)
+    return pd.DataFrame.from_dict({pid: {"added to ours": f"{o:.3f} ms", "added to torch.compile": f"{t:.3f} ms",
+                                         "times ours": f"{t / o:.1f}",
+                                         "× compile, steady": f"{steady[pid, False]['vs_compile']:.2f}x",
+                                         "per call": f"{per_call[pid, False]['vs_compile']:.2f}x"}
+                                   for pid, (o, t) in added.items()}, orient="index").rename_axis("problem")
 
 
 def forward_debrief(record: dict, predicted: dict, ceilings: dict | None = None, probe_ms: float | None = None) -> str:
@@ -188,7 +195,7 @@ def forward_debrief(record: dict, predicted: dict, ceilings: dict | None = None,
              f"- *Per call*, predicted a little above steady throughout: at the strict tier the ratio per call is "
              f"{per_call_words(_tier(default, False), _tier(per_call, False))}; with TF32 it is "
              f"{per_call_words(_tier(default, True), _tier(per_call, True))}.", "",
-             per_call_table(record)]
+             per_call_summary(record)]
     return "\n".join(lines)
 
 

@@ -2,8 +2,8 @@
 baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 11's
 solutions, training step and autocast. Tables are pandas DataFrames of the record's values (`*_frame`: what a
 notebook displays, as HTML in JupyterLab, and what tests check); `render_*` turns a record into Markdown through
-those frames and `to_markdown` (DataFrame.to_markdown): utils.report.readme puts them in the README, and the
-notebooks show the same tables (utils.chapters.session.record_markdown).
+those frames and `to_markdown` (DataFrame.to_markdown): utils.report.readme puts them in the README; the
+notebooks display the frames under a caption (utils.chapters.session.record_table, record_caption).
 """
 from __future__ import annotations
 
@@ -238,13 +238,17 @@ def solutions_frame(rec: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).set_index(["problem", "contender", "TF32"])
 
 
+def solutions_intro(rec: dict) -> str:
+    return ("Speedup is against eager PyTorch with TF32 off (KernelBench's setting), in the same protocol. "
+            "steady: calls queued back to back; per call: a synchronize after each call (KernelBench's "
+            "per-trial protocol), so the CPU's launch cost counts. vs compile: the faster torch.compile "
+            "mode with the same TF32 setting over this contender, same protocol.")
+
+
 def render_solutions(rec: dict) -> str:
     """Per problem: each contender's steady and per-call medians, its speedup over eager fp32 (TF32 off),
     and ours against the faster torch.compile mode with the same TF32 setting."""
-    parts = ["Speedup is against eager PyTorch with TF32 off (KernelBench's setting), in the same protocol. "
-             "steady: calls queued back to back; per call: a synchronize after each call (KernelBench's "
-             "per-trial protocol), so the CPU's launch cost counts. vs compile: the faster torch.compile "
-             "mode with the same TF32 setting over this contender, same protocol."]
+    parts = [solutions_intro(rec)]
     formats = {"steady ms": MS3, "per call ms": MS3, "vs eager fp32": X2, "vs compile": X2, "vs compile, per call": X2}
     for pid, frame in _by_problem(solutions_frame(rec)).items():
         parts.append(f"**{_problem_name(pid)}**\n\n" + to_markdown(frame, formats))
@@ -265,17 +269,24 @@ def _steady_markdown(frame: pd.DataFrame, intro: str) -> str:
     return intro + "\n\n" + to_markdown(frame, {"ms": MS3, "vs eager": X2, "vs compile": X2})
 
 
+def training_intro(rec: dict) -> str:
+    return ("A training step: forward and backward, the gradients of the input and every parameter, steady state. "
+            "vs eager and vs compile: eager's and the faster torch.compile mode's time with the same TF32 setting "
+            "over this contender's.")
+
+
 def render_training(rec: dict) -> str:
-    return _steady_markdown(steady_frame(rec), "A training step: forward and backward, the gradients of the input and "
-                            "every parameter, steady state. vs eager and vs compile: eager's and the faster torch.compile "
-                            "mode's time with the same TF32 setting over this contender's.")
+    return _steady_markdown(steady_frame(rec), training_intro(rec))
+
+
+def autocast_intro(rec: dict) -> str:
+    dtypes = ", ".join(sorted({e["autocast"] for e in rec["entries"]}))
+    return (f"The forward under torch.autocast ({dtypes}), steady state. vs eager and vs compile: eager's and the "
+            "faster torch.compile mode's time under the same autocast over this contender's.")
 
 
 def render_autocast(rec: dict) -> str:
-    dtypes = ", ".join(sorted({e["autocast"] for e in rec["entries"]}))
-    return _steady_markdown(steady_frame(rec, tf32_column=False), f"The forward under torch.autocast ({dtypes}), steady "
-                            "state. vs eager and vs compile: eager's and the faster torch.compile mode's time under the "
-                            "same autocast over this contender's.")
+    return _steady_markdown(steady_frame(rec, tf32_column=False), autocast_intro(rec))
 
 
 # The DataFrame of each kind rendered here (a notebook displays it; render_* writes it in Markdown).
@@ -283,3 +294,5 @@ FRAMES = {"ceilings": ceilings_frame, "baselines": baselines_frame, "ladder": la
           "ladder_tuning": ladder_tuning_frame, "bias_fusion": bias_fusion_frame, "fused_activations": memory_bound_frame,
           "groupnorm_fusion": memory_bound_frame, "broadcast_min": memory_bound_frame, "solutions": solutions_frame,
           "training": steady_frame, "autocast": lambda rec: steady_frame(rec, tf32_column=False)}
+# The sentence above the table of the kinds whose columns need one (the README's and the notebooks').
+INTROS = {"solutions": solutions_intro, "training": training_intro, "autocast": autocast_intro}
