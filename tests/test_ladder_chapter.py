@@ -216,10 +216,17 @@ def test_the_padding_model_is_the_load_width_the_sass_shows():
     assert addressing.ws_passes(36, load_floats=1) == 4  # what a 4-byte model would have said
 
 
-def test_bank_table_prints_width_passes_and_fewest(capsys):
-    addressing.bank_table({"a": ([32 * t for t in range(32)], 4), "b": (list(range(32)), 1)})
-    out = capsys.readouterr().out.splitlines()
-    assert out[1].split()[-3:] == ["16", "32", "4"] and out[2].split()[-3:] == ["4", "1", "1"]
+def test_bank_table_gives_width_passes_and_fewest():
+    table = addressing.bank_table({"a": ([32 * t for t in range(32)], 4), "b": (list(range(32)), 1)})
+    assert list(table.columns) == ["bytes/lane", "passes", "conflict-free"]
+    assert list(table.loc["a"]) == [16, 32, 4] and list(table.loc["b"]) == [4, 1, 1]
+
+
+def test_tile_table_gives_each_rungs_facts():
+    table = addressing.tile_table(["gemm_03_smem_tiled", "gemm_07_pipelined"])
+    assert list(table.index) == ["gemm_03_smem_tiled", "gemm_07_pipelined"]
+    assert table.loc["gemm_03_smem_tiled", "tile"] == "32 x 32" and table.loc["gemm_03_smem_tiled", "threads"] == 1024
+    assert table.loc["gemm_07_pipelined", "stages"] == ladder.defaults()[1]
 
 
 def test_tile_facts_read_each_rung_from_its_constants():

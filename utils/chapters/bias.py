@@ -103,14 +103,13 @@ def traffic(fn: Callable[[], object]) -> list[tuple[str, tuple, int, int]]:
     return seen.ops
 
 
-def traffic_table(variants: dict[str, Callable[[], object]]) -> str:
-    """One block per variant: each op it runs, the shape it writes, and the MB it reads and writes."""
-    lines = []
-    for label, fn in variants.items():
-        lines.append(label)
-        for op, shape, read, written in traffic(fn):
-            lines.append(f"    {op:<11} -> {str(shape):<14} reads {read / 1e6:9.3f} MB, writes {written / 1e6:7.3f} MB")
-    return "\n".join(lines)
+def traffic_table(variants: dict[str, Callable[[], object]]) -> pd.DataFrame:
+    """A row per op each variant runs, in order: the variant, the op, the shape it writes, and the MB it reads
+    and writes."""
+    rows = [{"variant": label, "op": op, "writes shape": str(shape), "MB read": round(read / 1e6, 3),
+             "MB written": round(written / 1e6, 3)}
+            for label, fn in variants.items() for op, shape, read, written in traffic(fn)]
+    return pd.DataFrame(rows, columns=["variant", "op", "writes shape", "MB read", "MB written"])
 
 
 # --------------------------------------------------------------------------- reading the kernel

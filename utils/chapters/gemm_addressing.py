@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import pandas as pd
+
 from utils import build
 
 F32 = 4  # bytes per float
@@ -17,15 +19,18 @@ F32 = 4  # bytes per float
 
 def warp_step(loads: dict[str, list[int]], fmas: int) -> dict:
     """One step of one warp: for each load instruction (its 32 lanes' byte addresses) the distinct
-    32-byte sectors and 128-byte lines it touches, bytes moved and bytes used; printed, then the totals
-    (returned, with `fmas`)."""
-    print(f"{'load (one instruction, 32 lanes)':<34} {'sectors':>7} {'lines':>5} {'bytes moved':>11} {'bytes used':>10}")
-    total = Counter()
+    32-byte sectors and 128-byte lines it touches, bytes moved and bytes used, displayed as a DataFrame with
+    the step's totals, and one line of FLOP per byte; returns the totals (with `fmas`)."""
+    from IPython.display import display
+
+    rows, total = {}, Counter()
     for what, addresses in loads.items():
         sectors, lines, used = {a // 32 for a in addresses}, {a // 128 for a in addresses}, F32 * len(set(addresses))
+        rows[what] = {"sectors": len(sectors), "lines": len(lines), "bytes moved": 32 * len(sectors), "bytes used": used}
         total.update(sectors=len(sectors), lines=len(lines), moved=32 * len(sectors), used=used)
-        print(f"{what:<34} {len(sectors):>7} {len(lines):>5} {32 * len(sectors):>11} {used:>10}")
-    print(f"{'one step':<34} {total['sectors']:>7} {total['lines']:>5} {total['moved']:>11} {total['used']:>10}")
+    rows["one step"] = {"sectors": total["sectors"], "lines": total["lines"], "bytes moved": total["moved"],
+                        "bytes used": total["used"]}
+    display(pd.DataFrame.from_dict(rows, orient="index").rename_axis("load (one instruction, 32 lanes)"))
     print(f"{fmas} FMAs = {2 * fmas} FLOP per step: {2 * fmas / total['moved']:.2f} FLOP per byte moved; "
           f"{total['lines'] / fmas:.3f} lines per FMA")
     return dict(total, fmas=fmas)
@@ -102,15 +107,16 @@ def tile_facts(name: str) -> dict:
             "floats/FMA shared": (tm + tn) / (tm * tn) if tm and tn else None, "stages": c.get("STAGES", 1)}
 
 
-def tile_table(names: list[str]) -> None:
-    """Print tile_facts for each rung: the numbers the rungs trade, read from their constants."""
-    print(f"{'rung':<22} {'tile':>9} {'BK':>3} {'threads':>7} {'outputs/thread':>14} {'FLOP/B global':>13} "
-          f"{'shared floats/FMA':>17} {'stages':>6}")
+def tile_table(names: list[str]) -> pd.DataFrame:
+    """tile_facts for each rung (the index): the numbers the rungs trade, read from their constants."""
+    rows = {}
     for name in names:
         f = tile_facts(name)
-        per_fma = "-" if f["floats/FMA shared"] is None else f"{f['floats/FMA shared']:.3f}"
-        print(f"{name:<22} {f['tile']:>9} {f['BK']:>3} {f['threads']:>7} {f['per thread']:>14} "
-              f"{f['FLOP/B global']:>13.0f} {per_fma:>17} {f['stages']:>6}")
+        rows[name] = {"tile": f["tile"], "BK": f["BK"], "threads": f["threads"], "outputs/thread": f["per thread"],
+                      "FLOP/B global": round(f["FLOP/B global"]),
+                      "shared floats/FMA": "-" if f["floats/FMA shared"] is None else f"{f['floats/FMA shared']:.3f}",
+                      "stages": f["stages"]}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("rung")
 
 
 LOAD_NAMES = {1: "LDS", 2: "LDS.64", 4: "LDS.128"}  # a shared load of 1, 2 or 4 floats per lane
@@ -132,13 +138,13 @@ def load_passes(first_words: list[int], load_floats: int = 1) -> list[int]:
             for p in range(load_floats)]
 
 
-def bank_table(accesses: dict[str, tuple[list[int], int]]) -> None:
-    """Print each warp-wide shared access {label: (first word of each lane, floats per lane)}: its width,
-    the passes it takes (load_passes; a store is served the same way), and the passes the same width
+def bank_table(accesses: dict[str, tuple[list[int], int]]) -> pd.DataFrame:
+    """Each warp-wide shared access {label: (first word of each lane, floats per lane)} (the index): its
+    width, the passes it takes (load_passes; a store is served the same way), and the passes the same width
     takes without a conflict (one per phase)."""
-    print(f"{'warp-wide shared access (one instruction)':<52} {'bytes/lane':>10} {'passes':>6} {'conflict-free':>13}")
-    for label, (words, width) in accesses.items():
-        print(f"{label:<52} {F32 * width:>10} {sum(load_passes(words, width)):>6} {width:>13}")
+    rows = {label: {"bytes/lane": F32 * width, "passes": sum(load_passes(words, width)), "conflict-free": width}
+            for label, (words, width) in accesses.items()}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("warp-wide shared access (one instruction)")
 
 
 def ws_load_floats(row_floats: int) -> int:
