@@ -6,10 +6,10 @@
 # written by this run (`wait_for KIND`: the record carries this commit), so every chapter shows this run's
 # figures; the one exception, 11's final scoreboard reading 10's `solutions`, is checked after the run
 # (check_order.py).
-#   PART=1: GPU0 the scoreboard, then 02 04 05 07; GPU1 the profile, 08, 09, 03; GPU2 01, 00, 06;
-#           GPU3 the first third of the GPU tests.
-#   PART=2: GPU0 10; GPU1 11; GPU2 the second third of the GPU tests; GPU3 the last third, then
-#           compute-sanitizer on the solutions and the exercises.
+#   PART=1: every kernel built (64 cores); then GPU0 the scoreboard, 02, 04, 05; GPU1 the profile, 08, 09,
+#           03, 07; GPU2 01, 00, 06; GPU3 the first third of the GPU tests, then compute-sanitizer on the
+#           solutions and the exercises until 500 s into the part.
+#   PART=2: GPU0 10; GPU1 11; GPU2 and GPU3 the other two thirds of the GPU tests.
 # Under $OUT: the logs, and fullrun.tgz with every file the run wrote into the results folder.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -65,23 +65,23 @@ if [ "$PART" = 1 ]; then
   python3 -m utils.build > "$L/prebuild_$c.log" 2>&1
   stamp "prebuild done"
   (export CUDA_VISIBLE_DEVICES=0
-   run --steps scoreboard; wait_for eager_profile && wait_for ceilings && run --notebooks 02 04 05 07
+   run --steps scoreboard; wait_for eager_profile && wait_for ceilings && run --notebooks 02 04 05
   ) > "$L/run_gpu0_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1
-   run --steps profile --notebooks 08; wait_for ceilings && run --notebooks 09; wait_for scoreboard && run --notebooks 03
+   run --steps profile --notebooks 08; wait_for ceilings && run --notebooks 09; wait_for scoreboard && run --notebooks 03 07
   ) > "$L/run_gpu1_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2
    run --notebooks 01 00; wait_for scoreboard && run --notebooks 06
   ) > "$L/run_gpu2_part1_$c.log" 2>&1 &
-  (export CUDA_VISIBLE_DEVICES=3; pytest_part 0) &
+  (export CUDA_VISIBLE_DEVICES=3; pytest_part 0
+   PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --budget "$(( 500 - $(date +%s) + t0 ))" \
+     --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
+   stamp "sanitize done") &
 else
   (export CUDA_VISIBLE_DEVICES=0; wait_for whole_model_fusion 5 && run --notebooks 10) > "$L/run_gpu0_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1; wait_for scoreboard 5 && sleep 10 && run --notebooks 11) > "$L/run_gpu1_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
-  (export CUDA_VISIBLE_DEVICES=3; pytest_part 2
-   PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --budget "$(( 545 - $(date +%s) + t0 ))" \
-     --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
-   stamp "sanitize done") &
+  (export CUDA_VISIBLE_DEVICES=3; pytest_part 2) &
 fi
 # what this part has written so far comes back even if the call runs out of time
 while [ -n "$(jobs -r)" ]; do
