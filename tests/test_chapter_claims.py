@@ -26,6 +26,22 @@ def records(kind: str) -> list[dict]:
     return found
 
 
+# Devices whose records 09's prose does not describe, and why: an expected failure (strict: once the prose
+# is generated from the record, the claim holds and the entry must go).
+PROSE_OF_ANOTHER_GPU = {
+    "nvidia-h200": "09's prose states the H100's outcome as a fixed sentence: on the H200 rung 10's gemm reaches "
+                   "2.33x cuBLAS SGEMM at 1024 x 8192 x 8192 (above the 2.2x target) and the split in shared memory "
+                   "costs 1.75x there (outside 15% of the predicted 1.5x); the sentence must come from the record",
+}
+
+
+def by_device(kind: str) -> list:
+    """records(kind), one pytest param per device, those of PROSE_OF_ANOTHER_GPU expected to fail."""
+    return [pytest.param(rec, id=rec["device"]["slug"], marks=pytest.mark.xfail(strict=True, reason=PROSE_OF_ANOTHER_GPU[
+        rec["device"]["slug"]])) if rec["device"]["slug"] in PROSE_OF_ANOTHER_GPU else pytest.param(rec, id=rec["device"]["slug"])
+        for rec in records(kind)]
+
+
 def timed(rec: dict) -> dict:
     return {(e["contender"], tuple(e["shape"])): e for e in rec["entries"] if e.get("section") == "timing"}
 
@@ -94,30 +110,30 @@ def test_09_rung_9_came_in_above_its_range_and_meets_its_target_closest_to_a_mis
             "percentages).") in text
 
 
-def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time():
+@pytest.mark.parametrize("rec", by_device(tcr.KIND))
+def test_09_rung_10_does_three_times_the_work_in_about_three_times_the_time(rec):
     text = " ".join(prose(NB09).split())
     assert "Three times the work in about three times the time" in text
     assert "rung 10's 3xTF32 costs about three times rung 9" in text
     assert "`gemm` beat its range too, yet missed the 2.2x target at 1024 x 8192 x 8192" in text
-    for rec in records(tcr.KIND):
-        t = timed(rec)
-        for shape in tcr.SHAPES:
-            linear = t[("gemm_10_3xtf32 linear, weight split kept", shape)]["median_ms"]
-            assert 2.7 <= linear / t[(tcr.TF32_CUBLAS, shape)]["median_ms"] <= 3.3
-            assert 2.7 <= linear / t[("gemm_09_wgmma_tf32", shape)]["median_ms"] <= 3.3
-            gemm = t[("gemm_10_3xtf32", shape)]
-            assert tcc.outside(gemm["x_cublas_sgemm"], tcr.predicted("gemm_10_3xtf32", shape)[1]) == "above"
-        assert t[("gemm_10_3xtf32", (1024, 8192, 8192))]["x_cublas_sgemm"] < tcr.TARGETS["gemm_10_3xtf32"][1]
+    t = timed(rec)
+    for shape in tcr.SHAPES:
+        linear = t[("gemm_10_3xtf32 linear, weight split kept", shape)]["median_ms"]
+        assert 2.7 <= linear / t[(tcr.TF32_CUBLAS, shape)]["median_ms"] <= 3.3
+        assert 2.7 <= linear / t[("gemm_09_wgmma_tf32", shape)]["median_ms"] <= 3.3
+        gemm = t[("gemm_10_3xtf32", shape)]
+        assert tcc.outside(gemm["x_cublas_sgemm"], tcr.predicted("gemm_10_3xtf32", shape)[1]) == "above"
+    assert t[("gemm_10_3xtf32", (1024, 8192, 8192))]["x_cublas_sgemm"] < tcr.TARGETS["gemm_10_3xtf32"][1]
 
 
-def test_09_the_split_in_shared_memory_came_near_its_prediction_and_lower_at_k_8192():
+@pytest.mark.parametrize("rec", by_device(tcr.KIND))
+def test_09_the_split_in_shared_memory_came_near_its_prediction_and_lower_at_k_8192(rec):
     text = " ".join(prose(NB09).split())
-    for rec in records(tcr.KIND):
-        t = timed(rec)
-        ratio = {K: t[("gemm_10_3xtf32 split in shared memory", s)]["median_ms"] / t[("gemm_10_3xtf32", s)]["median_ms"]
-                 for s in tcr.SHAPES for K in [s[2]]}
-        assert all(1.5 * 0.85 <= r <= 1.5 * 1.15 for r in ratio.values()), ratio  # "near": within 15%
-        assert ratio[8192] < ratio[1024]  # "lower there because gemm also pays for splitting the weight"
+    t = timed(rec)
+    ratio = {K: t[("gemm_10_3xtf32 split in shared memory", s)]["median_ms"] / t[("gemm_10_3xtf32", s)]["median_ms"]
+             for s in tcr.SHAPES for K in [s[2]]}
+    assert all(1.5 * 0.85 <= r <= 1.5 * 1.15 for r in ratio.values()), ratio  # "near": within 15%
+    assert ratio[8192] < ratio[1024]  # "lower there because gemm also pays for splitting the weight"
     assert "Near the predicted 1.5 times at both shapes, and lower at K = 8192 because" in text
 
 

@@ -24,6 +24,12 @@ STALE = {
                              "after a pause at a higher clock), where chapters 09 and 10 time theirs in turn "
                              "(bench.time_interleaved); measure it again on the H100: python -m utils.chapters.scoreboard",
 }
+# Devices whose quoting records were measured on different cards of one machine (strict, as STALE).
+SPLIT_ACROSS_CARDS = {
+    "nvidia-h200": "the run on four H200s of one host timed the scoreboard on one card and whole_model_fusion "
+                   "(chapter 09) on another: 1.6-3.3% apart, beyond either run's spread; measure both on one card",
+}
+EXPECTED_TO_DISAGREE = STALE | SPLIT_ACROSS_CARDS
 
 
 def quoting_devices(root=ROOT) -> list[str]:
@@ -49,8 +55,8 @@ def assert_headlines_agree(records: dict[str, dict | None]) -> int:
 
 # --------------------------------------------------------------------------- the committed records
 
-@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=STALE[d]))
-                                    if d in STALE else d for d in quoting_devices()])
+@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=EXPECTED_TO_DISAGREE[d]))
+                                    if d in EXPECTED_TO_DISAGREE else d for d in quoting_devices()])
 def test_each_headline_ratio_agrees_across_the_records_that_quote_it(device):
     assert_headlines_agree(device_records(device))
 

@@ -359,8 +359,12 @@ def test_readme_front_is_generated_from_the_record_and_the_logs(tmp_path):
     write(root, rec)
     logs = root / rec["device"]["slug"] / "logs" / "final_run"
     logs.mkdir(parents=True)
-    (logs / "make_run_a.log").write_text("[1/2] 00_setup: ok in 40.0 s\n== summary (gpu mode)\nnotebook  status  time\n"
-                                         "scoreboard  ok  200.0s  0\n00_setup  ok  40.0s  0\n01_models  ok  60.0s  0\n")
+    (logs / "make_run_a.log").write_text("[scoreboard] ok in 200.0 s\n[1/2] 00_setup: ok in 40.0 s\n"
+                                         "[2/2] 01_models: ok in 60.0 s\n")
+    copies = root / rec["device"]["slug"] / "notebooks"  # each chapter's time: papermill's, in its executed copy
+    copies.mkdir()
+    for name, seconds in (("00_setup", 40.0), ("01_models", 60.0)):
+        (copies / f"{name}.ipynb").write_text(json.dumps({"cells": [], "metadata": {"papermill": {"duration": seconds}}}))
     (logs / "pytest_gpu_a.log").write_text("...\n12 passed, 3 skipped, 9 deselected in 300.50s (0:05:00)\n")
     headline = report.render_headline(root)
     # strict: eager / fused = 2.00x and 4.00x; eager / compile = 1.20x and 2.00x; tf32: 6.00x and 10.00x
@@ -368,7 +372,7 @@ def test_readme_front_is_generated_from_the_record_and_the_logs(tmp_path):
     assert "`torch.compile` gives 1.20x to 2.00x" in headline and "with TF32 allowed, 6.00x to 10.00x" in headline
     assert f"](results/{rec['device']['slug']}/whole_model_scoreboard.png)" in headline
     times = report.render_times(root)
-    assert "| 5 min: 2 chapters in 100 s, the scoreboard 200 s |" in times
+    assert "| 5 min one after the other: 2 chapters in 100 s, the scoreboard 200 s |" in times
     assert "its GPU tests (`pytest -m gpu`, 12 passed) 5 min" in times
     assert "not measured yet" in times  # the CPU's `make run`
 

@@ -338,7 +338,17 @@ def test_what_the_forward_prose_says_holds_on_every_device(device):
                 all(abs(c) < 0.03 for c in change.values()) and min(change.values()) < 0), (tier, change)
 
 
-@pytest.mark.parametrize("device", devices_with("solutions"))
+# Devices whose records the prose of the two protocols does not describe, and why (strict: once the prose is
+# generated from the record, the claim holds and the entry must go).
+PROTOCOL_PROSE_OF_ANOTHER_GPU = {
+    "nvidia-h200": "on the H200 at dfaf467, problem 75 per call comes out above steady (2.366x against 2.361x over "
+                   "torch.compile) though a synchronized call added less than the steady ratio times as much to "
+                   "torch.compile: the sentence must come from the record",
+}
+
+
+@pytest.mark.parametrize("device", [pytest.param(d, marks=pytest.mark.xfail(strict=True, reason=PROTOCOL_PROSE_OF_ANOTHER_GPU[d]))
+                                    if d in PROTOCOL_PROSE_OF_ANOTHER_GPU else d for d in devices_with("solutions")])
 def test_what_the_prose_says_of_the_two_protocols_holds_on_every_device(device):
     """At the strict tier a synchronized call adds more to torch.compile (its faster mode per call) than to ours,
     never much more than the steady ratio times as much; per call comes out above steady exactly where it added

@@ -16,6 +16,7 @@ here (a function of utils/report/ that takes the record).
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
@@ -115,20 +116,31 @@ def _minutes(seconds: float) -> str:
 
 
 def gpu_run_times(folder: Path) -> dict | None:
-    """What the run logs of a device folder say (logs/final_run/): every notebook's and the scoreboard's time
-    from `make run`'s summaries, and `pytest -m gpu`'s outcome; None without such logs."""
+    """What a device folder's recorded run says: every executed chapter's time (papermill's, in the copy under
+    notebooks/), the scoreboard's and the profile's from the run logs (logs/final_run/), and `pytest -m gpu`'s
+    outcome over its logs (one or several parts; a part the machine's time limit stopped has no summary);
+    None without run logs."""
     logs = folder / "logs" / "final_run"
+    run_logs = [p for p in sorted(logs.glob("*run_*.log")) if p.name.startswith(("make_run_", "run_"))]
+    if not run_logs:
+        return None
     run: dict[str, float] = {}
-    for log in sorted(logs.glob("make_run_*.log")):
-        summary = log.read_text(errors="replace").split("== summary", 1)[-1]
-        run |= {name: float(t) for name, t in re.findall(r"(?m)^(\S+)\s+ok\s+([\d.]+)s\b", summary)}
-    tests = None
+    for nb in sorted((folder / "notebooks").glob("*.ipynb")):
+        duration = json.loads(nb.read_text()).get("metadata", {}).get("papermill", {}).get("duration")
+        if duration is not None:
+            run[nb.stem] = float(duration)
+    for log in run_logs:
+        run |= {step: float(t) for step, t in re.findall(r"\[(scoreboard|profile)\] ok in ([\d.]+) s", log.read_text(errors="replace"))}
+    tests, parts, cut = None, 0, 0
     for log in sorted(logs.glob("pytest_gpu_*.log")):
-        if m := re.search(r"(\d+) passed.*? in ([\d.]+)s", log.read_text(errors="replace").splitlines()[-1]):
-            tests = {"passed": int(m.group(1)), "s": float(m.group(2))}
-    return {"run": run, "tests": tests} if run else None
-
-
+        parts += 1
+        if m := re.search(r"(\d+) passed.*? in ([\d.]+)s", log.read_text(errors="replace").strip().splitlines()[-1]):
+            tests = {"passed": (tests or {}).get("passed", 0) + int(m.group(1)), "s": (tests or {}).get("s", 0) + float(m.group(2))}
+        else:
+            cut += 1
+    if tests:
+        tests |= {"parts": parts, "cut": cut}
+    return {"run": run, "tests": tests}
 def _headline_record(root: Path) -> tuple[str, dict] | None:
     found = [(p.parent.name, read(p)) for p in sorted(root.glob("*/whole_model_fusion.json"))]
     return max(found, key=lambda f: f[1]["date"]) if found else None
@@ -156,12 +168,17 @@ def render_times(results_root: str | Path | None = None) -> str:
     gpu = gpu_run_times(root / head[0]) if head else None
     gpu_name = head[1]["device"]["name"] if head else "a GPU"
     if gpu:
-        chapters = {k: v for k, v in gpu["run"].items() if k != "scoreboard"}
-        run_gpu = (f"{_minutes(sum(gpu['run'].values()))}: {len(chapters)} chapters in "
-                   f"{sum(chapters.values()):.0f} s" + (f", the scoreboard {gpu['run']['scoreboard']:.0f} s"
-                                                        if "scoreboard" in gpu["run"] else ""))
-        test_gpu = (f"not timed as a whole; its GPU tests (`pytest -m gpu`, {gpu['tests']['passed']} passed) "
-                    f"{_minutes(gpu['tests']['s'])}" if gpu["tests"] else "not measured yet")
+        chapters = {k: v for k, v in gpu["run"].items() if k not in ("scoreboard", "profile")}
+        steps = [f"the {k} {gpu['run'][k]:.0f} s" for k in ("scoreboard", "profile") if k in gpu["run"]]
+        run_gpu = (f"{_minutes(sum(gpu['run'].values()))} one after the other: {len(chapters)} chapters in "
+                   f"{sum(chapters.values()):.0f} s" + "".join(f", {s}" for s in steps))
+        t = gpu["tests"]
+        test_gpu = ("not measured yet" if not t else
+                    f"not timed as a whole; its GPU tests (`pytest -m gpu`, {t['passed']} passed"
+                    + (f" in {t['parts']} parts" if t["parts"] > 1 else "")
+                    + (f"; {t['cut']} part stopped by the machine's time limit" if t["cut"] == 1 else
+                       f"; {t['cut']} parts stopped by the machine's time limit" if t["cut"] else "")
+                    + f") {_minutes(t['s'])}" + (" for the parts that finished" if t["cut"] else ""))
     else:
         run_gpu = test_gpu = "not measured yet"
 
