@@ -16,6 +16,7 @@
 #   TORCH=...       the torch requirement installed into the venv (default: the pin in torch-requirement.txt)
 #   NOTEBOOKS="00 01"  which notebooks `make run` executes (default: all)
 #   LAB_ARGS="--port 8899 --ip 0.0.0.0 --no-browser"  more arguments for `jupyter lab` (a remote GPU machine)
+#   TEST_WORKERS=1  `make test` in one process (default: one worker per core, at most 4)
 
 PYTHON   ?= python3
 VENV     ?= .venv
@@ -26,6 +27,9 @@ TORCH_PIN := torch-requirement.txt
 TORCH    ?= $(strip $(shell grep -m1 '^torch' $(TORCH_PIN)))
 NOTEBOOKS ?=
 LAB_ARGS ?=
+# `make test`'s workers (pytest-xdist): each takes whole test modules and whole notebooks (--dist loadscope, so
+# a notebook's cells run in order in one kernel); one per core, at most 4 (a GPU machine shares one GPU).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))")
 STAMP    := $(VENV)/.installed
 
 # Set up the venv only when PY is the venv's interpreter.
@@ -57,7 +61,8 @@ run: $(SETUP)
 
 test: $(SETUP)
 	$(PY) -m utils.env --brief
-	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider \
+	    -n $(TEST_WORKERS) --dist loadscope
 
 test-gpu: $(SETUP)
 	$(PY) -m pytest tests -m gpu -p no:cacheprovider

@@ -46,6 +46,9 @@ def pytest_configure(config):
 def pytest_sessionfinish(session):
     from utils import results
 
+    if hasattr(session.config, "workeroutput"):  # a pytest-xdist worker: its collection found the unchecked cells
+        session.config.workeroutput["nbval_unchecked"] = list(_unchecked)
+
     _results_changed.extend(results.changes(_results_before, results.snapshot(RESULTS)))
     if _results_changed:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -89,6 +92,15 @@ def pytest_collection_modifyitems(session, config, items):
             cell.execution_count = 1  # nbval compares only cells that were run
         else:
             _unchecked.append(f"{name} cell {item.cell_num}")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """pytest-xdist's controller: each worker's unchecked cells (every worker collects every test, so the
+    same cells come from each), kept once, for the summary."""
+    for cell in getattr(node, "workeroutput", {}).get("nbval_unchecked", []):
+        if cell not in _unchecked:
+            _unchecked.append(cell)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -56,6 +56,12 @@ def kernels_built_side_by_side(request):
     # left to the tests that use it, which fail with nvcc's error.
     import scratch_builds  # the exercises' starters and answers, each compiled once
 
-    failed = build.prebuild(scratch_builds.variants())
+    # Under pytest-xdist every worker prebuilds, each starting at another point of the list with its share of
+    # the cores: a kernel one worker is building, another waits for (the build lock), then finds built.
+    worker, workers = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    items = [*build.every_kernel_file(), *scratch_builds.variants()]
+    start = worker * len(items) // workers
+    failed = build.load_kernels(items[start:] + items[:start], jobs=max(1, (os.cpu_count() or 1) // workers),
+                                build_only=True, on_error="return")
     for item, error in failed.items():
         print(f"prebuild: {item} did not build ({type(error).__name__}); its tests will say why")
