@@ -59,7 +59,7 @@ def kernels_built_side_by_side(request):
     # Under pytest-xdist every worker prebuilds, each starting at another point of the list with its share of
     # the cores: a kernel one worker is building, another waits for (the build lock), then finds built.
     worker, workers = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-    items = [*build.every_kernel_file(), *scratch_builds.variants()]
+    items = [*build.every_kernel_file(), *scratch_builds.variants(gpu=env.mode() == "gpu")]
     start = worker * len(items) // workers
     failed = build.load_kernels(items[start:] + items[:start], jobs=max(1, (os.cpu_count() or 1) // workers),
                                 build_only=True, on_error="return")

@@ -33,11 +33,29 @@ def texts() -> list[tuple[str, str, Path]]:
     ]
 
 
+def gpu_texts() -> list[tuple[str, str, Path]]:
+    """(name, text, folder) of what only the GPU tests build: each exercise's shortcuts, which its checker
+    must refuse, and 05's GELU solved (built one after the other, these took most of `pytest -m gpu`)."""
+    import test_groupnorm_epilogue_exercise as t09
+    import test_memory_bound_exercises as t0607
+    import test_tiled_sgemm_exercise as t03
+
+    found = [("my_tiled_sgemm", path.read_text(), t03.SCRATCH / path.stem) for path in t03.SHORTCUTS]
+    found += [(f"gn_epilogue_{name}", text, t09.BUILD_DIR) for name, text in t09.KERNEL_SHORTCUTS.items()]
+    for prefix, answer, edits in (("tail94_", t0607.TAIL_ANSWER, t0607.TAIL_SHORTCUT_EDITS),
+                                  ("min_bias_", t0607.MIN_BIAS_ANSWER, t0607.MIN_BIAS_SHORTCUT_EDITS)):
+        found += [(*t0607.shortcut_build(prefix, answer, edits, shortcut), ANSWERS) for shortcut in sorted(edits)]
+    _, export, todo, solution = t0607.GELU
+    found.append((export, (t0607.EXERCISES / f"{export}.cu").read_text().replace(todo, solution), ANSWERS))
+    return found
+
+
 def load(name: str, text: str, folder: Path):
     """build.load_source, as the prebuild built it."""
     return build.load_source(name, text, scratch_dir=folder)
 
 
-def variants() -> list[build.Variant]:
-    """The texts saved where they are built, as Variants for build.prebuild."""
-    return [build.Variant(name, kernels_dir=build.write_source(name, text, folder)) for name, text, folder in texts()]
+def variants(gpu: bool = False) -> list[build.Variant]:
+    """The texts saved where they are built, as Variants for build.prebuild; with gpu, the GPU tests' too."""
+    return [build.Variant(name, kernels_dir=build.write_source(name, text, folder))
+            for name, text, folder in texts() + (gpu_texts() if gpu else [])]

@@ -353,9 +353,16 @@ TAIL_SHORTCUT_EDITS = {  # a shortcut as an edit of the answer: (old, new, what 
 }
 
 
+def shortcut_build(prefix: str, answer: str, edits: dict, shortcut: str) -> tuple[str, str]:
+    """(name, text) of a shortcut: the answer with one edit (tests/scratch_builds.py prebuilds them on a GPU)."""
+    old, new, _ = edits[shortcut]
+    return prefix + re.sub(r"\W+", "_", shortcut), answer.replace(old, new)
+
+
 @pytest.mark.gpu
 def test_tail_answer_passes():
-    reports, text = exercises.tail_exercise(tail_launcher(build_answer("answer_tail94", TAIL_ANSWER)), TAIL_ANSWER)
+    reports, text = exercises.tail_exercise(tail_launcher(build_answer(f"answer_{exercises.TAIL_KERNEL}", TAIL_ANSWER)),
+                                            TAIL_ANSWER)
     assert all(r.ok for r in reports.values()) and text.startswith("PASS"), text
 
 
@@ -364,8 +371,7 @@ def test_tail_answer_passes():
 def test_tail_shortcuts_fail(shortcut):
     old, new, named = TAIL_SHORTCUT_EDITS[shortcut]
     assert TAIL_ANSWER.count(old) >= 1
-    text = TAIL_ANSWER.replace(old, new)
-    name = "tail94_" + re.sub(r"\W+", "_", shortcut)
+    name, text = shortcut_build("tail94_", TAIL_ANSWER, TAIL_SHORTCUT_EDITS, shortcut)
     _, verdict = exercises.tail_exercise(tail_launcher(build_answer(name, text)), text)
     assert verdict.startswith("Not yet") and named in verdict, verdict
 
@@ -387,8 +393,8 @@ MIN_BIAS_SHORTCUT_EDITS = {
 
 @pytest.mark.gpu
 def test_min_bias_answer_passes():
-    reports, text = exercises.min_bias_exercise(min_bias_launcher(build_answer("answer_min_bias", MIN_BIAS_ANSWER)),
-                                                MIN_BIAS_ANSWER)
+    reports, text = exercises.min_bias_exercise(
+        min_bias_launcher(build_answer(f"answer_{exercises.MIN_BIAS_KERNEL}", MIN_BIAS_ANSWER)), MIN_BIAS_ANSWER)
     assert all(r.ok for r in reports.values()) and text.startswith("PASS"), text
 
 
@@ -397,8 +403,7 @@ def test_min_bias_answer_passes():
 def test_min_bias_shortcuts_fail(shortcut):
     old, new, named = MIN_BIAS_SHORTCUT_EDITS[shortcut]
     assert old in MIN_BIAS_ANSWER
-    text = MIN_BIAS_ANSWER.replace(old, new)
-    name = "min_bias_" + re.sub(r"\W+", "_", shortcut)
+    name, text = shortcut_build("min_bias_", MIN_BIAS_ANSWER, MIN_BIAS_SHORTCUT_EDITS, shortcut)
     _, verdict = exercises.min_bias_exercise(min_bias_launcher(build_answer(name, text)), text)
     assert verdict.startswith("Not yet") and named in verdict, verdict
 
@@ -407,8 +412,9 @@ def test_min_bias_shortcuts_fail(shortcut):
 def test_the_notebook_launch_cells_run_the_answers():
     """The notebooks' own launch functions (my_tail94, my_min_bias), on the answers' modules, pass the checkers."""
     for notebook, fn, mod_name, answer, kernel, run in [
-            (NB06, "my_tail94", "tail_mod", TAIL_ANSWER, "answer_tail94", exercises.tail_exercise),
-            (NB07, "my_min_bias", "min_bias_mod", MIN_BIAS_ANSWER, "answer_min_bias", exercises.min_bias_exercise)]:
+            (NB06, "my_tail94", "tail_mod", TAIL_ANSWER, f"answer_{exercises.TAIL_KERNEL}", exercises.tail_exercise),
+            (NB07, "my_min_bias", "min_bias_mod", MIN_BIAS_ANSWER, f"answer_{exercises.MIN_BIAS_KERNEL}",
+             exercises.min_bias_exercise)]:
         namespace = {"torch": torch, "EPS": EPS, "S": type("S", (), {"can_compile": False})(),
                      "build": build, "TAIL_SOURCE": "", "MIN_BIAS_SOURCE": ""}
         source = next("".join(c["source"]) for c in json.loads((REPO / "notebooks" / notebook).read_text())["cells"]
