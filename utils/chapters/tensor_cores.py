@@ -24,6 +24,7 @@ from torch import Tensor
 
 from utils import bench, build, check, env, ladder, precision
 from utils.chapters.gemm_ladder import quote
+from utils.report.tensor_cores import outside  # noqa: F401 (the chapters and tests call it tcc.outside)
 from utils.problems import get_problem
 from utils.report.tensor_cores import (FUSED_KERNEL, PATHS, RUNG10, RUNGS, SGEMM, SHAPES, TF32_CUBLAS, accuracy_rows,
                                        predicted, promote_label)
@@ -418,15 +419,6 @@ def timed_view(record: dict, contenders) -> dict:
     table and plot show of the one run both chapters read. The other sections are left as they are."""
     keep = {SGEMM, TF32_CUBLAS, *contenders}
     return {**record, "entries": [e for e in record["entries"] if e.get("section") != "timing" or e["contender"] in keep]}
-
-
-def outside(value: float, band) -> str | None:
-    """"above" or "below" where `value` falls outside a predicted (lo, hi) band, None inside it or without one.
-    A single value ("~4x": lo == hi) stands for a band of +-10%, as the prediction tables read it."""
-    if band is None:
-        return None
-    lo, hi = (0.9 * band[0], 1.1 * band[1]) if band[0] == band[1] else band
-    return None if lo <= value <= hi else ("above" if value > hi else "below")
 
 
 def missed(record: dict, contenders) -> str:

@@ -216,6 +216,69 @@ def target_check(record: dict) -> str:
     return "\n".join(lines) or "- (no timing in this record)"
 
 
+def outside(value: float, band) -> str | None:
+    """"above" or "below" where `value` falls outside a predicted (lo, hi) band, None inside it or without one.
+    A single value ("~4x": lo == hi) stands for a band of +-10%, as the prediction tables read it."""
+    if band is None:
+        return None
+    lo, hi = (0.9 * band[0], 1.1 * band[1]) if band[0] == band[1] else band
+    return None if lo <= value <= hi else ("above" if value > hi else "below")
+
+
+def _timed(record: dict) -> dict:
+    return {(e["contender"], tuple(e["shape"])): e for e in record["entries"] if e.get("section") == "timing"}
+
+
+def rung10_findings(record: dict) -> str:
+    """Computed sentences on rung 10 against the record: `linear` (the split kept) over cuBLAS TF32 and over
+    rung 9 (three times the work), and `gemm` (splitting both operands on every call) against its predicted range
+    and the 2.2x target at the first shape, where its weight is 256 MB."""
+    t = _timed(record)
+    linear = f"{RUNG10} linear, weight split kept"
+    over_tf32 = [t[(linear, s)]["median_ms"] / t[(TF32_CUBLAS, s)]["median_ms"] for s in SHAPES]
+    over_rung9 = [t[(linear, s)]["median_ms"] / t[("gemm_09_wgmma_tf32", s)]["median_ms"] for s in SHAPES]
+    about_three = all(2.7 <= r <= 3.3 for r in over_tf32 + over_rung9)
+    span = f"{min(over_tf32 + over_rung9):.2f}-{max(over_tf32 + over_rung9):.2f}x"
+    first = (f"Three times the work in about three times the time ({span} cuBLAS TF32's and rung 9's): the "
+             "128-wide tile and the waits cost little." if about_three else
+             f"Three times the work in {span} the time of cuBLAS TF32 and rung 9: not the 2.7-3.3x that "
+             "\"about three times\" would mean.")
+    where = {outside(t[(RUNG10, s)]["x_cublas_sgemm"], predicted(RUNG10, s)[1]) for s in SHAPES}
+    versus_range = ("beat its range too" if where == {"above"} else "came in inside its range" if where == {None}
+                    else "fell below its range" if where == {"below"} else "came in above its range at one shape")
+    shape = SHAPES[0]
+    x = t[(RUNG10, shape)]["x_cublas_sgemm"]
+    goal = TARGETS[RUNG10][1]
+    met = x >= goal
+    at = " x ".join(map(str, shape))
+    weight = ("at that shape the weight alone is 256 MB, read once and written as two parts, a pass `linear` does "
+              "not make with its split kept")
+    second = (f"`gemm` {versus_range}, and met the {goal:g}x target at {at} ({x:.2f}x) though it splits both "
+              f"operands on every call: {weight}." if met else
+              f"`gemm` {versus_range}, yet missed the {goal:g}x target at {at} ({x:.2f}x): it splits both operands "
+              f"on every call, and {weight}.") + " The drop-ins call `linear` (chapter 10)."
+    return first + "\n" + second
+
+
+def split_findings(record: dict) -> str:
+    """Computed sentence: the split in shared memory's time over the pre-split kernel's at each shape, against
+    its header's "about 1.5x" (near: within 15%), and whether it is lower at K = 8192, where `gemm` also
+    splits the 256 MB weight on every call."""
+    t = _timed(record)
+    ratio = {s[2]: t[(f"{RUNG10} split in shared memory", s)]["median_ms"] / t[(RUNG10, s)]["median_ms"] for s in SHAPES}
+    shown = " and ".join(f"{r:.2f}x at K = {k}" for k, r in ratio.items())
+    near = [k for k, r in ratio.items() if 1.5 * 0.85 <= r <= 1.5 * 1.15]
+    head = ("Near the predicted 1.5 times at both shapes" if len(near) == len(ratio) else
+            "Near the predicted 1.5 times at K = " + ", ".join(map(str, near)) + " only" if near else
+            "Not near the predicted 1.5 times at either shape")
+    lower = ratio[8192] < ratio[1024] if {8192, 1024} <= set(ratio) else False
+    tail = (", and lower at K = 8192 because `gemm` also pays for splitting the 256 MB weight on every call, a pass "
+            "that the split in shared memory never makes." if lower else
+            ": at K = 8192 `gemm` also pays for splitting the 256 MB weight on every call, and still the split in "
+            "shared memory is not lower there.")
+    return f"{head} ({shown}){tail}"
+
+
 def promotion_findings(record: dict) -> str:
     """Computed sentences on rung 10's promotion: no promotion's and the shortest interval's worst excess, and
     what that promotion costs in time at the first shape. Notebook 08's exercise 2 asks which interval to build
