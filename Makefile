@@ -8,6 +8,7 @@
 #   make bench      measure the device's ceilings and record them under results/<device>/
 #   make profile    Nsight Compute on rung 7 and problem 94's whole-model kernel, recorded under results/<device>/
 #   make ladder     verify every GEMM rung against cuBLAS, time them side by side, record the ladder
+#   make sweep      every drop-in, its GEMM and cuBLAS against eager and torch.compile over the batch M = 1..16384
 #   make clean      remove kernel builds and executed-notebook scratch (keeps .venv and results/)
 #
 # Variables:
@@ -35,7 +36,7 @@ STAMP    := $(VENV)/.installed
 # Set up the venv only when PY is the venv's interpreter.
 SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
 
-.PHONY: setup run test lab test-gpu sanitize bench profile ladder clean
+.PHONY: setup run test lab test-gpu sanitize bench profile ladder sweep clean
 
 setup: $(SETUP)
 
@@ -78,6 +79,9 @@ profile: $(SETUP)
 
 ladder: $(SETUP)
 	$(PY) -m utils.ladder
+
+sweep: $(SETUP)
+	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m utils.chapters.batch_sweep
 
 # Lab serves the whole checkout (results/ holds the executed copies) and opens on notebooks/;
 # jupyter_server_config.py keeps results/ read-only and notebooks/' metadata stable, so that opening

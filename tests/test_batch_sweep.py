@@ -31,8 +31,9 @@ def test_the_crossover_is_where_bytes_and_flops_take_as_long(tier):
 
 def test_the_record_kind_has_the_keys_the_sweep_writes():
     assert sweep.KIND in results.KINDS
-    assert set(results.KINDS[sweep.KIND].entry_keys) <= {"problem", "tier", "M", "contender", "median_ms", "p20_ms",
-                                                         "p80_ms", "floor_ms", "bytes_ms", "flops_ms"}
+    assert set(results.KINDS[sweep.KIND].entry_keys) <= {"problem", "shape", "K", "C", "tier", "M", "contender",
+                                                         "median_ms", "p20_ms", "p80_ms", "floor_ms", "bytes_ms",
+                                                         "flops_ms"}
 
 
 def test_the_strict_floor_counts_3xtf32_where_it_beats_sgemm():
@@ -42,3 +43,26 @@ def test_the_strict_floor_counts_3xtf32_where_it_beats_sgemm():
     assert f["flops_ms"] == pytest.approx(flops / (400e12 / 3) * 1e3)
     slow_tc = bench.Ceilings(3000.0, 50.0, 120.0, "tensor cores slower than 3x SGEMM")
     assert sweep.floor_of(37, 4096, slow_tc, "strict")["flops_ms"] == pytest.approx(flops / 50e12 * 1e3)
+
+
+def test_the_other_shapes_keep_the_problems_groups_where_they_divide_c():
+    assert set(sweep.SHAPES) == {"own", "4096x4096", "4096x11008"}
+    d = sweep.dims_at(94, 8, "4096x11008")
+    assert (d.batch, d.in_features, d.out_features, d.groups) == (8, 4096, 11008, 256)
+    assert sweep.shapes_of(94) == ["own", "4096x4096", "4096x11008"]
+    assert sweep.shapes_of(75) == ["own", "4096x4096"]  # 512 groups do not divide 11,008
+    with pytest.raises(ValueError, match="512 groups do not divide C = 11008"):
+        sweep.dims_at(62, 1, "4096x11008")
+
+
+def test_a_shapes_floor_is_its_own_weight():
+    f = sweep.floor_of(37, 1, H100, "strict", "4096x11008")
+    assert f["floor_ms"] == pytest.approx(4096 * 11008 * 4 / 3000e9 * 1e3, rel=0.01)
+    assert sweep.crossover_M(37, H100, "strict", "4096x11008") != sweep.crossover_M(37, H100, "strict")
+
+
+def test_make_sweep_runs_the_sweep():
+    from utils import REPO
+
+    make = (REPO / "Makefile").read_text()
+    assert "sweep: $(SETUP)" in make and "-m utils.chapters.batch_sweep" in make

@@ -335,8 +335,8 @@ KINDS: dict[str, Kind] = {
                         ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
     "batch_sweep": Kind("Every batch size: the drop-ins, their GEMM and cuBLAS against eager and torch.compile over M "
                         "(python -m utils.chapters.batch_sweep)",
-                        ("problem", "tier", "M", "contender", "median_ms", "p20_ms", "p80_ms", "floor_ms", "bytes_ms",
-                         "flops_ms")),
+                        ("problem", "shape", "K", "C", "tier", "M", "contender", "median_ms", "p20_ms", "p80_ms",
+                         "floor_ms", "bytes_ms", "flops_ms")),
     "profile": Kind("Nsight Compute: the metrics that decide, per kernel (notebooks 03 and 09)",
                     ("target", "kernel", "metric", "value", "unit")),
     "whole_model_fusion": Kind("Whole models in the GEMM's epilogue against the unfused path (notebook 09)",
