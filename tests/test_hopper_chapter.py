@@ -217,6 +217,22 @@ def test_profile_findings_are_generated_from_the_entries():
     assert "none of the metrics" in hg.profile_findings([])
 
 
+def test_profile_findings_read_the_kernel_the_time_goes_to():
+    """Problem 94's strict forward launches the weight's split pass before the GEMM: the findings are the GEMM's
+    (the longer), whatever order the entries come in, and a nonzero bank-conflict count is not called none."""
+    def kernel(name, ms, dram, tensor, bank, loads):
+        return [{"kernel": name, "metric": "gpu__time_duration.sum", "value": ms * 1e6, "unit": "ns"},
+                {"kernel": name, "metric": "dram__throughput.avg.pct_of_peak_sustained_elapsed", "value": dram, "unit": "%"},
+                {"kernel": name, "metric": "sm__pipe_tensor_cycles_active.avg.pct", "value": tensor, "unit": "%"},
+                {"kernel": name, "metric": "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum", "value": bank, "unit": ""},
+                {"kernel": name, "metric": "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum", "value": loads, "unit": ""}]
+    split, gemm = kernel("residual_kernel", 0.14, 79.1, 0.0, 0, 0), kernel("gemm_wgmma_kernel", 1.23, 14.3, 95.7, 106503, 630791)
+    for entries in (split + gemm, gemm + split):
+        text_ = hg.profile_findings(entries)
+        assert "at 95.7% against" in text_ and "14.3%" in text_ and "the tensor pipe is the busier" in text_
+        assert "106,503" in text_ and "17% of its 630,791 shared-load wavefronts" in text_ and "none" not in text_
+
+
 def test_the_profile_cell_reads_its_record_and_says_so_in_one_line_when_there_is_none():
     cell = next(c for c in code_cells() if 'S.recorded("profile")' in c)
     assert "whole model 94" in cell and "pd.DataFrame" in cell and "hg.profile_findings(" in cell

@@ -41,3 +41,10 @@ def test_no_kernel_in_the_range_is_an_error():
 def test_every_target_says_what_it_is():
     assert set(profile.TARGETS) == {"rung 7", "whole model 94"}
     assert all(what for what, _ in profile.TARGETS.values())
+
+
+def test_the_main_kernel_is_the_one_the_time_goes_to():
+    one = [{"kernel": "a", "metric": "gpu__time_duration.sum", "value": 5.0}, {"kernel": "a", "metric": "x", "value": 1.0}]
+    two = [{"kernel": "b", "metric": "gpu__time_duration.sum", "value": 50.0}, {"kernel": "b", "metric": "x", "value": 2.0}]
+    assert profile.main_kernel(one + two) == two and profile.main_kernel(two + one) == two
+    assert profile.main_kernel(one) == one and profile.main_kernel([]) == []

@@ -135,6 +135,18 @@ def profile(name: str, ncu: str, chosen: dict[str, str]) -> list[dict]:
     return [{"target": name, **e} for e in parse_raw_csv(done.stdout, chosen)]
 
 
+def main_kernel(entries: list[dict]) -> list[dict]:
+    """The entries of the kernel a target spends its time in: the longest by its recorded duration (the role
+    "duration"), or the only kernel. A target may launch several (problem 94's strict forward splits the
+    weight in a pass of its own before the GEMM): what one kernel's metrics say is not another's."""
+    kernels = list(dict.fromkeys(e["kernel"] for e in entries))
+    if len(kernels) <= 1:
+        return list(entries)
+    duration = {e["kernel"]: e["value"] for e in entries if str(e["metric"]).startswith(METRICS["duration"])}
+    longest = max(kernels, key=lambda k: duration.get(k, -1.0))
+    return [e for e in entries if e["kernel"] == longest]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m utils.profile", description=__doc__.splitlines()[0])
     ap.add_argument("--target", action="append", choices=sorted(TARGETS), help="profile only this target (repeatable)")

@@ -36,7 +36,7 @@ from pathlib import Path
 import pandas as pd
 from IPython.display import Markdown, display
 
-from utils import bench, build, env, ladder, plots, precision, show
+from utils import bench, build, env, ladder, plots, precision, profile, show
 from utils.chapters.gemm_addressing import l1_model
 from utils.ladder import rung_number
 from utils.run import skip
@@ -472,7 +472,11 @@ PROFILE_METRICS = {  # a substring of Nsight Compute's metric name -> what the t
     "pipe_tensor": "tensor pipe",
     "warps_active": "achieved occupancy",
     "occupancy": "achieved occupancy",
+    "bank_conflicts_pipe_lsu_mem_shared_op_ld": "shared-memory bank conflicts, loads",
+    "bank_conflicts_pipe_lsu_mem_shared_op_st": "shared-memory bank conflicts, stores",
     "bank_conflicts": "shared-memory bank conflicts",
+    "wavefronts_mem_shared_op_ld": "shared-load wavefronts",
+    "time_duration": "kernel time",
 }
 
 
@@ -485,7 +489,9 @@ def profile_frame(record: dict):
     target ("rung 7", "whole model 94", ...), the unit beside the metric's name."""
     import pandas as pd
 
-    frame = pd.DataFrame(record["entries"])
+    entries = [e for t in dict.fromkeys(e["target"] for e in record["entries"])  # each target's main kernel
+               for e in profile.main_kernel([e for e in record["entries"] if e["target"] == t])]
+    frame = pd.DataFrame(entries)
     frame["metric"] = [f"{_profile_label(m)} ({u})" for m, u in zip(frame["metric"], frame["unit"])]
     return frame.pivot_table(index="metric", columns="target", values="value", aggfunc="first")
 
@@ -494,7 +500,8 @@ def profile_prose(record: dict, target: str = "rung 7", busy: float = 60.0) -> s
     """What binds `target`, read from its recorded metrics: the FMA (or tensor) pipe busy against DRAM's share
     of its peak (a unit at `busy`% or more of its peak is the one that binds), with occupancy and bank
     conflicts beside them. Every number comes from the record."""
-    values = {_profile_label(e["metric"]): (e["value"], e["unit"]) for e in record["entries"] if e["target"] == target}
+    values = {_profile_label(e["metric"]): (e["value"], e["unit"])
+              for e in profile.main_kernel([e for e in record["entries"] if e["target"] == target])}
     if not values:
         return f"The recorded profile has no metrics of {target}."
     pipe = max((k for k in ("FMA pipe", "tensor pipe") if k in values), key=lambda k: values[k][0], default=None)
@@ -512,7 +519,9 @@ def profile_prose(record: dict, target: str = "rung 7", busy: float = 60.0) -> s
         said.append(f"{target}: {verdict}.")
     if "achieved occupancy" in values:
         said.append(f"Achieved occupancy {values['achieved occupancy'][0]:.0f}{values['achieved occupancy'][1]}.")
-    if "shared-memory bank conflicts" in values:
-        v, unit = values["shared-memory bank conflicts"]
-        said.append(f"Shared-memory bank conflicts: {v:,.0f} {unit}.")
+    for label in ("shared-memory bank conflicts", "shared-memory bank conflicts, loads",
+                  "shared-memory bank conflicts, stores"):
+        if label in values:
+            v, unit = values[label]
+            said.append(f"{label[0].upper()}{label[1:]}: {v:,.0f}{' ' + unit if unit else ''}.")
     return f"{provenance(record)}: " + " ".join(said)

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from utils import build
+from utils import build, profile
 
 _HEADER = "common/gemm_wgmma.cuh"
 ALIGN_BYTES = 1024  # the kernel aligns its tiles to 1024 bytes (the 128-byte swizzle's atom): up to 1 KB more
@@ -209,7 +209,9 @@ def _metric(entries: list[dict], *words: str) -> dict | None:
 def profile_findings(entries: list[dict]) -> str:
     """Markdown bullets from Nsight Compute's entries of one target ({kernel, metric, value, unit}): which of DRAM
     and the tensor pipe is the busier, the achieved occupancy against what one 384-thread block per SM allows,
-    and the bank conflicts. Only what the entries hold is said."""
+    and the bank conflicts. Only what the entries hold is said, of the kernel the time goes to (profile.main_kernel:
+    the GEMM, not the pass that splits the weight before it)."""
+    entries = profile.main_kernel(entries)
     dram, tensor = _metric(entries, "dram"), _metric(entries, "tensor")
     occupancy, bank = _metric(entries, "occupancy"), _metric(entries, "bank")
     lines = []
@@ -225,7 +227,10 @@ def profile_findings(entries: list[dict]) -> str:
                      "one block of 384 threads per SM allows (its shared memory and registers admit no second block).")
     if bank:
         unit = f" {bank['unit']}" if bank["unit"] else ""
-        lines.append(f"- {bank['metric']}: {bank['value']:g}{unit}"
+        loads = _metric(entries, "wavefronts", "ld")
+        share = (f", {100 * bank['value'] / loads['value']:.0f}% of its {loads['value']:,.0f} shared-load wavefronts"
+                 if loads and loads["value"] and "_ld" in str(bank["metric"]) else "")
+        lines.append(f"- {bank['metric']}: {bank['value']:,.0f}{unit}"
                      + (": none, the 128-byte swizzle and the staged parameters read without conflicts." if bank["value"] == 0
-                        else "."))
+                        else f"{share}."))
     return "\n".join(lines) or "- The record holds none of the metrics this debrief reads."
