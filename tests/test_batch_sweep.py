@@ -1,4 +1,6 @@
 """utils/chapters/batch_sweep.py on the CPU: the points' sizes, floors and where the weight-bandwidth regime ends."""
+import json
+
 import pytest
 
 from utils import bench, results
@@ -66,3 +68,16 @@ def test_make_sweep_runs_the_sweep():
 
     make = (REPO / "Makefile").read_text()
     assert "sweep: $(SETUP)" in make and "-m utils.chapters.batch_sweep" in make
+
+
+def test_shares_measured_on_several_cards_merge_into_one_sweep(tmp_path):
+    row = {"problem": 94, "shape": "own", "tier": "strict", "M": 1, "contender": "ours", "median_ms": 1.0}
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps({"device": "gpu-a", "ceilings": "c", "rows": [row]}))
+    b.write_text(json.dumps({"device": "gpu-a", "ceilings": "c", "rows": [{**row, "problem": 75}]}))
+    rows, sources = sweep.merged([a, b], "gpu-a")
+    assert [r["problem"] for r in rows] == [94, 75] and "a.json: 1 rows" in sources
+    with pytest.raises(ValueError, match="in another file too"):
+        sweep.merged([a, a], "gpu-a")
+    with pytest.raises(ValueError, match="not gpu-b"):
+        sweep.merged([a], "gpu-b")

@@ -5,6 +5,8 @@
                                                                   # at each problem's own K and C and two other shapes
     python -m utils.chapters.batch_sweep --problems 94 --ms 1 64 4096 --tiers strict --shapes own
     python -m utils.chapters.batch_sweep --no-record              # print the table, record nothing
+    CUDA_VISIBLE_DEVICES=1 python -m utils.chapters.batch_sweep --problems 75 --rows-out 75.json   # one card's share
+    python -m utils.chapters.batch_sweep --merge 94.json 75.json 37.json 62.json          # ... recorded as one sweep
 
 KernelBench times each problem at one batch size; a model in use runs at many, and inference at small
 ones. For each problem, tier (strict: IEEE fp32, TF32 off; tf32: TF32 allowed) and M (the batch) this
@@ -34,7 +36,9 @@ bytes_ms, flops_ms}.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -162,19 +166,49 @@ def main(argv: list[str] | None = None) -> int:
                     help="the torch.compile modes to time (max-autotune's compile takes about a minute per point)")
     ap.add_argument("--results-dir", default=None)
     ap.add_argument("--record", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--rows-out", type=Path, help="write the rows to this JSON file and record nothing (one GPU's "
+                    "share of a sweep run on several: each on its own card, e.g. --problems 94 with CUDA_VISIBLE_DEVICES)")
+    ap.add_argument("--merge", type=Path, nargs="+", help="record the rows of these --rows-out files as one sweep, "
+                    "measuring nothing (every file of this device, none of them overlapping)")
     args = ap.parse_args(argv)
     if env.mode() != "gpu":
         print("batch_sweep: no GPU here; the recorded sweeps are results/<device>/batch_sweep.json")
+        return 0
+    if args.merge:
+        rows, sources = merged(args.merge, env.device_slug())
+        print("recorded", results.record(KIND, rows, results_dir=args.results_dir,
+                                         notes=f"python -m utils.chapters.batch_sweep --merge; {sources}"))
         return 0
     recorded = results.load("ceilings")
     ceilings = bench.Ceilings.from_record(recorded) if recorded and recorded["device"]["slug"] == env.device_slug() \
         else bench.measure_ceilings()
     rows = measure(args.problems, args.tiers, args.ms, reps=args.reps, ceilings=ceilings, modes=args.modes,
                    shapes=args.shapes)
-    if args.record:
+    if args.rows_out:
+        args.rows_out.write_text(json.dumps({"device": env.device_slug(), "ceilings": ceilings.source, "rows": rows}))
+        print(f"wrote {len(rows)} rows to {args.rows_out}")
+    elif args.record:
         print("recorded", results.record(KIND, rows, results_dir=args.results_dir,
                                          notes=f"python -m utils.chapters.batch_sweep; ceilings {ceilings.source}"))
     return 0
+
+
+def merged(paths, device: str) -> tuple[list[dict], str]:
+    """The rows of several --rows-out files, one sweep: every file measured on `device` (cards of one kind), no
+    (problem, shape, tier, M, contender) measured twice; and where they came from, for the record's notes."""
+    rows, seen, sources = [], set(), []
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        if part["device"] != device:
+            raise ValueError(f"{path}: measured on {part['device']}, not {device}: a sweep compares one device's cards")
+        for row in part["rows"]:
+            key = (row["problem"], row["shape"], row["tier"], row["M"], row["contender"])
+            if key in seen:
+                raise ValueError(f"{path}: {key} is in another file too")
+            seen.add(key)
+            rows.append(row)
+        sources.append(f"{Path(path).name}: {len(part['rows'])} rows, ceilings {part['ceilings']}")
+    return rows, "; ".join(sources)
 
 
 if __name__ == "__main__":
