@@ -10,6 +10,7 @@
 #           03, 07; GPU2 01, 00, 06; GPU3 the first third of the GPU tests, then compute-sanitizer on the
 #           solutions and the exercises until 500 s into the part.
 #   PART=2: GPU0 10; GPU1 11; GPU2 and GPU3 the other two thirds of the GPU tests.
+#   PART=3: the batch sweep (issue 36's baseline), a problem per GPU, recorded as one sweep.
 # Under $OUT: logs.tgz (the logs) and fullrun.tgz (every file the run wrote into the results folder).
 # The GPU tests' third part outran its ten minutes at dfaf467 (results/nvidia-h200/logs/final_run/README.md):
 # the exercise tests built their shortcut kernels cold, one after the other; tests/scratch_builds.py now
@@ -80,11 +81,20 @@ if [ "$PART" = 1 ]; then
    PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --budget "$(( 500 - $(date +%s) + t0 ))" \
      --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
    stamp "sanitize done") &
-else
+elif [ "$PART" = 2 ]; then
   (export CUDA_VISIBLE_DEVICES=0; wait_for whole_model_fusion 5 && run --notebooks 10) > "$L/run_gpu0_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1; wait_for scoreboard 5 && sleep 10 && run --notebooks 11) > "$L/run_gpu1_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
   (export CUDA_VISIBLE_DEVICES=3; pytest_part 2) &
+else  # PART=3: the batch sweep, a problem per card ($SWEEP_ARGS: e.g. "--ms 1 8 64 512 4096 --modes torch.compile")
+  mkdir -p "$L" "$R" && touch "$L/device_$c.txt"
+  for i in 0 1 2 3; do
+    pid=$(echo 94 75 37 62 | cut -d' ' -f$(( i + 1 )))
+    (export CUDA_VISIBLE_DEVICES=$i
+     python3 -m utils.chapters.batch_sweep --problems "$pid" --rows-out "$L/sweep_rows_$pid.json" ${SWEEP_ARGS:-} \
+       > "$L/sweep_${pid}_$c.log" 2>&1
+     stamp "sweep $pid done") &
+  done
 fi
 # what this part has written so far comes back even if the call runs out of time: two archives, since a call
 # returns only a few files
@@ -93,6 +103,10 @@ while [ -n "$(jobs -r)" ]; do
   (cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T - 2>/dev/null)
   tar czf "$OUT/logs.tgz" -C "$L/.." logs 2>/dev/null
 done
+if [ "$PART" = 3 ]; then  # one record of the four cards' rows (cards of one kind: utils.chapters.batch_sweep.merged)
+  CUDA_VISIBLE_DEVICES=0 python3 -m utils.chapters.batch_sweep --merge "$L"/sweep_rows_*.json --results-dir "$R" \
+    >> "$L/sweep_merge_$c.log" 2>&1
+fi
 stamp "part $PART done"
 (cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T -)
 tar czf "$OUT/logs.tgz" -C "$L/.." logs
