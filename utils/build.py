@@ -449,11 +449,11 @@ def every_kernel_file() -> list[Variant]:
     return found
 
 
-def prebuild(extra: Sequence[Variant] = ()) -> dict:
-    """Build every kernel file, and `extra` (say, texts saved by write_source), side by side (load_kernels,
-    build_only): later loads are warm. A kernel that does not build is returned with its error, and left to
-    whatever uses it, which fails with nvcc's error."""
-    return load_kernels([*every_kernel_file(), *extra], build_only=True, on_error="return")
+def prebuild() -> dict:
+    """Build every kernel file side by side (load_kernels, build_only): later loads are warm. A kernel that does
+    not build is returned with its error, and left to whatever uses it, which fails with nvcc's error. (The test
+    session builds these and the exercises' texts in each worker: tests/conftest.py.)"""
+    return load_kernels(every_kernel_file(), build_only=True, on_error="return")
 
 
 def load_kernels(kernels: Sequence[str | Variant | tuple] | Mapping[object, str | Variant | tuple],
