@@ -49,7 +49,6 @@
 
 #include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
 #include <ATen/core/dispatch/Dispatcher.h>  // the unfused ops, where the fused kernels do not apply
-#include <ATen/ops/full.h>
 
 #include <type_traits>
 
@@ -232,7 +231,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                              : gemm_wgmma::tiles_n<gemm_wgmma::PresplitConfig<>>(C);
   torch::Tensor partials, keys;
   if (atomic) {
-    keys = at::full({M}, gemm_epilogue::kInfinityKey, o.x.options().dtype(torch::kInt));
+    keys = torch::empty({M}, o.x.options().dtype(torch::kInt)).fill_(gemm_epilogue::kInfinityKey);
   } else {
     partials = torch::empty({tiles, M}, o.x.options());
   }

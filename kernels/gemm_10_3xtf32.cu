@@ -88,9 +88,7 @@
 // in-shared-memory split, built first, ran at 1.49x and 1.63x cuBLAS SGEMM at the two shapes.
 // What came after the prediction is measured in notebooks 08 (mma.sync) and 09 (wgmma).
 
-#include <ATen/Context.h>      // at::globalContext(): PyTorch's fp32 matmul setting
-#include <ATen/ops/addmm.h>    // nn.Linear's GEMM, for the TF32 setting and GPUs other than sm_90
-#include <ATen/ops/mm.h>       // nn.Linear's backward GEMMs: on GPUs other than sm_90, and dx with TF32
+#include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
 
 #include <algorithm>
 #include <tuple>
@@ -203,7 +201,7 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   // The dispatch nn.Linear would make, read on every call: TF32 (or lower) allowed means cuBLAS's
   // TF32 GEMM, which rung 9 does not beat; wgmma and this file's binary exist for sm_90 only.
   if (at::globalContext().allowTF32CuBLAS() || !is_sm90(x.get_device())) {
-    return at::addmm(bias, x, w.t());
+    return bias.addmm(x, w.t());  // nn.Linear's own GEMM: at::addmm(bias, x, w.t())
   }
   const torch::Tensor xc = x.contiguous();  // any view of x (rows padded, transposed, strided)
   const torch::Tensor wc = w.contiguous();
@@ -249,13 +247,13 @@ std::tuple<torch::Tensor, torch::Tensor> linear_backward(torch::Tensor dy, torch
   const c10::cuda::CUDAGuard guard(dy.device());
   const torch::Tensor none = torch::empty({0}, dy.options());
   if (!is_sm90(dy.get_device())) {
-    return {need_dx ? at::mm(dy, w) : none, need_dw ? at::mm(dy.t(), x) : none};
+    return {need_dx ? dy.mm(w) : none, need_dw ? dy.t().mm(x) : none};  // cuBLAS's, as nn.Linear's backward
   }
   // With TF32 allowed, dx = dy @ w is cuBLAS's: it reads w in place, where the wgmma kernel needs wᵀ
   // copied first (at 8192 x 8192 the copy alone is 0.18 ms on an H100; measured 0.53 ms in all
   // against cuBLAS's 0.34, experiments/training/). dw = dy.T @ x stays on the wgmma kernel, which
   // beats cuBLAS's layout there (0.47 against 0.62 ms) even with both operands copied.
   const bool tf32 = at::globalContext().allowTF32CuBLAS();
-  return {need_dx ? (tf32 ? at::mm(dy, w) : gemm10::product(dy, /*a_transposed*/ false, w, /*b_transposed*/ true)) : none,
+  return {need_dx ? (tf32 ? dy.mm(w) : gemm10::product(dy, /*a_transposed*/ false, w, /*b_transposed*/ true)) : none,
           need_dw ? gemm10::product(dy, /*a_transposed*/ true, x, /*b_transposed*/ true) : none};
 }

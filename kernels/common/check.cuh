@@ -11,10 +11,14 @@
 //
 // The includes are the lightest that give a launcher what it needs, because every kernel file
 // parses them three times (nvcc's device pass, its host pass, g++), and they set the cold build time:
-// - <ATen/core/Tensor.h> (the tensor and its methods) and the factory functions used, with
-//   `torch::` as another name for `at::`, not <torch/types.h>, which includes every ATen operator
-//   (<ATen/ATen.h>) and the autograd headers and doubles nvcc's time on a small kernel. A file
-//   that calls another operator includes its header, e.g. <ATen/ops/addmm.h>.
+// - <ATen/core/Tensor.h> (the tensor and its methods), with `torch::` as another name for `at::`,
+//   not <torch/types.h>, which includes every ATen operator (<ATen/ATen.h>) and the autograd headers
+//   and doubles nvcc's time on a small kernel.
+// - the three factories the launchers allocate with, torch::empty, torch::empty_like and
+//   torch::zeros, written below over the operators' own entry points (<ATen/ops/empty_ops.h>).
+//   Their usual headers (<ATen/ops/empty.h>) bring ATen's context, device guard and tracer along,
+//   which took 5 of the 15 seconds these includes cost a kernel file. Any other operator is a
+//   method of the tensor (x.mm(w), bias.addmm(x, w.t()), y.fill_(v)).
 // - not <torch/extension.h>: it adds pybind11 and the whole C++ frontend. The Python bindings live
 //   in a separate file that load_inline generates (utils/build.py keeps that one light too).
 // - not <ATen/cuda/CUDAContext.h>: it includes the cuSPARSE, cuBLAS and cuSOLVER headers, which a
@@ -28,16 +32,37 @@
 #include <type_traits>
 
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
-#include <ATen/ops/zeros.h>
+#include <ATen/ops/empty_like_ops.h>
+#include <ATen/ops/empty_ops.h>
+#include <ATen/ops/zeros_ops.h>
+#include <c10/core/SymIntArrayRef.h>  // c10::fromIntArrayRefSlow: a shape as the operators take it
 #include <c10/cuda/CUDAException.h>  // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
 #include <c10/cuda/CUDAGuard.h>      // c10::cuda::CUDAGuard: run on the inputs' GPU
 #include <c10/cuda/CUDAStream.h>     // at::cuda::getCurrentCUDAStream: PyTorch's current stream
 
-// torch::Tensor, torch::empty, ... as in PyTorch's C++ API, where torch:: is at:: too (<torch/types.h>).
+// torch::Tensor, torch::kFloat, ... as in PyTorch's C++ API, where torch:: is at:: too (<torch/types.h>).
 namespace torch {
 using namespace at;  // NOLINT
+
+// The factories, as PyTorch's C++ API spells them: torch::empty({M, N}, x.options()). Each passes
+// the options on as the operator takes them, dtype, layout, device, pinned memory, memory format.
+inline at::Tensor empty(at::IntArrayRef size, at::TensorOptions options) {
+  return at::_ops::empty_memory_format::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(options.dtype_opt()),
+                                             options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
+                                             options.memory_format_opt());
+}
+
+// The options default to the tensor's own; a memory format converts to options, as in
+// torch::empty_like(v, at::MemoryFormat::Contiguous).
+inline at::Tensor empty_like(const at::Tensor& self, at::TensorOptions options = {}) {
+  return at::_ops::empty_like::call(self, c10::optTypeMetaToScalarType(options.dtype_opt()), options.layout_opt(),
+                                    options.device_opt(), options.pinned_memory_opt(), options.memory_format_opt());
+}
+
+inline at::Tensor zeros(at::IntArrayRef size, at::TensorOptions options) {
+  return at::_ops::zeros::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(options.dtype_opt()),
+                               options.layout_opt(), options.device_opt(), options.pinned_memory_opt());
+}
 }  // namespace torch
 
 // Each check names the tensor it refuses. The macros take the name from the argument's spelling

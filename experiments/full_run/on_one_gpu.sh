@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# `make run`, `pytest -m gpu` and compute-sanitizer at one commit on one GPU, over as many calls of under ten
+# minutes as it takes. Every call runs the same command: it takes the next steps of the queue below, one after
+# the other, while the step's expected seconds still fit in what is left of the call (CALL_BUDGET, default
+# 540 s; a step expected to take longer than that runs alone, first in its call), and returns what the run
+# has written so far. The queue's state and the results folder (build/fullrun/results, a copy of results/)
+# live under build/, which a warm machine keeps between calls.
+#
+# One card runs everything, in the notebooks' order, so every chapter reads this run's records, written
+# before it started, and the scoreboard and every chapter's table time the contenders on the same card.
+# The expected seconds are the H100's at the last full run, with room.
+#
+# Under $OUT: logs.tgz (the logs) and fullrun.tgz (every file the run wrote into the results folder).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
+: "${WORKBOOK_GIT_COMMIT:?set WORKBOOK_GIT_COMMIT to the commit under test}"
+export WORKBOOK_GIT_COMMIT
+c=$WORKBOOK_GIT_COMMIT
+budget=${CALL_BUDGET:-540}
+R=$PWD/build/fullrun/results
+L=$PWD/build/fullrun/logs
+DONE=$PWD/build/fullrun/done.txt
+t0=$(date +%s)
+
+# step, expected seconds
+QUEUE="prebuild 240
+01 300
+00 70
+scoreboard 190
+profile 60
+02 50
+03 90
+04 30
+05 30
+06 90
+07 30
+08 170
+09 90
+10 480
+11 560
+pytest1 150
+pytest2 420
+pytest3 300
+sanitize 330"
+
+if [ ! -f "$DONE" ]; then
+  rm -rf build/fullrun && mkdir -p "$L" && cp -r results "$R" && touch "$DONE"
+  nvidia-smi --query-gpu=index,name,clocks.max.sm,power.limit --format=csv,noheader > "$L/device_$c.txt"
+fi
+if ! python3 -c "import nbformat, papermill, nbval, tabulate" 2>/dev/null; then
+  python3 -m pip install --quiet --no-index --find-links .whl nbformat nbclient papermill ipykernel nbval tabulate \
+    2>&1 | grep -v "^WARNING" | tail -3
+fi
+python3 -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$PWD" >/dev/null 2>&1
+stamp() { echo "$(date -u +%H:%M:%S) $*" >> "$L/progress_$c.txt"; }
+
+run() { python3 -m utils.run --results-dir "$R" "$@" 2>&1 | grep -v "^W11\|Warning: "; }
+
+# The GPU tests in three parts of about the same number of tests.
+gpu_tests() {
+  python3 -m pytest tests -m gpu --collect-only -q -p no:cacheprovider 2>/dev/null | grep "::" \
+    | cut -d: -f1 | sort | uniq -c | sort -rn \
+    | awk -v k="$1" '{ i = 0; for (j = 1; j < 3; j++) if (n[j] < n[i]) i = j; n[i] += $1; if (i == k) print $2 }'
+}
+
+step() {
+  case $1 in
+    prebuild) python3 -m utils.build > "$L/prebuild_$c.log" 2>&1 ;;
+    scoreboard | profile) run --steps "$1" > "$L/run_$1_$c.log" ;;
+    pytest?) local k=${1#pytest} files
+      files=$(gpu_tests $(( k - 1 )) | tr '\n' ' ')
+      echo "files: $files" > "$L/pytest_gpu_${c}_part${k}of3.log"
+      python3 -m pytest $files -m gpu -q -p no:cacheprovider --durations=25 >> "$L/pytest_gpu_${c}_part${k}of3.log" 2>&1 ;;
+    sanitize) PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --resume \
+      --budget "$(( budget - $(date +%s) + t0 ))" --targets 'solutions/*' 'exercises/*' >> "$L/sanitize_$c.log" 2>&1 ;;
+    *) run --notebooks "$1" > "$L/run_$1_$c.log" ;;
+  esac
+}
+
+pack() {
+  (cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T - 2>/dev/null)
+  tar czf "$OUT/logs.tgz" -C "$L/.." logs 2>/dev/null
+}
+
+first=1
+while read -r name expected; do
+  grep -qx "$name" "$DONE" && continue
+  left=$(( budget - $(date +%s) + t0 ))
+  if [ "$first" = 0 ] && [ "$expected" -gt "$left" ]; then break; fi
+  first=0
+  stamp "$name starts ($left s left in this call, $expected expected)"
+  start=$(date +%s)
+  step "$name"
+  rc=$?
+  stamp "$name rc=$rc in $(( $(date +%s) - start )) s"
+  echo "$name" >> "$DONE"
+  pack
+done <<< "$QUEUE"
+pack
+echo "done: $(tr '\n' ' ' < "$DONE")"
+tail -n 15 "$L/progress_$c.txt"
