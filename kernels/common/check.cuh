@@ -46,22 +46,30 @@ using namespace at;  // NOLINT
 
 // The factories, as PyTorch's C++ API spells them: torch::empty({M, N}, x.options()). Each passes
 // the options on as the operator takes them, dtype, layout, device, pinned memory, memory format.
-inline at::Tensor empty(at::IntArrayRef size, at::TensorOptions options) {
-  return at::_ops::empty_memory_format::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(options.dtype_opt()),
-                                             options.layout_opt(), options.device_opt(), options.pinned_memory_opt(),
-                                             options.memory_format_opt());
+// They are templates for one reason: where <torch/types.h> comes first (load_inline puts it above a
+// kernel's text unless told not to, as in a drop-in's export on an older torch), its torch::empty,
+// which is not a template, is then the better match, and no call is ambiguous.
+template <class Options = at::TensorOptions>
+inline at::Tensor empty(at::IntArrayRef size, Options options) {
+  const at::TensorOptions o(options);
+  return at::_ops::empty_memory_format::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(o.dtype_opt()),
+                                             o.layout_opt(), o.device_opt(), o.pinned_memory_opt(), o.memory_format_opt());
 }
 
-// The options default to the tensor's own; a memory format converts to options, as in
+// The options default to the tensor's own; a memory format is options too, as in
 // torch::empty_like(v, at::MemoryFormat::Contiguous).
-inline at::Tensor empty_like(const at::Tensor& self, at::TensorOptions options = {}) {
-  return at::_ops::empty_like::call(self, c10::optTypeMetaToScalarType(options.dtype_opt()), options.layout_opt(),
-                                    options.device_opt(), options.pinned_memory_opt(), options.memory_format_opt());
+template <class Options = at::TensorOptions>
+inline at::Tensor empty_like(const at::Tensor& self, Options options = {}) {
+  const at::TensorOptions o(options);
+  return at::_ops::empty_like::call(self, c10::optTypeMetaToScalarType(o.dtype_opt()), o.layout_opt(), o.device_opt(),
+                                    o.pinned_memory_opt(), o.memory_format_opt());
 }
 
-inline at::Tensor zeros(at::IntArrayRef size, at::TensorOptions options) {
-  return at::_ops::zeros::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(options.dtype_opt()),
-                               options.layout_opt(), options.device_opt(), options.pinned_memory_opt());
+template <class Options = at::TensorOptions>
+inline at::Tensor zeros(at::IntArrayRef size, Options options) {
+  const at::TensorOptions o(options);
+  return at::_ops::zeros::call(c10::fromIntArrayRefSlow(size), c10::optTypeMetaToScalarType(o.dtype_opt()),
+                               o.layout_opt(), o.device_opt(), o.pinned_memory_opt());
 }
 }  // namespace torch
 
