@@ -75,7 +75,7 @@ def main() -> int:
 
             fns = {"cuBLAS fp32": strict(lambda: F.linear(x, w, b)),
                    "cuBLAS TF32": tf32(lambda: F.linear(x, w, b)),
-                   "linear (3xTF32)": strict(lambda: gemm10.linear(x, w, b))}
+                   "linear (3xTF32)": strict(lambda: gemm10.linear(x, w, b, None))}
             for r in (1, 2, 4, 8):
                 fns[f"stream R={r}"] = strict(lambda r=r: ours.weight_stream(x, w, b, r))
             errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
