@@ -32,13 +32,16 @@ def sass_by_function(cu: Path, kernels_dir: Path, work: Path) -> dict[str, str]:
     includes = [f"-I{d}" for d in (kernels_dir, cu.parent, *cpp_extension.include_paths(device_type="cuda"))]
     # torch's own nvcc flags (load_inline adds them: --expt-relaxed-constexpr among them), then utils.build's
     subprocess.run(["nvcc", "-cubin", *cpp_extension.COMMON_NVCC_FLAGS, "-O3", "-lineinfo", build.gencode_flag(arch),
-                    "-std=c++17", "-DTORCH_EXTENSION_NAME=sass", *includes, "-o", str(cubin), str(cu)], check=True)
+                    "-std=c++20", "-DTORCH_EXTENSION_NAME=sass", *includes, "-o", str(cubin), str(cu)], check=True)
     dump = subprocess.run(["cuobjdump", "-sass", str(cubin)], check=True, capture_output=True, text=True).stdout
     functions = {}
     for block in re.split(r"\n\s*Function : ", dump)[1:]:
         name, _, body = block.partition("\n")
         # addresses and line info stay as they are: identical code has identical offsets
-        functions[name.strip()] = "\n".join(l.strip() for l in body.splitlines() if l.strip().startswith("/*"))
+        # a kernel in an anonymous namespace carries a hash of its file's path in its name: the old and the
+        # new copy are in different folders, so the hash goes
+        name = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__", name.strip())
+        functions[name] = "\n".join(l.strip() for l in body.splitlines() if l.strip().startswith("/*"))
     return functions
 
 
