@@ -17,19 +17,7 @@
 # The GPU tests' third part outran its ten minutes at dfaf467 (results/nvidia-h200/logs/final_run/README.md):
 # the exercise tests built their shortcut kernels cold, one after the other; tests/scratch_builds.py now
 # lists them, and on a GPU the session's prebuild builds them side by side.
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
-: "${WORKBOOK_GIT_COMMIT:?set WORKBOOK_GIT_COMMIT to the commit under test}"
-export WORKBOOK_GIT_COMMIT
-c=$WORKBOOK_GIT_COMMIT
-R=$PWD/build/fullrun/results
-L=$PWD/build/fullrun/logs
-if ! python3 -c "import nbformat, papermill, nbval, tabulate" 2>/dev/null; then
-  python3 -m pip install --quiet --no-index --find-links .whl nbformat nbclient papermill ipykernel nbval tabulate \
-    2>&1 | grep -v "^WARNING" | tail -3
-fi
-python3 -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$PWD" >/dev/null 2>&1
+source "$(dirname "$0")/common.sh"
 t0=$(date +%s)
 stamp() { echo "$(( $(date +%s) - t0 )) s: $*" >> "$L/progress_part${PART}_$c.txt"; }
 
@@ -49,18 +37,9 @@ PY
   done
   stamp "$kind recorded"
 }
-run() { python3 -m utils.run --results-dir "$R" "$@" 2>&1 | grep -v "^W11\|Warning: " ; }
 
-# The GPU tests in three parts of about the same number of tests, the same on both parts' machines.
-gpu_tests() {
-  python3 -m pytest tests -m gpu --collect-only -q -p no:cacheprovider 2>/dev/null | grep "::" \
-    | cut -d: -f1 | sort | uniq -c | sort -rn \
-    | awk -v k="$1" '{ i = 0; for (j = 1; j < 3; j++) if (n[j] < n[i]) i = j; n[i] += $1; if (i == k) print $2 }'
-}
 pytest_part() {  # k of 0..2
-  local files; files=$(gpu_tests "$1" | tr '\n' ' ')
-  echo "files: $files" > "$L/pytest_gpu_${c}_part$(( $1 + 1 ))of3.log"
-  python3 -m pytest $files -m gpu -q -p no:cacheprovider --durations=25 >> "$L/pytest_gpu_${c}_part$(( $1 + 1 ))of3.log" 2>&1
+  gpu_test_part $(( $1 + 1 ))
   stamp "pytest part $(( $1 + 1 )) of 3 done"
 }
 

@@ -12,15 +12,8 @@
 # the rest), with room.
 #
 # Under $OUT: logs.tgz (the logs) and fullrun.tgz (every file the run wrote into the results folder).
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
-: "${WORKBOOK_GIT_COMMIT:?set WORKBOOK_GIT_COMMIT to the commit under test}"
-export WORKBOOK_GIT_COMMIT
-c=$WORKBOOK_GIT_COMMIT
+source "$(dirname "$0")/common.sh"
 budget=${CALL_BUDGET:-540}
-R=$PWD/build/fullrun/results
-L=$PWD/build/fullrun/logs
 DONE=$PWD/build/fullrun/done.txt
 t0=$(date +%s)
 
@@ -49,30 +42,13 @@ if [ ! -f "$DONE" ]; then
   rm -rf build/fullrun && mkdir -p "$L" && cp -r results "$R" && touch "$DONE"
   nvidia-smi --query-gpu=index,name,clocks.max.sm,power.limit --format=csv,noheader > "$L/device_$c.txt"
 fi
-if ! python3 -c "import nbformat, papermill, nbval, tabulate" 2>/dev/null; then
-  python3 -m pip install --quiet --no-index --find-links .whl nbformat nbclient papermill ipykernel nbval tabulate \
-    2>&1 | grep -v "^WARNING" | tail -3
-fi
-python3 -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$PWD" >/dev/null 2>&1
 stamp() { echo "$(date -u +%H:%M:%S) $*" >> "$L/progress_$c.txt"; }
-
-run() { python3 -m utils.run --results-dir "$R" "$@" 2>&1 | grep -v "^W11\|Warning: "; }
-
-# The GPU tests in three parts of about the same number of tests.
-gpu_tests() {
-  python3 -m pytest tests -m gpu --collect-only -q -p no:cacheprovider 2>/dev/null | grep "::" \
-    | cut -d: -f1 | sort | uniq -c | sort -rn \
-    | awk -v k="$1" '{ i = 0; for (j = 1; j < 3; j++) if (n[j] < n[i]) i = j; n[i] += $1; if (i == k) print $2 }'
-}
 
 step() {
   case $1 in
     prebuild) python3 -m utils.build > "$L/prebuild_$c.log" 2>&1 ;;
     scoreboard | profile) run --steps "$1" > "$L/run_$1_$c.log" ;;
-    pytest?) local k=${1#pytest} files
-      files=$(gpu_tests $(( k - 1 )) | tr '\n' ' ')
-      echo "files: $files" > "$L/pytest_gpu_${c}_part${k}of3.log"
-      python3 -m pytest $files -m gpu -q -p no:cacheprovider --durations=25 >> "$L/pytest_gpu_${c}_part${k}of3.log" 2>&1 ;;
+    pytest?) gpu_test_part "${1#pytest}" ;;
     sanitize) PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --resume \
       --budget "$(( budget - $(date +%s) + t0 ))" --targets 'solutions/*' 'exercises/*' >> "$L/sanitize_$c.log" 2>&1 ;;
     *) run --notebooks "$1" > "$L/run_$1_$c.log" ;;
