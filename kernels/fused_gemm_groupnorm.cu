@@ -20,6 +20,7 @@
 // on every call.
 // @precision: fp32
 // @arch: 9.0a
+// @ops: its launchers are operators' kernels (utils/ops.py registers them)
 //
 // What fusion saves. Unfused, the GEMM writes its output (M, C) and the tail reads it back and
 // writes the model's output: at problem 37's shape (32768 x 4096) that is 537 MB written, read

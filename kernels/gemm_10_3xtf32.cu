@@ -8,6 +8,7 @@
 // PRECISION: fp32 (the strict tier, atol = rtol = 1e-4, against float64), like rungs 1-7.
 // @precision: fp32
 // @arch: 9.0a
+// @ops: its launchers are operators' kernels (utils/ops.py registers them)
 //
 // The split. Each fp32 value v becomes big = v rounded to TF32 (cvt.rna) and small = v - big
 // rounded to TF32; v - big is exact in fp32, and big + small equals v to ~2^-22 relative. Then

@@ -60,6 +60,8 @@
 // speed, so eager's time is not its bytes'. How 94 went from issue-bound to near a copy's speed
 // (the one-exp Mish, one run per trip, mish_fast_f below): experiments/memory_bound/README.md.
 
+// @ops: its launchers are operators' kernels (utils/ops.py registers them)
+
 #include "common/activations.cuh"
 #include "common/check.cuh"
 #include "common/groupnorm.cuh"

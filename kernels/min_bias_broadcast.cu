@@ -61,6 +61,8 @@
 // group_norm_min_bias uses it: it removes the launch gap, not the wait for every minimum. The runs
 // and why each lost: experiments/memory_bound/README.md.
 
+// @ops: its launchers are operators' kernels (utils/ops.py registers them)
+
 #include "common/broadcast_add.cuh"
 #include "common/check.cuh"
 #include "common/dependent_launch.cuh"

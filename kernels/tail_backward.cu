@@ -76,6 +76,8 @@
 //   75: 45-52 us: the grad pass 14-16 us (a pure read: 70-75% of a copy's bandwidth), the rows
 //       26-30 us, the column scan 3-5 us and two launch gaps.
 
+// @ops: its launchers are operators' kernels (utils/ops.py registers them)
+
 #include <cmath>
 #include <cstdint>
 #include <tuple>

@@ -77,7 +77,7 @@ def kernels_dir(tmp_path):
     (root / "common" / "outer.cuh").write_text('#pragma once\n#include "inner.cuh"\n')
     (root / "common" / "inner.cuh").write_text("#pragma once\n#define FACTOR 2\n")
     (root / "unrelated.cuh").write_text("#define NOT_INCLUDED 1\n")
-    (root / "k.cu").write_text('#include "common/outer.cuh"\n#include <vector>\n'
+    (root / "k.cu").write_text('#include "common/outer.cuh"\n#include <vector>\n// @ops\n'
                                "// @export\ntorch::Tensor k(torch::Tensor x) {\n  return x;\n}\n")
     return root
 
@@ -577,6 +577,24 @@ def test_vector_add_runs_on_the_current_stream(vector_add, cuda):
         out = vector_add(a, b)  # on another stream it would run now, and add the zeros
     torch.cuda.synchronize()
     assert torch.equal(out, a_src + b_src)
+
+
+def test_only_a_file_marked_ops_carries_the_registration(kernels_dir):
+    (kernels_dir / "plain.cu").write_text("// @export\ntorch::Tensor plain(torch::Tensor x) {\n  return x;\n}\n")
+    plain = build.plan("plain", kernels_dir=kernels_dir)
+    assert build.REGISTER_CUDA not in plain.cpp_source and "torch/library.h" not in plain.cpp_source
+    assert build._registration_binding(plain) == {}
+    assert build.REGISTER_CUDA in build._registration_binding(build.plan("k", kernels_dir=kernels_dir))
+
+
+def test_register_op_refuses_a_kernel_file_not_marked_ops():
+    with pytest.raises(build.KernelSourceError, match="kernels/gemm_bias.cu has no line `// @ops`"):
+        build.register_op("gemm_bias", "gemm_bias", reference=None, fake=None)
+
+
+def test_every_kernel_file_utils_ops_registers_is_marked_ops():
+    from utils import ops  # noqa: F401  (registers the ops)
+    assert build._op_kernels and all(build.registers_ops(build.kernel_source(k)) for k in set(build._op_kernels.values()))
 
 
 def test_only_launchers_an_op_can_call_are_registrable():

@@ -118,6 +118,7 @@ class Export:
 
 _EXPORT = re.compile(r"^[ \t]*//[ \t]*@export\b(?:[ \t]*:(?P<doc>.*))?$", re.MULTILINE)
 _ARCH_MARK = re.compile(r"^[ \t]*//[ \t]*@arch:[ \t]*(?P<arch>\S+)[ \t]*$", re.MULTILINE)
+_OPS_MARK = re.compile(r"^[ \t]*//[ \t]*@ops\b", re.MULTILINE)
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<file>[^"]+)"', re.MULTILINE)
 _IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 _PROTOTYPE = re.compile(r"(?P<type>\S.*?[ *&])(?P<name>[A-Za-z_]\w*) ?\((?P<params>.*)\)")
@@ -324,7 +325,7 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     cuda_source = f'#line 1 "{path}"\n{source}' + launch.wrappers(kernels)
     cpp_source = (BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
                   + ("\n" + launch.declarations(kernels) if kernels else "")
-                  + registration_source(exports))
+                  + (registration_source(exports) if registers_ops(source) else ""))
     key = cache_key(
         cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
         tc.torch_version, str(tc.nvcc_version),
@@ -595,7 +596,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
                 name=p.module_name,
                 cpp_sources=[p.cpp_source],
                 cuda_sources=[p.cuda_source],
-                functions={e.name: _c_string(e.doc) for e in p.exports} | _registration_binding(p.exports)
+                functions={e.name: _c_string(e.doc) for e in p.exports} | _registration_binding(p)
                 | {k.wrapper: _c_string(f"launch {k.signature}") for k in p.launchables},
                 extra_cflags=list(p.cflags),
                 extra_cuda_cflags=list(p.cuda_cflags),
@@ -881,9 +882,17 @@ void {REGISTER_CUDA}(const std::string& ns, const std::string& name) {{
 """
 
 
-def _registration_binding(exports) -> dict[str, str]:
-    return {REGISTER_CUDA: "register a launcher as the CUDA kernel of the op of its name"} if registration_source(
-        exports) else {}
+def registers_ops(source: str) -> bool:
+    """Whether a kernel file's launchers are operators' kernels (register_op): its line `// @ops`. Only such a
+    file's bindings carry registration_source, since <torch/library.h> and the dispatcher's wrappers take a
+    third of the bindings' compile time (3 of 11.5 s on one core), which every other build (the rungs, the
+    probes, the exercises, a chapter's variants) would pay for nothing."""
+    return _OPS_MARK.search(source) is not None
+
+
+def _registration_binding(p: BuildPlan) -> dict[str, str]:
+    registers = f"void {REGISTER_CUDA}(" in p.cpp_source
+    return {REGISTER_CUDA: "register a launcher as the CUDA kernel of the op of its name"} if registers else {}
 
 
 def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_outputs: tuple = (),
@@ -914,7 +923,11 @@ def register_op(kernel: str, name: str, *, reference, fake, backward=None, keep_
     qualname = f"{namespace}::{name}"
     if qualname in _registered:
         return _registered[qualname]
-    (export,) = [e for e in exported_functions(kernel_source(name=kernel)) if e.name == name] or [None]
+    source = kernel_source(name=kernel)
+    if not registers_ops(source):
+        raise KernelSourceError(f"kernels/{kernel}.cu has no line `// @ops`: add one (after its header comment) so "
+                                "that its bindings can register its launchers as operators' kernels")
+    (export,) = [e for e in exported_functions(source) if e.name == name] or [None]
     if export is None:
         raise KernelSourceError(f"kernels/{kernel}.cu exports no launcher {name!r} to register")
     if not _op_ready(export):
