@@ -43,12 +43,17 @@ def _builders(path: str) -> list[str]:
             if header in {h.resolve() for h in build.included_headers(cu, build.KERNELS_DIR)}]
 
 
+def _exercise_target(path: str) -> str | None:
+    """The sanitize target of an exercise's kernel file (kernels/exercises/x.cu: exercises.x), else None."""
+    if not path.startswith("kernels/exercises/"):
+        return None
+    return "exercises." + path.rsplit("/", 1)[1].rsplit(".", 1)[0]
+
+
 def _never_ran(device: str, cu: str) -> bool:
     """An exercise no record of the device ran (only make sanitize runs them): rewriting it changes no figure."""
-    if not cu.startswith("exercises/"):
-        return False
-    target = "exercises." + cu.rsplit("/", 1)[1].rsplit(".", 1)[0]
-    return not any(target in rec.read_text() for rec in (results.RESULTS / device).glob("*.json"))
+    target = _exercise_target(f"kernels/{cu}")
+    return target is not None and not any(target in rec.read_text() for rec in (results.RESULTS / device).glob("*.json"))
 
 
 def _sass_identical_files(device: str) -> set[str]:
@@ -75,11 +80,8 @@ def test_the_builders_of_a_header_are_every_file_that_includes_it():
 
 def _unmeasured(rec_name: str, line: str) -> bool:
     """An exercise file's change, for a record that never ran that exercise (only make sanitize runs them)."""
-    path = line.split(" ", 1)[1]
-    if not path.startswith("kernels/exercises/"):
-        return False
-    target = "exercises." + path.rsplit("/", 1)[1].rsplit(".", 1)[0]
-    return target not in (results.RESULTS / rec_name).read_text()
+    target = _exercise_target(line.split(" ", 1)[1])
+    return target is not None and target not in (results.RESULTS / rec_name).read_text()
 
 
 def test_no_record_of_a_full_run_ran_other_kernels_than_the_tree_holds():
@@ -105,7 +107,7 @@ def test_no_record_of_a_full_run_ran_other_kernels_than_the_tree_holds():
 def test_every_sass_identical_entry_still_names_a_change():
     """Once a device is measured again its records name no drift, and its SASS_IDENTICAL entry must go."""
     stale, _ = results.provenance(results.RESULTS)
-    for device, (_, files) in SASS_IDENTICAL.items():  # files: a list
+    for device, (_, files) in SASS_IDENTICAL.items():
         drifting = {line.split(" ", 1)[1] for name, drift in stale.items() if name.startswith(device + "/")
                     for line in drift}
         assert set(files) <= drifting, f"{device}: no record drifts in {sorted(set(files) - drifting)}; remove them"
