@@ -61,23 +61,17 @@ def main() -> int:
             ref = x.double() @ w.double().T + b.double()
             floor_ms = (N * K + M * K + M * N + N) * 4 / (gbps * 1e9) * 1e3
 
-            def strict(fn):
+            def at_tier(fn, tf32: bool):  # fn run with PyTorch's fp32 matmul setting as the tier says
                 def run():
-                    with precision.tf32(False):
+                    with precision.tf32(tf32):
                         return fn()
                 return run
 
-            def tf32(fn):
-                def run():
-                    with precision.tf32(True):
-                        return fn()
-                return run
-
-            fns = {"cuBLAS fp32": strict(lambda: F.linear(x, w, b)),
-                   "cuBLAS TF32": tf32(lambda: F.linear(x, w, b)),
-                   "linear (3xTF32)": strict(lambda: gemm10.linear(x, w, b, None))}
+            fns = {"cuBLAS fp32": at_tier(lambda: F.linear(x, w, b), False),
+                   "cuBLAS TF32": at_tier(lambda: F.linear(x, w, b), True),
+                   "linear (3xTF32)": at_tier(lambda: gemm10.linear(x, w, b, None), False)}
             for r in (1, 2, 4, 8):
-                fns[f"stream R={r}"] = strict(lambda r=r: ours.weight_stream(x, w, b, r))
+                fns[f"stream R={r}"] = at_tier(lambda r=r: ours.weight_stream(x, w, b, r), False)
             errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
             times = bench.time_interleaved(fns, reps=args.reps)
             for name, t in times.items():
