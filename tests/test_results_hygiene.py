@@ -14,7 +14,7 @@ from utils import REPO, env, results, run
 from utils.chapters import session as chapter
 
 # What results/ may hold: records, plots, logs, executed notebooks, and the notes that describe them.
-DATA_SUFFIXES = {".json", ".jsonl", ".png", ".log", ".txt", ".ipynb", ".md"}
+DATA_SUFFIXES = {".json", ".jsonl", ".csv", ".png", ".log", ".txt", ".ipynb", ".md"}
 H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
         "memory_gb": 79.1, "l2_mb": 50.0}
 CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
