@@ -60,6 +60,7 @@
 #include "common/device_cache.cuh"
 #include "common/gemm_epilogue_groupnorm.cuh"
 #include "common/gemm_launch.cuh"
+#include "common/gemm_small_batch.cuh"
 #include "common/gemm_wgmma_host.cuh"
 #include "common/groupnorm.cuh"
 #include "common/tf32_operands.cuh"
@@ -110,6 +111,17 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusa
   const torch::Tensor y = linear->typed<T(T, T, T, c10::optional<T>)>().call(x, w, lb, w_residual);
   torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(y, tail_args...);
   return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
+}
+
+bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
+
+// Whether the whole model runs in this file's kernels: `fusable`, and more than 64 rows of x. Up to 64
+// the time is one read of w, which `linear`'s small-batch schedule (common/gemm_small_batch.cuh) makes
+// close to the device's bandwidth, where these kernels, 128 rows of x a block, leave most SMs idle
+// (results/nvidia-h100-80gb-hbm3/logs/small_batch/): the model runs as workbook::linear and its tail
+// there, two kernels (three or four at the strict tier).
+inline bool fused_here(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups) {
+  return fusable_inputs(x, w, num_groups) && !small_batch::applies(x, w);
 }
 
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
@@ -261,7 +273,9 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
 }  // namespace fused
 
 // @export: whether the fused kernels take these inputs: an sm_90 GPU, K % 4 == 0, groups of 16, 32 or 64 channels (x (M, K), w (C, K), C % num_groups == 0)
-bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) {
+bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) { return fused::fusable_inputs(x, w, num_groups); }
+
+bool fused::fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups) {
   return x.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(1) > 0 &&
          x.size(1) % 4 == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
          fused::width_instantiated(w.size(0) / num_groups) && is_sm90(x.get_device());
@@ -276,7 +290,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -291,7 +305,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
 std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::swish_bias_group_norm", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::swish_bias_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -305,7 +319,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -318,7 +332,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fusable(x, w, num_groups), "workbook::group_norm_min_bias", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::group_norm_min_bias", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =

@@ -97,6 +97,7 @@
 
 #include "common/device_cache.cuh"
 #include "common/gemm_mma.cuh"
+#include "common/gemm_small_batch.cuh"
 #include "common/gemm_wgmma_host.cuh"
 #include "common/tf32_operands.cuh"
 
@@ -184,7 +185,7 @@ torch::Tensor tf32_residual(torch::Tensor w) {
   return tf32_operands::tf32_residual(w.contiguous());
 }
 
-// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE and the GPU is sm_90; otherwise cuBLAS's addmm, exactly what nn.Linear runs. w_residual: tf32_residual(w) kept by the caller, or None: made on this call
+// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): on sm_90, up to 64 rows of x at either tier, the small-batch schedule (common/gemm_small_batch.cuh: w read once); beyond, rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE; otherwise cuBLAS's addmm, exactly what nn.Linear runs. w_residual: tf32_residual(w) kept by the caller, or None: made on this call
 torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::optional<torch::Tensor> w_residual = c10::nullopt) {
   // The checks of both paths (contiguity is only the kernel's business: it copies views below).
   CHECK_CUDA(x);
@@ -199,9 +200,17 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
               "x (M, K) and w (N, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,) = (", num(w.size(0)),
               ",), got ", shape_string(bias));
-  // The dispatch nn.Linear would make, read on every call: TF32 (or lower) allowed means cuBLAS's
-  // TF32 GEMM, which rung 9 does not beat; wgmma and this file's binary exist for sm_90 only.
-  if (at::globalContext().allowTF32CuBLAS() || !is_sm90(x.get_device())) {
+  // The tier, read on every call from PyTorch's fp32 matmul setting.
+  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  // Up to 64 rows of x, at either tier: w read once, as the tensor cores' M operand, split in registers
+  // (common/gemm_small_batch.cuh), where the kernels below would leave SMs idle and split w per call.
+  if (small_batch::applies(x, w)) {
+    gemm10::kept_residual(w_residual, w.contiguous());  // checked as on every path, not needed here
+    return small_batch::linear(x, w, bias, tf32);
+  }
+  // The dispatch nn.Linear would make: TF32 (or lower) allowed means cuBLAS's TF32 GEMM, which rung 9
+  // does not beat; wgmma and this file's binary exist for sm_90 only.
+  if (tf32 || !is_sm90(x.get_device())) {
     return bias.addmm(x, w.t());  // nn.Linear's own GEMM: at::addmm(bias, x, w.t())
   }
   const torch::Tensor xc = x.contiguous();  // any view of x (rows padded, transposed, strided)

@@ -312,8 +312,9 @@ def test_linear_runs_rung_10_with_the_bias_in_its_epilogue_at_the_default_settin
 
 @pytest.mark.gpu
 def test_linear_is_cublas_addmm_when_tf32_is_allowed(cuda):
+    """Beyond the small-batch schedule's 64 rows of x (tests/test_small_batch.py has those)."""
     from utils import precision
-    x, w, b = _args("linear", 64, 1024, 4, cuda)
+    x, w, b = _args("linear", 65, 1024, 4, cuda)
     with precision.tf32(True):
         assert torch.equal(ops.linear(x, w, b), torch.addmm(b, x, w.t()))
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The small-batch schedule on a GPU: its tests, the drop-ins' and ops' GPU tests (not the full-size ones),
+# and compute-sanitizer's four tools over experiments/small_batch/sanitize_small.py. Logs under $OUT.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python3 -c "import pytest, IPython, nbformat" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl \
+  pytest nbformat nbclient papermill ipykernel nbval tabulate 2>&1 | grep -v "^WARNING" | tail -1
+python3 -m utils.build \
+  > "$OUT/build.log" 2>&1; echo "build rc=$?"  # every kernel file (the tests' own prebuild would add the exercises)
+WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_small_batch.py tests/test_solutions.py tests/test_ops.py -m "gpu and not large" -q \
+  -p no:cacheprovider --durations=10 > "$OUT/pytest_small_batch.log" 2>&1
+echo "pytest rc=$?"; tail -4 "$OUT/pytest_small_batch.log"
+[ "${SANITIZE:-1}" = 1 ] && for tool in memcheck racecheck initcheck synccheck; do
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 3 \
+    python3 experiments/small_batch/sanitize_small.py > "$OUT/sanitize_$tool.log" 2>&1
+  echo "$tool rc=$? $(grep -c "ERROR SUMMARY: 0" "$OUT/sanitize_$tool.log") $(tail -1 "$OUT/sanitize_$tool.log")"
+done

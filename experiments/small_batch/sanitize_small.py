@@ -1,0 +1,24 @@
+"""`linear`'s small-batch schedule (kernels/common/gemm_small_batch.cuh) at both tiers, for compute-sanitizer:
+shapes that are no multiple of its boxes, one and several slices of K, 1 to 64 rows of x.
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/small_batch/sanitize_small.py
+"""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from utils import ops, precision  # noqa: E402
+
+for M, N, K in ((1, 77, 36), (7, 1000, 1004), (64, 300, 2052), (33, 4096, 4096)):
+    g = torch.Generator(device="cuda").manual_seed(M)
+    x = torch.randn(M, K, device="cuda", generator=g)
+    w = torch.randn(N, K, device="cuda", generator=g) / K**0.5
+    b = torch.randn(N, device="cuda", generator=g)
+    for tf32 in (False, True):
+        with precision.tf32(tf32):
+            out = ops.linear(x, w, b)
+        err = ((out.double() - (x.double() @ w.double().T + b.double())).abs().max()).item()
+        print(f"M={M} N={N} K={K} tf32={tf32}: max error {err:.1e}", flush=True)
+torch.cuda.synchronize()
