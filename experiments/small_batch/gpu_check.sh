@@ -7,7 +7,8 @@ python3 -c "import pytest, IPython, nbformat" 2>/dev/null || python3 -m pip inst
   pytest nbformat nbclient papermill ipykernel nbval tabulate 2>&1 | grep -v "^WARNING" | tail -1
 python3 -m utils.build \
   > "$OUT/build.log" 2>&1; echo "build rc=$?"  # every kernel file (the tests' own prebuild would add the exercises)
-WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_small_batch.py tests/test_solutions.py tests/test_ops.py -m "gpu and not large" -q \
+WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_small_batch.py tests/test_solutions.py tests/test_ops.py tests/test_fused_models.py \
+  tests/test_bad_inputs.py -m "gpu and not large" -q \
   -p no:cacheprovider --durations=10 > "$OUT/pytest_small_batch.log" 2>&1
 echo "pytest rc=$?"; tail -4 "$OUT/pytest_small_batch.log"
 [ "${SANITIZE:-1}" = 1 ] && for tool in memcheck racecheck initcheck synccheck; do
