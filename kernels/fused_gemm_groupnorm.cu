@@ -114,16 +114,6 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusa
 }
 
 bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
-
-// Whether the whole model runs in this file's kernels: `fusable`, and more than 64 rows of x. Up to 64
-// the time is one read of w, which `linear`'s small-batch schedule (common/gemm_small_batch.cuh) makes
-// close to the device's bandwidth, where these kernels, 128 rows of x a block, leave most SMs idle
-// (results/nvidia-h100-80gb-hbm3/logs/small_batch/): the model runs as workbook::linear and its tail
-// there, two kernels (three or four at the strict tier).
-inline bool fused_here(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups) {
-  return fusable_inputs(x, w, num_groups) && !small_batch::applies(x, w);
-}
-
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
 inline torch::Tensor tma_ready(const torch::Tensor& t) {
   torch::Tensor c = t.contiguous();
@@ -175,6 +165,21 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
   const torch::Tensor wc = tma_ready(w);
   return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save};
+}
+
+// Whether the whole model runs in this file's kernels: `fusable`, and more than 64 rows of x. Up to 64
+// the time is one read of w, which `linear`'s small-batch schedule (common/gemm_small_batch.cuh) makes
+// close to the device's bandwidth, where these kernels, 128 rows of x a block, leave most SMs idle
+// (results/nvidia-h100-80gb-hbm3/logs/small_batch/): the model runs as workbook::linear and its tail
+// there. Its arguments are checked here first, so that an error names them as this file's kernels would
+// (linear would call linear_bias "bias").
+inline bool fused_here(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb, int64_t num_groups,
+                       const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
+                       const c10::optional<torch::Tensor>& w_residual) {
+  if (!fusable_inputs(x, w, num_groups)) return false;
+  if (!small_batch::applies(x, w)) return true;
+  check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false);
+  return false;
 }
 
 // The model's own bias before GroupNorm (94, 37): (C,).
@@ -290,7 +295,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -305,7 +310,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
 std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::swish_bias_group_norm", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::swish_bias_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -319,7 +324,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -332,7 +337,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, num_groups), "workbook::group_norm_min_bias", x, w, linear_bias,
+  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_min_bias", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
