@@ -11,7 +11,7 @@ WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_small_batch.py tests/test_solut
   tests/test_bad_inputs.py -m "gpu and not large" -q \
   -p no:cacheprovider --durations=10 > "$OUT/pytest_small_batch.log" 2>&1
 echo "pytest rc=$?"; tail -4 "$OUT/pytest_small_batch.log"
-[ "${SANITIZE:-1}" = 1 ] && for tool in memcheck racecheck initcheck synccheck; do
+for tool in $([ "${SANITIZE:-1}" = 1 ] && echo memcheck racecheck initcheck synccheck); do
   PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 3 \
     python3 experiments/small_batch/sanitize_small.py > "$OUT/sanitize_$tool.log" 2>&1
   echo "$tool rc=$? $(grep -c "ERROR SUMMARY: 0" "$OUT/sanitize_$tool.log") $(tail -1 "$OUT/sanitize_$tool.log")"
