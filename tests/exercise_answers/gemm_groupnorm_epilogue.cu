@@ -1,15 +1,10 @@
 // @arch: 9.0a
 #include "exercises/gemm_wgmma_lanes.cuh"
 
-// out[m][n] = GroupNorm of y = x @ w.T + bias, per row m and group of D consecutive columns:
-//   mean = sum(y) / D, var = sum((y - mean)^2) / D, out = (y - mean) / sqrt(var + eps) * gamma[n] + beta[n]
-// acc[4 * j + 2 * h + e] is (x @ w.T)[t.row + 8 * h][t.col + 8 * j + e]; a row's BN columns sit on
-// the 4 lanes of a quad; out.put(h, j, v0, v1) stores a pair (kernels/exercises/gemm_wgmma_lanes.cuh).
+// GroupNorm of y = x @ w.T + bias, per row and group of D columns (the formula and acc's layout: notebook 09)
 struct GroupNormEpilogue {
-  const float* bias;   // (N,)
-  const float* gamma;  // (N,)
-  const float* beta;   // (N,)
-  int D;               // columns per group, even, dividing lanes::BN
+  const float *bias, *gamma, *beta;  // (N,) each
+  int D;                             // columns per group, even, dividing lanes::BN
   float eps;
 
   __device__ void operator()(const float (&acc)[lanes::ACC], const lanes::Tile& t, const lanes::Out& out) const {
@@ -59,6 +54,5 @@ struct GroupNormEpilogue {
 torch::Tensor linear_groupnorm(torch::Tensor x, torch::Tensor w, torch::Tensor bias, torch::Tensor gamma,
                                torch::Tensor beta, int64_t groups, double eps) {
   const int D = lanes::group_width(x, w, bias, gamma, beta, groups);
-  return lanes::run(x, w, GroupNormEpilogue{bias.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(),
-                                            D, static_cast<float>(eps)});
+  return lanes::run(x, w, GroupNormEpilogue{bias.data_ptr<float>(), gamma.data_ptr<float>(), beta.data_ptr<float>(), D, float(eps)});
 }
