@@ -37,11 +37,12 @@ def sass_by_function(cu: Path, kernels_dir: Path, work: Path) -> dict[str, str]:
     functions = {}
     for block in re.split(r"\n\s*Function : ", dump)[1:]:
         name, _, body = block.partition("\n")
-        # addresses and line info stay as they are: identical code has identical offsets
+        # addresses and line info stay as they are: identical code has identical offsets; runs of spaces fold to
+        # one, since cuobjdump pads every line to the widest instruction in the whole cubin
         # a kernel in an anonymous namespace carries a hash of its file's path in its name: the old and the
         # new copy are in different folders, so the hash goes
         name = re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__", name.strip())
-        functions[name] = "\n".join(l.strip() for l in body.splitlines() if l.strip().startswith("/*"))
+        functions[name] = "\n".join(" ".join(l.split()) for l in body.splitlines() if l.strip().startswith("/*"))
     return functions
 
 
