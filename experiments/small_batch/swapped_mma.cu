@@ -25,16 +25,15 @@
 //   swapped_linear(x, w, bias, splits, strict, unroll)   x (M, K), w (N, K), bias (N,) float32 CUDA, contiguous,
 //                                                K % 4 == 0, 1 <= M <= 64
 // @arch: 9.0a
-#include <cfloat>  // FLT_MAX
-
-#include "common/check.cuh"
+#include "common/gemm_small_batch.cuh"  // variant 3, as linear runs it
 #include "common/hopper.cuh"
 #include "common/tensor_core.cuh"
+#include "linear_inputs.cuh"
 
 namespace swapped {
 
 constexpr int kWarps = 4;     // per block: 64 rows of w
-constexpr int kPromote = 16;  // strict: k16 steps per promoted chunk (256 k, as rung 10)
+using small_batch::kPromote;  // strict: k16 steps per promoted chunk (256 k, as rung 10)
 
 __device__ __forceinline__ float4 load_w(const float* p) {  // read once: keep it out of L1
   return __ldcs(reinterpret_cast<const float4*>(p));
@@ -84,6 +83,17 @@ __device__ __forceinline__ void step(float (&acc)[NT][4], const float4& w_lo_row
   }
 }
 
+// Where lane (g, t) reads x: row 8j + g of each tile j (x_in: whether that row exists), from k offset 4t.
+template <int NT>
+__device__ __forceinline__ void x_rows(const float* x, int M, int K, int g, int t, const float* (&xr)[NT],
+                                       bool (&x_in)[NT]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+    x_in[j] = j * 8 + g < M;
+    xr[j] = x + static_cast<int64_t>(x_in[j] ? j * 8 + g : 0) * K + 4 * t;
+  }
+}
+
 // out (or the workspace slice of this split) = this block's rows of w times x over this split's K.
 template <int NT, bool STRICT, int kUnroll>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -98,11 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const float* wb = w + static_cast<int64_t>(row_b ? row0 + g + 8 : 0) * K + 4 * t;
   const float* xr[NT];
   bool x_in[NT];
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    x_in[j] = j * 8 + g < M;
-    xr[j] = x + static_cast<int64_t>(x_in[j] ? j * 8 + g : 0) * K + 4 * t;
-  }
+  x_rows(x, M, K, g, t, xr, x_in);
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
 
   float acc[NT][4] = {};
@@ -132,22 +138,11 @@ __global__ void __launch_bounds__(kWarps * 32)
       steps_in_chunk += kUnroll;
       if (steps_in_chunk >= kPromote) {
         steps_in_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            total[j][i] += acc[j][i];
-            acc[j][i] = 0.f;
-          }
+        small_batch::promote(acc, total);
       }
     }
   }
-  if constexpr (STRICT) {
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][i] += total[j][i];
-  }
+  if constexpr (STRICT) small_batch::add_total(acc, total);
   // acc[j] = out.T[row0 + g (+8)][batch 8j + 2t (+1)]: d[0], d[1] row g, d[2], d[3] row g + 8.
   float* dst = out + static_cast<int64_t>(blockIdx.y) * M * N;  // the split's slice (the output itself when one)
   const bool add_bias = bias != nullptr;
@@ -285,11 +280,7 @@ __global__ void __launch_bounds__((kWarps + 1) * 32)
   const int srow = warp * 16 + sigma(g);  // this lane's row in a box (and srow + 8)
   const float* xr[NT];
   bool x_in[NT];
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    x_in[j] = j * 8 + g < M;
-    xr[j] = x + static_cast<int64_t>(x_in[j] ? j * 8 + g : 0) * K + 4 * t;
-  }
+  x_rows(x, M, K, g, t, xr, x_in);
   const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
   float acc[NT][4] = {};
   float total[STRICT ? NT : 1][4] = {};
@@ -320,22 +311,11 @@ __global__ void __launch_bounds__((kWarps + 1) * 32)
       steps_in_chunk += KC / 16;
       if (steps_in_chunk >= kPromote) {
         steps_in_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            total[j][i] += acc[j][i];
-            acc[j][i] = 0.f;
-          }
+        small_batch::promote(acc, total);
       }
     }
   }
-  if constexpr (STRICT) {
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][i] += total[j][i];
-  }
+  if constexpr (STRICT) small_batch::add_total(acc, total);
   float* dst = out + static_cast<int64_t>(blockIdx.y) * M * N;
   const bool add_bias = bias != nullptr;
 #pragma unroll
@@ -412,278 +392,16 @@ void launch_bulk_tiles(int M, int cfg, const torch::Tensor& x, const torch::Tens
 //   w takes the exact split of common/tensor_core.cuh for that step;
 // - at the TF32 tier nothing is converted: the tensor cores read the top 19 bits of each fp32 value;
 // - CW consumer warps per block (16 CW rows of w), so that a box of x serves more of w.
-// Batch rows, like w's rows, are read in the order sigma, so that x's fragments are conflict-free too.
-
-__global__ void split_x_kernel(const float4* __restrict__ x, float4* __restrict__ big, float4* __restrict__ small,
-                               int64_t n4) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n4;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float4 b, s;
-    tc::split_tf32x4(x[i], b, s);
-    big[i] = b;
-    small[i] = s;
-  }
-}
-
-__device__ __forceinline__ bool finite4(const float4& v) {
-  return fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX;
-}
-
-// A fragment's four values, big and small parts: the fast split, or the exact one.
-__device__ __forceinline__ void split_fast(const float (&a)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    big[i] = tc::to_tf32(a[i]);
-    small[i] = __float_as_uint(a[i] - __uint_as_float(big[i]));
-  }
-}
-__device__ __forceinline__ void split_exact(const float (&a)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) tc::split_tf32(a[i], big[i], small[i]);
-}
-
-template <int NT, bool STRICT>
-__device__ __forceinline__ void step3(float (&acc)[NT][4], const float4& wa, const float4& wb, const float4 (&xb)[NT],
-                                     const float4 (&xs)[NT], bool exact) {
-  const float a0[4] = {wa.x, wb.x, wa.y, wb.y};
-  const float a1[4] = {wa.z, wb.z, wa.w, wb.w};
-  uint32_t ab0[4], ab1[4], as0[4], as1[4];
-  if constexpr (STRICT) {
-    if (exact) {
-      split_exact(a0, ab0, as0);
-      split_exact(a1, ab1, as1);
-    } else {
-      split_fast(a0, ab0, as0);
-      split_fast(a1, ab1, as1);
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      ab0[i] = __float_as_uint(a0[i]);
-      ab1[i] = __float_as_uint(a1[i]);
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-    const uint32_t bb0[2] = {__float_as_uint(xb[j].x), __float_as_uint(xb[j].y)};
-    const uint32_t bb1[2] = {__float_as_uint(xb[j].z), __float_as_uint(xb[j].w)};
-    if constexpr (STRICT) {
-      const uint32_t bs0[2] = {__float_as_uint(xs[j].x), __float_as_uint(xs[j].y)};
-      const uint32_t bs1[2] = {__float_as_uint(xs[j].z), __float_as_uint(xs[j].w)};
-      tc::mma_tf32(acc[j], as0, bb0);
-      tc::mma_tf32(acc[j], ab0, bs0);
-      tc::mma_tf32(acc[j], as1, bb1);
-      tc::mma_tf32(acc[j], ab1, bs1);
-    }
-    tc::mma_tf32(acc[j], ab0, bb0);
-    tc::mma_tf32(acc[j], ab1, bb1);
-  }
-}
-
-template <int NT, bool STRICT, int CW, int KC, int STAGES>
-struct Ring3 {
-  static constexpr int R = 16 * CW, XR = 8 * NT, BOXES = KC / kBoxK;
-  static constexpr int W_BOX = R * kBoxK, X_BOX = XR * kBoxK;  // floats
-  static constexpr int X_PARTS = STRICT ? 2 : 1;
-  static constexpr int STAGE = BOXES * (W_BOX + X_PARTS * X_BOX);  // floats
-  static constexpr int SMEM = STAGES * STAGE * 4 + 1024;
-  static constexpr unsigned STAGE_BYTES = STAGE * 4;
-};
-
-template <int NT, bool STRICT, int CW, int KC, int STAGES>
-__global__ void __launch_bounds__((CW + 1) * 32)
-    tma3_kernel(const __grid_constant__ CUtensorMap tmap_w, const __grid_constant__ CUtensorMap tmap_xb,
-                const __grid_constant__ CUtensorMap tmap_xs, const float* __restrict__ bias,
-                float* __restrict__ out, int M, int N, int K, int k_per_split) {
-  using L = Ring3<NT, STRICT, CW, KC, STAGES>;
-  extern __shared__ __align__(1024) float smem_raw[];
-  float* ring = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  __shared__ __align__(8) uint64_t full[STAGES], empty[STAGES];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int row_base = blockIdx.x * L::R;
-  const int k_begin = blockIdx.y * k_per_split;
-  const int k_end = min(K, k_begin + k_per_split);
-  const int chunks = (k_end - k_begin + KC - 1) / KC;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbar_init(&full[s], 1);
-      mbar_init(&empty[s], CW);
-    }
-    mbar_init_fence();
-  }
-  __syncthreads();
-
-  if (warp == CW) {  // the producer: one thread
-    if (lane == 0) {
-      for (int c = 0; c < chunks; ++c) {
-        const int s = c % STAGES;
-        if (c >= STAGES) mbar_wait(&empty[s], ((c / STAGES) - 1) & 1);
-        mbar_arrive_expect_tx(&full[s], L::STAGE_BYTES);
-        const int k = k_begin + c * KC;
-        float* stage = ring + s * L::STAGE;
-        for (int b = 0; b < L::BOXES; ++b) {
-          tma_load_2d(stage + b * L::W_BOX, &tmap_w, &full[s], k + b * kBoxK, row_base);
-          tma_load_2d(stage + L::BOXES * L::W_BOX + b * L::X_BOX, &tmap_xb, &full[s], k + b * kBoxK, 0);
-          if constexpr (STRICT)
-            tma_load_2d(stage + L::BOXES * (L::W_BOX + L::X_BOX) + b * L::X_BOX, &tmap_xs, &full[s], k + b * kBoxK, 0);
-        }
-      }
-    }
-    return;
-  }
-
-  const int sg = sigma(g);
-  const int srow = warp * 16 + sg;  // this lane's rows of w in a box: srow and srow + 8 (both % 8 == sg)
-  float acc[NT][4] = {};
-  float total[STRICT ? NT : 1][4] = {};
-  int steps_in_chunk = 0;
-  for (int c = 0; c < chunks; ++c) {
-    const int s = c % STAGES;
-    mbar_wait(&full[s], (c / STAGES) & 1);
-    const int k = k_begin + c * KC;
-    const float* stage = ring + s * L::STAGE;
-#pragma unroll
-    for (int b = 0; b < L::BOXES; ++b) {
-      const float* wbox = stage + b * L::W_BOX;
-      const float* xbox = stage + L::BOXES * L::W_BOX + b * L::X_BOX;
-      const float* sbox = stage + L::BOXES * (L::W_BOX + L::X_BOX) + b * L::X_BOX;
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const int chunk = (4 * u + t) ^ sg;
-        // Beyond K the boxes hold zeros; beyond this split, the next split's k, which x's zeros must cancel:
-        // x is zeroed there (w may be anything finite or not, so w is zeroed too).
-        const bool in = k + b * kBoxK + 16 * u + 4 * t < k_end;
-        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-        const float4 wa = in ? *reinterpret_cast<const float4*>(wbox + srow * kBoxK + 4 * chunk) : zero;
-        const float4 wb = in ? *reinterpret_cast<const float4*>(wbox + (srow + 8) * kBoxK + 4 * chunk) : zero;
-        float4 xb[NT], xs[NT];
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          xb[j] = in ? *reinterpret_cast<const float4*>(xbox + (j * 8 + sg) * kBoxK + 4 * chunk) : zero;
-          if constexpr (STRICT) xs[j] = in ? *reinterpret_cast<const float4*>(sbox + (j * 8 + sg) * kBoxK + 4 * chunk) : zero;
-        }
-        bool exact = false;
-        if constexpr (STRICT) exact = __any_sync(0xffffffffu, !(finite4(wa) && finite4(wb)));
-        step3<NT, STRICT>(acc, wa, wb, xb, xs, exact);
-      }
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&empty[s]);
-    if constexpr (STRICT) {
-      steps_in_chunk += KC / 16;
-      if (steps_in_chunk >= kPromote) {
-        steps_in_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            total[j][i] += acc[j][i];
-            acc[j][i] = 0.f;
-          }
-      }
-    }
-  }
-  if constexpr (STRICT) {
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][i] += total[j][i];
-  }
-  // d[0], d[1]: w row sigma(g), batch columns 2t, 2t + 1; d[2], d[3]: w row sigma(g) + 8. Column c of the
-  // fragment is batch row 8j + sigma(c).
-  float* dst = out + static_cast<int64_t>(blockIdx.y) * M * N;
-  const bool add_bias = bias != nullptr;
-  const int row0 = row_base + warp * 16;
-#pragma unroll
-  for (int j = 0; j < NT; ++j) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int m = 8 * j + sigma(2 * t + (i & 1)), n = row0 + sg + (i >= 2 ? 8 : 0);
-      if (m < M && n < N) dst[static_cast<int64_t>(m) * N + n] = acc[j][i] + (add_bias ? bias[n] : 0.f);
-    }
-  }
-}
-
-template <int NT, bool STRICT, int CW, int KC, int STAGES>
-void launch_tma3(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, torch::Tensor& out,
-                 int splits) {
-  using L = Ring3<NT, STRICT, CW, KC, STAGES>;
-  const int M = static_cast<int>(x.size(0)), K = static_cast<int>(x.size(1)), N = static_cast<int>(w.size(0));
-  const int k_chunks = (K + KC - 1) / KC;
-  const int k_per_split = ((k_chunks + splits - 1) / splits) * KC;
-  splits = (K + k_per_split - 1) / k_per_split;
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
-  static bool configured = false;  // the experiment runs on one device
-  if (!configured) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(tma3_kernel<NT, STRICT, CW, KC, STAGES>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, L::SMEM));
-    configured = true;
-  }
-  torch::Tensor xb = x, xs = x;
-  if (STRICT) {
-    xb = torch::empty_like(x);
-    xs = torch::empty_like(x);
-    const int64_t n4 = x.numel() / 4;
-    split_x_kernel<<<static_cast<unsigned>(std::min<int64_t>((n4 + 255) / 256, 1024)), 256, 0, stream>>>(
-        reinterpret_cast<const float4*>(x.data_ptr<float>()), reinterpret_cast<float4*>(xb.data_ptr<float>()),
-        reinterpret_cast<float4*>(xs.data_ptr<float>()), n4);
-    LAUNCH_CHECK();
-  }
-  const CUtensorMap tw = make_tensor_map_2d(w.data_ptr<float>(), N, K, L::R, kBoxK);
-  const CUtensorMap tb = make_tensor_map_2d(xb.data_ptr<float>(), M, K, L::XR, kBoxK);
-  const CUtensorMap ts = make_tensor_map_2d(xs.data_ptr<float>(), M, K, L::XR, kBoxK);
-  torch::Tensor ws = splits == 1 ? out : torch::empty({splits, M, N}, x.options());
-  const dim3 grid((N + L::R - 1) / L::R, splits);
-  tma3_kernel<NT, STRICT, CW, KC, STAGES><<<grid, (CW + 1) * 32, L::SMEM, stream>>>(
-      tw, tb, ts, splits == 1 ? bias.data_ptr<float>() : nullptr, ws.data_ptr<float>(), M, N, K, k_per_split);
-  LAUNCH_CHECK();
-  if (splits == 1) return;
-  const int64_t MN = static_cast<int64_t>(M) * N;
-  add_splits_kernel<<<static_cast<unsigned>(std::min<int64_t>((MN + 255) / 256, 1024)), 256, 0, stream>>>(
-      ws.data_ptr<float>(), bias.data_ptr<float>(), out.data_ptr<float>(), MN, N, splits);
-  LAUNCH_CHECK();
-}
-
-template <int NT, bool STRICT>
-void launch_tma3_cfg(int cfg, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                     torch::Tensor& out, int splits) {
-  switch (cfg) {
-    case 0: return launch_tma3<NT, STRICT, 4, 64, 4>(x, w, bias, out, splits);
-    case 1: return launch_tma3<NT, STRICT, 4, 32, 6>(x, w, bias, out, splits);
-    case 2: return launch_tma3<NT, STRICT, 8, 64, 3>(x, w, bias, out, splits);
-    case 3: return launch_tma3<NT, STRICT, 8, 32, 6>(x, w, bias, out, splits);
-    default: TORCH_CHECK(false, "cfg must be 0..3, got ", num(cfg));
-  }
-}
-
-template <bool STRICT>
-void launch_tma3_tiles(int M, int cfg, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
-                       torch::Tensor& out, int splits) {
-  if (M <= 8) launch_tma3_cfg<1, STRICT>(cfg, x, w, bias, out, splits);
-  else if (M <= 16) launch_tma3_cfg<2, STRICT>(cfg, x, w, bias, out, splits);
-  else if (M <= 32) launch_tma3_cfg<4, STRICT>(cfg, x, w, bias, out, splits);
-  else launch_tma3_cfg<8, STRICT>(cfg, x, w, bias, out, splits);
-}
+// It became kernels/common/gemm_small_batch.cuh, which tma3_linear below runs with the configuration and the
+// slices of K given (linear's schedule picks them itself).
 
 }  // namespace swapped
 
 // @export: out = x @ w.T + bias for 1 <= M <= 64 rows of x on the tensor cores with w as the instruction's M operand; K split in `splits` slices; strict: 3xTF32, else TF32; unroll: k16 steps of w loaded together (2, 4, 8)
 torch::Tensor swapped_linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, int64_t splits, bool strict,
                              int64_t unroll) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(x, w);
-  CHECK_SAME_DEVICE(x, bias);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "x (M, K) and w (N, K) must share K, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,), got ", shape_string(bias));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= 64, "swapped_linear takes 1 to 64 rows of x, got ", num(x.size(0)));
-  TORCH_CHECK(x.size(1) % 4 == 0 && x.size(1) > 0, "K must be a positive multiple of 4 (float4 loads), got ",
-              num(x.size(1)));
+  check_linear_inputs(x, w, bias, "swapped_linear", 64);
   TORCH_CHECK(splits >= 1 && splits <= 64, "splits must be 1..64, got ", num(splits));
-  TORCH_CHECK(w.size(0) <= INT32_MAX / 2 && x.size(1) <= INT32_MAX / 2, "N and K must fit in int32");
-  TORCH_CHECK(aligned16(x.data_ptr()) && aligned16(w.data_ptr()), "x and w must start on 16-byte boundaries");
   const c10::cuda::CUDAGuard guard(x.device());
   torch::Tensor out = torch::empty({x.size(0), w.size(0)}, x.options());
   const int M = static_cast<int>(x.size(0));
@@ -696,19 +414,8 @@ torch::Tensor swapped_linear(torch::Tensor x, torch::Tensor w, torch::Tensor bia
 // @export: as swapped_linear, w brought into shared memory by the copy engine (TMA boxes of 64 x 32, a producer warp); cfg 0..3: (KC, STAGES) = (128, 4), (64, 4), (64, 6), (32, 8)
 torch::Tensor bulk_linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, int64_t splits, bool strict,
                           int64_t cfg) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(x, w);
-  CHECK_SAME_DEVICE(x, bias);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "x (M, K) and w (N, K) must share K, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,), got ", shape_string(bias));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= 64, "bulk_linear takes 1 to 64 rows of x, got ", num(x.size(0)));
-  TORCH_CHECK(x.size(1) % 4 == 0 && x.size(1) > 0, "K must be a positive multiple of 4, got ", num(x.size(1)));
+  check_linear_inputs(x, w, bias, "bulk_linear", 64);
   TORCH_CHECK(splits >= 1 && splits <= 64, "splits must be 1..64, got ", num(splits));
-  TORCH_CHECK(w.size(0) <= INT32_MAX / 2 && x.size(1) <= INT32_MAX / 2, "N and K must fit in int32");
-  TORCH_CHECK(aligned16(x.data_ptr()) && aligned16(w.data_ptr()), "x and w must start on 16-byte boundaries");
   const c10::cuda::CUDAGuard guard(x.device());
   torch::Tensor out = torch::empty({x.size(0), w.size(0)}, x.options());
   const int M = static_cast<int>(x.size(0)), c = static_cast<int>(cfg), s = static_cast<int>(splits);
@@ -718,25 +425,29 @@ torch::Tensor bulk_linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, 
 }
 
 // @export: variant 3: w and x through the ring by TMA, x split once per call, w split cheaply; cfg 0..3: (consumer warps, KC, STAGES) = (4, 64, 4), (4, 32, 6), (8, 64, 3), (8, 32, 6)
+// Variant 3's configurations: consumer warps, KC, STAGES at each tier, for any number of 8-row tiles of x.
+template <bool STRICT, int CW, int KC, int STAGES>
+struct Tma3 {
+  template <int NT>
+  using C = small_batch::Config<NT, STRICT, CW, KC, STAGES>;
+};
+
 torch::Tensor tma3_linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, int64_t splits, bool strict,
                           int64_t cfg) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(x, w);
-  CHECK_SAME_DEVICE(x, bias);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "x (M, K) and w (N, K) must share K, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,), got ", shape_string(bias));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= 64, "tma3_linear takes 1 to 64 rows of x, got ", num(x.size(0)));
-  TORCH_CHECK(x.size(1) % 4 == 0 && x.size(1) > 0, "K must be a positive multiple of 4, got ", num(x.size(1)));
+  check_linear_inputs(x, w, bias, "tma3_linear", 64);
   TORCH_CHECK(splits >= 1 && splits <= 64, "splits must be 1..64, got ", num(splits));
-  TORCH_CHECK(w.size(0) <= INT32_MAX / 2 && x.size(1) <= INT32_MAX / 2, "N and K must fit in int32");
-  TORCH_CHECK(aligned16(x.data_ptr()) && aligned16(w.data_ptr()), "x and w must start on 16-byte boundaries");
+  const int cut = static_cast<int>(splits);
+  const torch::Tensor xc = small_batch::tma_ready(x), wc = small_batch::tma_ready(w);
   const c10::cuda::CUDAGuard guard(x.device());
-  torch::Tensor out = torch::empty({x.size(0), w.size(0)}, x.options());
-  const int M = static_cast<int>(x.size(0)), c = static_cast<int>(cfg), s = static_cast<int>(splits);
-  if (strict) swapped::launch_tma3_tiles<true>(M, c, x, w, bias, out, s);
-  else swapped::launch_tma3_tiles<false>(M, c, x, w, bias, out, s);
-  return out;
+  switch (cfg) {
+    case 0: return strict ? small_batch::run_tiles<Tma3<true, 4, 64, 4>::C>(xc, wc, bias, cut)
+                          : small_batch::run_tiles<Tma3<false, 4, 64, 4>::C>(xc, wc, bias, cut);
+    case 1: return strict ? small_batch::run_tiles<Tma3<true, 4, 32, 6>::C>(xc, wc, bias, cut)
+                          : small_batch::run_tiles<Tma3<false, 4, 32, 6>::C>(xc, wc, bias, cut);
+    case 2: return strict ? small_batch::run_tiles<Tma3<true, 8, 64, 3>::C>(xc, wc, bias, cut)
+                          : small_batch::run_tiles<Tma3<false, 8, 64, 3>::C>(xc, wc, bias, cut);
+    case 3: return strict ? small_batch::run_tiles<Tma3<true, 8, 32, 6>::C>(xc, wc, bias, cut)
+                          : small_batch::run_tiles<Tma3<false, 8, 32, 6>::C>(xc, wc, bias, cut);
+    default: TORCH_CHECK(false, "cfg must be 0..3, got ", num(cfg));
+  }
 }

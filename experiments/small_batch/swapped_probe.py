@@ -26,17 +26,8 @@ sys.path.insert(0, str(ROOT))
 from utils import bench, build, precision, results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def read_GBps(probe, reps: int = 20) -> float:
-    """A pure read of 1 GiB (kernels/probes/read_probe.cu): what streaming w once can reach."""
-    x = torch.rand(2**28, device="cuda")
-    t = bench.time_ms(lambda: probe.read_probe(x), reps=reps)
-    return x.numel() * 4 / (t.median * 1e-3) / 1e9
-
-
-def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return ((out.double() - ref).abs().max() / ref.abs().max()).item()
+sys.path.insert(0, str(HERE))
+from probe import read_GBps, rel_err  # noqa: E402  (the first probe's: the pure-read bandwidth, the error)
 
 
 def at_tier(fn, tf32: bool):

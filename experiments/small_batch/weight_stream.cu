@@ -14,7 +14,7 @@
 //
 //   weight_stream(x, w, bias, rows_per_warp)   x (M, K), w (N, K), bias (N,) float32 CUDA, contiguous,
 //                                              K % 4 == 0, 1 <= M <= 16, rows_per_warp in {1, 2, 4, 8}
-#include "common/check.cuh"
+#include "linear_inputs.cuh"
 
 namespace weight_stream_detail {
 
@@ -93,18 +93,7 @@ void launch_rows(int rows_per_warp, const torch::Tensor& x, const torch::Tensor&
 
 // @export: out = x @ w.T + bias for 1 <= M <= 16 rows of x, streaming w once on CUDA cores (fp32 FMA); rows_per_warp rows of w per warp
 torch::Tensor weight_stream(torch::Tensor x, torch::Tensor w, torch::Tensor bias, int64_t rows_per_warp) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
-  CHECK_FLOAT_CUDA_INPUT(bias);
-  CHECK_SAME_DEVICE(x, w);
-  CHECK_SAME_DEVICE(x, bias);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1), "x (M, K) and w (N, K) must share K, got x ",
-              shape_string(x), " and w ", shape_string(w));
-  TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,), got ", shape_string(bias));
-  TORCH_CHECK(x.size(0) >= 1 && x.size(0) <= 16, "weight_stream takes 1 to 16 rows of x, got ", num(x.size(0)));
-  TORCH_CHECK(x.size(1) % 4 == 0, "K must be a multiple of 4 (float4 loads), got ", num(x.size(1)));
-  TORCH_CHECK(w.size(0) <= INT32_MAX / 2 && x.size(1) <= INT32_MAX / 2, "N and K must fit in int32");
-  TORCH_CHECK(aligned16(x.data_ptr()) && aligned16(w.data_ptr()), "x and w must start on 16-byte boundaries");
+  check_linear_inputs(x, w, bias, "weight_stream", 16);
   const c10::cuda::CUDAGuard guard(x.device());
   torch::Tensor out = torch::empty({x.size(0), w.size(0)}, x.options());
   const int M = static_cast<int>(x.size(0));

@@ -27,7 +27,7 @@
 //   a kept w_residual (a drop-in's freeze()) buys nothing here. Three products per pair, the sums
 //   promoted into fp32 registers every 256 k, as rung 10.
 // - TF32 tier: no conversion at all; the tensor cores read each fp32 value's top 19 bits.
-// - K is cut into `splits` slices when one slice would leave SMs idle (132 / the blocks of one slice);
+// - K is cut into slices when one slice would leave SMs idle (132 / the blocks of one slice);
 //   the slices' partial sums go to a workspace and a second kernel adds them, in order, with the bias.
 //
 // Measured on the H100 against cuBLAS and the floor: results/nvidia-h100-80gb-hbm3/logs/small_batch/
@@ -73,6 +73,27 @@ __device__ __forceinline__ int sigma(int g) { return (g >> 1) | ((g & 1) << 2); 
 
 __device__ __forceinline__ bool finite4(const float4& v) {
   return fabsf(v.x) <= FLT_MAX && fabsf(v.y) <= FLT_MAX && fabsf(v.z) <= FLT_MAX && fabsf(v.w) <= FLT_MAX;
+}
+
+// Promotion (rung 10's): the mma accumulators added into fp32 registers with FADD, and restarted from zero.
+template <int NT>
+__device__ __forceinline__ void promote(float (&acc)[NT][4], float (&total)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      total[j][i] += acc[j][i];
+      acc[j][i] = 0.f;
+    }
+}
+
+// After the last chunk: the promoted sums added to the last chunk's.
+template <int NT>
+__device__ __forceinline__ void add_total(float (&acc)[NT][4], const float (&total)[NT][4]) {
+#pragma unroll
+  for (int j = 0; j < NT; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[j][i] += total[j][i];
 }
 
 // x's big and small parts, once per call.
@@ -212,22 +233,11 @@ __global__ void __launch_bounds__((C::CW + 1) * 32)
       steps_in_chunk += C::KC / 16;
       if (steps_in_chunk >= kPromote) {
         steps_in_chunk = 0;
-#pragma unroll
-        for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            total[j][i] += acc[j][i];
-            acc[j][i] = 0.f;
-          }
+        promote(acc, total);
       }
     }
   }
-  if constexpr (C::STRICT) {
-#pragma unroll
-    for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[j][i] += total[j][i];
-  }
+  if constexpr (C::STRICT) add_total(acc, total);
   // d[0], d[1]: w's row sigma(g), fragment columns 2t and 2t + 1; d[2], d[3]: row sigma(g) + 8. Fragment
   // column c of tile j is row 8j + sigma(c) of x.
   float* dst = out + static_cast<int64_t>(blockIdx.y) * M * N;
@@ -267,19 +277,21 @@ inline torch::Tensor tma_ready(const torch::Tensor& t) {
   return aligned16(c.data_ptr()) ? c : c.clone();
 }
 
+// slices: how many slices of K (0: as many as leave no SM idle, each at least 4 stages long).
 template <class C>
-torch::Tensor run(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
+torch::Tensor run(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int slices = 0) {
   const int M = static_cast<int>(x.size(0)), K = static_cast<int>(x.size(1)), N = static_cast<int>(w.size(0));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   allow_dynamic_smem(swapped_kernel<C>, C::SMEM);  // more than 48 KB: once per device
   // Slices of K: enough blocks for one per SM, each slice at least 4 stages long.
   const int row_blocks = (N + C::R - 1) / C::R;
   const int k_chunks = (K + C::KC - 1) / C::KC;
-  const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device());
-  const int want = std::max(1, sms / row_blocks);
-  const int slices_wanted = std::max(1, std::min(want, k_chunks / 4));
-  const int k_per_split = ((k_chunks + slices_wanted - 1) / slices_wanted) * C::KC;
-  const int slices = (K + k_per_split - 1) / k_per_split;
+  if (slices <= 0) {
+    const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device());
+    slices = std::max(1, std::min(std::max(1, sms / row_blocks), k_chunks / 4));
+  }
+  const int k_per_split = ((k_chunks + slices - 1) / slices) * C::KC;
+  slices = (K + k_per_split - 1) / k_per_split;  // none empty
 
   torch::Tensor out = torch::empty({M, N}, x.options());
   torch::Tensor xb = x, xs = x;
@@ -309,12 +321,12 @@ torch::Tensor run(const torch::Tensor& x, const torch::Tensor& w, const torch::T
 }
 
 template <template <int> class Cfg>
-torch::Tensor run_tiles(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
+torch::Tensor run_tiles(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int slices = 0) {
   const int64_t M = x.size(0);
-  if (M <= 8) return run<Cfg<1>>(x, w, bias);
-  if (M <= 16) return run<Cfg<2>>(x, w, bias);
-  if (M <= 32) return run<Cfg<4>>(x, w, bias);
-  return run<Cfg<8>>(x, w, bias);
+  if (M <= 8) return run<Cfg<1>>(x, w, bias, slices);
+  if (M <= 16) return run<Cfg<2>>(x, w, bias, slices);
+  if (M <= 32) return run<Cfg<4>>(x, w, bias, slices);
+  return run<Cfg<8>>(x, w, bias, slices);
 }
 
 // out = x @ w.T + bias for inputs `applies` takes (the caller has checked dtype, device and shapes), at the
