@@ -113,7 +113,9 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusa
   return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
 }
 
+// `fusable` (below: exported), the inputs' side of the choice.
 bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
+
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
 inline torch::Tensor tma_ready(const torch::Tensor& t) {
   torch::Tensor c = t.contiguous();

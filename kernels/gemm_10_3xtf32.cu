@@ -205,7 +205,7 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   // Up to 64 rows of x, at either tier: w read once, as the tensor cores' M operand, split in registers
   // (common/gemm_small_batch.cuh), where the kernels below would leave SMs idle and split w per call.
   if (small_batch::applies(x, w)) {
-    gemm10::kept_residual(w_residual, w.contiguous());  // checked as on every path, not needed here
+    gemm10::kept_residual(w_residual, w);  // checked as on every path, not needed here
     return small_batch::linear(x, w, bias, tf32);
   }
   // The dispatch nn.Linear would make: TF32 (or lower) allowed means cuBLAS's TF32 GEMM, which rung 9
