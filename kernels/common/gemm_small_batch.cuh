@@ -62,7 +62,7 @@ struct Config {
   static_assert(KC % kBoxK == 0, "a stage is whole boxes");
   static_assert(SMEM <= 227 * 1024, "the ring must fit an SM's shared memory");
 };
-// TF32: 64 rows a block and no split of K at N = 8192 (128 blocks). Strict: 128 rows a block, two
+// At N = 8192: TF32, 64 rows a block and no split of K (128 blocks); strict, 128 rows a block and two
 // slices of K; short stages for up to 16 rows of x, longer ones beyond (the measured best of four).
 template <int NT>
 using Tf32Config = Config<NT, false, 4, 64, 4>;
