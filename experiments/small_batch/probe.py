@@ -37,6 +37,28 @@ def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
     return ((out.double() - ref).abs().max() / ref.abs().max()).item()
 
 
+def at_tier(fn, tf32: bool):
+    """fn run with PyTorch's fp32 matmul setting as the tier says."""
+    def run():
+        with precision.tf32(tf32):
+            return fn()
+    return run
+
+
+def cases(shapes, ms, gbps: float):
+    """(N, K, M, x, w, bias, the float64 reference, the floor in ms) for each "NxK" shape and M: w scaled by
+    1/sqrt(K), seeded once per shape; the floor one read of w, x, out and bias at gbps."""
+    for shape in shapes:
+        N, K = map(int, shape.split("x"))
+        g = torch.Generator(device="cuda").manual_seed(0)
+        w = torch.randn(N, K, device="cuda", generator=g) / K**0.5
+        b = torch.randn(N, device="cuda", generator=g)
+        for M in ms:
+            x = torch.randn(M, K, device="cuda", generator=g)
+            ref = x.double() @ w.double().T + b.double()
+            yield N, K, M, x, w, b, ref, (N * K + M * K + M * N + N) * 4 / (gbps * 1e9) * 1e3
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ms", type=int, nargs="+", default=[1, 2, 4, 8, 16])
@@ -51,37 +73,22 @@ def main() -> int:
     gbps = read_GBps(probe)
     rows = []
     print(f"{torch.cuda.get_device_name()}: pure read {gbps:.0f} GB/s", flush=True)
-    for shape in args.shapes:
-        N, K = map(int, shape.split("x"))
-        g = torch.Generator(device="cuda").manual_seed(0)
-        w = torch.randn(N, K, device="cuda", generator=g) / K**0.5
-        b = torch.randn(N, device="cuda", generator=g)
-        for M in args.ms:
-            x = torch.randn(M, K, device="cuda", generator=g)
-            ref = x.double() @ w.double().T + b.double()
-            floor_ms = (N * K + M * K + M * N + N) * 4 / (gbps * 1e9) * 1e3
-
-            def at_tier(fn, tf32: bool):  # fn run with PyTorch's fp32 matmul setting as the tier says
-                def run():
-                    with precision.tf32(tf32):
-                        return fn()
-                return run
-
-            fns = {"cuBLAS fp32": at_tier(lambda: F.linear(x, w, b), False),
-                   "cuBLAS TF32": at_tier(lambda: F.linear(x, w, b), True),
-                   "linear (3xTF32)": at_tier(lambda: gemm10.linear(x, w, b, None), False)}
-            for r in (1, 2, 4, 8):
-                fns[f"stream R={r}"] = at_tier(lambda r=r: ours.weight_stream(x, w, b, r), False)
-            errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
-            times = bench.time_interleaved(fns, reps=args.reps)
-            for name, t in times.items():
-                rows.append({"N": N, "K": K, "M": M, "contender": name, "median_ms": t.median,
-                             "p20_ms": t.p20, "p80_ms": t.p80, "floor_ms": floor_ms,
-                             "x_floor": t.median / floor_ms, "rel_err": errs[name]})
-            best = min(times, key=lambda n: times[n].median)
-            print(f"N=K={N}x{K} M={M:2d} floor {floor_ms:.4f} ms | " + " | ".join(
-                f"{n} {times[n].median:.4f} ({times[n].median / floor_ms:.2f}x, err {errs[n]:.1e})" for n in times)
-                + f" | best {best}", flush=True)
+    for N, K, M, x, w, b, ref, floor_ms in cases(args.shapes, args.ms, gbps):
+        fns = {"cuBLAS fp32": at_tier(lambda: F.linear(x, w, b), False),
+               "cuBLAS TF32": at_tier(lambda: F.linear(x, w, b), True),
+               "linear (3xTF32)": at_tier(lambda: gemm10.linear(x, w, b, None), False)}
+        for r in (1, 2, 4, 8):
+            fns[f"stream R={r}"] = at_tier(lambda r=r: ours.weight_stream(x, w, b, r), False)
+        errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
+        times = bench.time_interleaved(fns, reps=args.reps)
+        for name, t in times.items():
+            rows.append({"N": N, "K": K, "M": M, "contender": name, "median_ms": t.median,
+                         "p20_ms": t.p20, "p80_ms": t.p80, "floor_ms": floor_ms,
+                         "x_floor": t.median / floor_ms, "rel_err": errs[name]})
+        best = min(times, key=lambda n: times[n].median)
+        print(f"N=K={N}x{K} M={M:2d} floor {floor_ms:.4f} ms | " + " | ".join(
+            f"{n} {times[n].median:.4f} ({times[n].median / floor_ms:.2f}x, err {errs[n]:.1e})" for n in times)
+            + f" | best {best}", flush=True)
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git_commit": results.git_commit(), "read_GBps": gbps, "rows": rows}
     if args.out:
         args.out.write_text(json.dumps(record, indent=1))

@@ -207,10 +207,7 @@ void launch_unroll(int unroll, const torch::Tensor& x, const torch::Tensor& w, c
 template <bool STRICT>
 void launch_tiles(int M, int unroll, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
                   torch::Tensor& out, int splits) {
-  if (M <= 8) launch_unroll<1, STRICT>(unroll, x, w, bias, out, splits);
-  else if (M <= 16) launch_unroll<2, STRICT>(unroll, x, w, bias, out, splits);
-  else if (M <= 32) launch_unroll<4, STRICT>(unroll, x, w, bias, out, splits);
-  else launch_unroll<8, STRICT>(unroll, x, w, bias, out, splits);
+  small_batch::with_tiles(M, [&](auto nt) { launch_unroll<decltype(nt)::value, STRICT>(unroll, x, w, bias, out, splits); });
 }
 
 
@@ -372,10 +369,7 @@ void launch_bulk_cfg(int cfg, const torch::Tensor& x, const torch::Tensor& w, co
 template <bool STRICT>
 void launch_bulk_tiles(int M, int cfg, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias,
                        torch::Tensor& out, int splits) {
-  if (M <= 8) launch_bulk_cfg<1, STRICT>(cfg, x, w, bias, out, splits);
-  else if (M <= 16) launch_bulk_cfg<2, STRICT>(cfg, x, w, bias, out, splits);
-  else if (M <= 32) launch_bulk_cfg<4, STRICT>(cfg, x, w, bias, out, splits);
-  else launch_bulk_cfg<8, STRICT>(cfg, x, w, bias, out, splits);
+  small_batch::with_tiles(M, [&](auto nt) { launch_bulk_cfg<decltype(nt)::value, STRICT>(cfg, x, w, bias, out, splits); });
 }
 
 

@@ -27,15 +27,7 @@ from utils import bench, build, precision, results  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from probe import read_GBps, rel_err  # noqa: E402  (the first probe's: the pure-read bandwidth, the error)
-
-
-def at_tier(fn, tf32: bool):
-    """fn run with PyTorch's fp32 matmul setting as the tier says."""
-    def run():
-        with precision.tf32(tf32):
-            return fn()
-    return run
+from probe import at_tier, cases, read_GBps, rel_err  # noqa: E402  (the first probe's)
 
 
 def check_edges(swapped) -> None:
@@ -90,46 +82,38 @@ def main() -> int:
     gbps = read_GBps(mods["probe"])
     rows = []
     print(f"{torch.cuda.get_device_name()}: pure read {gbps:.0f} GB/s", flush=True)
-    for shape in args.shapes:
-        N, K = map(int, shape.split("x"))
-        g = torch.Generator(device="cuda").manual_seed(0)
-        w = torch.randn(N, K, device="cuda", generator=g) / K**0.5
-        b = torch.randn(N, device="cuda", generator=g)
-        for M in args.ms:
-            x = torch.randn(M, K, device="cuda", generator=g)
-            ref = x.double() @ w.double().T + b.double()
-            floor_ms = (N * K + M * K + M * N + N) * 4 / (gbps * 1e9) * 1e3
-            for tier, tf32 in (("strict", False), ("tf32", True)):
-                fns = {"cuBLAS": at_tier(lambda: F.linear(x, w, b), tf32)}
-                if not tf32:
-                    fns["linear (rung 10)"] = at_tier(lambda: gemm10.linear(x, w, b, None), False)
-                    if M <= 16:
-                        fns["stream R=1"] = at_tier(lambda: stream.weight_stream(x, w, b, 1), False)
-                for s in args.splits:
-                    for u in args.unrolls:
-                        fns[f"swapped S={s} U={u}"] = at_tier(
-                            lambda s=s, u=u: swapped.swapped_linear(x, w, b, s, not tf32, u), tf32)
-                for s in args.bulk_splits:
-                    for c in args.bulk_cfgs:
-                        fns[f"bulk S={s} cfg={c}"] = at_tier(
-                            lambda s=s, c=c: swapped.bulk_linear(x, w, b, s, not tf32, c), tf32)
-                for s in args.tma3_splits:
-                    for c in args.tma3_cfgs:
-                        fns[f"tma3 S={s} cfg={c}"] = at_tier(
-                            lambda s=s, c=c: swapped.tma3_linear(x, w, b, s, not tf32, c), tf32)
-                errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
-                times = bench.time_interleaved(fns, reps=args.reps)
-                for name, t in times.items():
-                    rows.append({"N": N, "K": K, "M": M, "tier": tier, "contender": name, "median_ms": t.median,
-                                 "p20_ms": t.p20, "p80_ms": t.p80, "floor_ms": floor_ms,
-                                 "x_floor": t.median / floor_ms, "rel_err": errs[name]})
-                mine = {n: times[n].median for n in times if n.startswith(("swapped", "bulk", "tma3"))}
-                best = min(mine, key=mine.get)
-                print(f"{tier:6s} N=K={N} M={M:2d} floor {floor_ms:.4f} | cuBLAS {times['cuBLAS'].median:.4f} "
-                      f"({times['cuBLAS'].median / floor_ms:.2f}x) | best {best} {mine[best]:.4f} "
-                      f"({mine[best] / floor_ms:.2f}x, err {errs[best]:.1e}) | worst swapped err "
-                      f"{max(errs[n] for n in mine):.1e}"
-                      + (f" | rung 10 {times['linear (rung 10)'].median:.4f}" if not tf32 else ""), flush=True)
+    for N, K, M, x, w, b, ref, floor_ms in cases(args.shapes, args.ms, gbps):
+        for tier, tf32 in (("strict", False), ("tf32", True)):
+            fns = {"cuBLAS": at_tier(lambda: F.linear(x, w, b), tf32)}
+            if not tf32:
+                fns["linear (rung 10)"] = at_tier(lambda: gemm10.linear(x, w, b, None), False)
+                if M <= 16:
+                    fns["stream R=1"] = at_tier(lambda: stream.weight_stream(x, w, b, 1), False)
+            for s in args.splits:
+                for u in args.unrolls:
+                    fns[f"swapped S={s} U={u}"] = at_tier(
+                        lambda s=s, u=u: swapped.swapped_linear(x, w, b, s, not tf32, u), tf32)
+            for s in args.bulk_splits:
+                for c in args.bulk_cfgs:
+                    fns[f"bulk S={s} cfg={c}"] = at_tier(
+                        lambda s=s, c=c: swapped.bulk_linear(x, w, b, s, not tf32, c), tf32)
+            for s in args.tma3_splits:
+                for c in args.tma3_cfgs:
+                    fns[f"tma3 S={s} cfg={c}"] = at_tier(
+                        lambda s=s, c=c: swapped.tma3_linear(x, w, b, s, not tf32, c), tf32)
+            errs = {name: rel_err(fn(), ref) for name, fn in fns.items()}
+            times = bench.time_interleaved(fns, reps=args.reps)
+            for name, t in times.items():
+                rows.append({"N": N, "K": K, "M": M, "tier": tier, "contender": name, "median_ms": t.median,
+                             "p20_ms": t.p20, "p80_ms": t.p80, "floor_ms": floor_ms,
+                             "x_floor": t.median / floor_ms, "rel_err": errs[name]})
+            mine = {n: times[n].median for n in times if n.startswith(("swapped", "bulk", "tma3"))}
+            best = min(mine, key=mine.get)
+            print(f"{tier:6s} N=K={N} M={M:2d} floor {floor_ms:.4f} | cuBLAS {times['cuBLAS'].median:.4f} "
+                  f"({times['cuBLAS'].median / floor_ms:.2f}x) | best {best} {mine[best]:.4f} "
+                  f"({mine[best] / floor_ms:.2f}x, err {errs[best]:.1e}) | worst swapped err "
+                  f"{max(errs[n] for n in mine):.1e}"
+                  + (f" | rung 10 {times['linear (rung 10)'].median:.4f}" if not tf32 else ""), flush=True)
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "git_commit": results.git_commit(),
               "read_GBps": gbps, "rows": rows}
     if args.out:

@@ -320,13 +320,18 @@ torch::Tensor run(const torch::Tensor& x, const torch::Tensor& w, const torch::T
   return out;
 }
 
+// f(std::integral_constant<int, NT>{}) for the tiles of 8 rows that M rows of x take: 1, 2, 4 or 8.
+template <class F>
+decltype(auto) with_tiles(int64_t M, F&& f) {
+  if (M <= 8) return f(std::integral_constant<int, 1>{});
+  if (M <= 16) return f(std::integral_constant<int, 2>{});
+  if (M <= 32) return f(std::integral_constant<int, 4>{});
+  return f(std::integral_constant<int, 8>{});
+}
+
 template <template <int> class Cfg>
 torch::Tensor run_tiles(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias, int slices = 0) {
-  const int64_t M = x.size(0);
-  if (M <= 8) return run<Cfg<1>>(x, w, bias, slices);
-  if (M <= 16) return run<Cfg<2>>(x, w, bias, slices);
-  if (M <= 32) return run<Cfg<4>>(x, w, bias, slices);
-  return run<Cfg<8>>(x, w, bias, slices);
+  return with_tiles(x.size(0), [&](auto nt) { return run<Cfg<decltype(nt)::value>>(x, w, bias, slices); });
 }
 
 // out = x @ w.T + bias for inputs `applies` takes (the caller has checked dtype, device and shapes), at the
