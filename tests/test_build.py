@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils import REPO, build, toolchain
+from utils import REPO, bindings_header, build, toolchain
 
 # --- reading kernel files (no compiler needed) ------------------------------------------
 
@@ -122,16 +122,17 @@ def test_plan_flags_arch_and_line_directive(kernels_dir, monkeypatch):
     monkeypatch.setenv("WORKBOOK_BUILD_DIR", str(kernels_dir.parent / "elsewhere"))
     p = build.plan("k", kernels_dir=kernels_dir, arch="9.0a")
     assert "-gencode=arch=compute_90a,code=sm_90a" in p.cuda_cflags
-    assert {"-O3", "-lineinfo"} <= set(p.cuda_cflags) and p.cflags == ("-O3",)
+    assert {"-O3", "-lineinfo"} <= set(p.cuda_cflags) and p.cflags == bindings_header.CFLAGS
     # nvcc reports errors at the real file and line, not in the build directory's copy
     assert p.cuda_source.startswith(f'#line 1 "{kernels_dir / "k.cu"}"\n#include')
-    # the bindings file: the light prelude (not <torch/extension.h>), the launcher's declaration, then
-    # the function that registers it as an op's CUDA kernel when asked to
-    assert p.cpp_source == (build.BINDINGS_PRELUDE + "torch::Tensor k(torch::Tensor x);"
+    # the bindings file: the precompiled light prelude (not <torch/extension.h>), the launcher's
+    # declaration, then the function that registers it as an op's CUDA kernel when asked to
+    assert p.cpp_source == (bindings_header.INCLUDE + "torch::Tensor k(torch::Tensor x);"
                             + build.registration_source(p.exports))
     assert 'if (name == "k") library->impl("k", TORCH_FN(k));' in p.cpp_source
     assert "torch/extension.h" not in p.cpp_source
-    assert p.include_dirs == (kernels_dir, build.KERNELS_DIR)  # an exercise elsewhere can include common/
+    # an exercise elsewhere can include common/; the prelude's folder comes last
+    assert p.include_dirs == (kernels_dir, build.KERNELS_DIR, bindings_header.folder())
     assert p.build_dir.parent == kernels_dir.parent / "elsewhere"
 
 

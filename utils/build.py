@@ -44,7 +44,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterator, Mapping, Sequence
 
-from utils import REPO, launch, toolchain
+from utils import REPO, bindings_header, launch, toolchain
 
 KERNELS_DIR = REPO / "kernels"
 SCRATCH_DIR = REPO / "build" / "scratch"  # kernels written in a notebook cell (load_source); git ignores build/
@@ -52,21 +52,6 @@ LOCK_FILE = ".workbook.lock"  # ours: holds the pid of the process that is build
 TORCH_LOCK_FILE = "lock"  # torch's own; some torch versions wait forever on one left by a killed build
 DONE_FILE = ".workbook.done"  # written once a build has finished: its library is complete
 TICK_SECONDS = 10.0
-
-# What the bindings file (main.cpp, which load_inline generates from the `// @export` prototypes)
-# includes. By default load_inline puts <torch/extension.h> at its top: the whole C++ frontend and
-# the Python bindings of PyTorch, over 40% of a kernel's compiler time, for a file that
-# only binds a few functions. Binding a launcher needs the tensor type, pybind11 with PyTorch's
-# casters, and wrap_pybind_function (which raises TORCH_CHECK's errors as the matching Python
-# exception). A precompiled <torch/extension.h> (load_inline's use_pch) helps less: measured in
-# experiments/build_time/README.md.
-BINDINGS_PRELUDE = """#include <ATen/core/Tensor.h>
-#include <torch/csrc/Exceptions.h>
-#include <torch/csrc/utils/pybind.h>
-namespace torch {
-using namespace at;  // NOLINT: torch::Tensor, as in PyTorch's C++ API
-}
-"""
 
 _loaded: dict[str, ModuleType] = {}  # module name -> module: a second load in one process is free
 
@@ -321,19 +306,24 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     # An explicit -gencode also keeps torch from deriving arch flags itself (which, without a
     # GPU, fails). #line makes nvcc report errors at kernels/<name>.cu:<line>, not in a copy.
     cuda_cflags = ("-O3", "-lineinfo", gencode_flag(arch), *extra_cuda_cflags)
-    cflags = ("-O3",)
+    # The bindings file (g++) starts with the precompiled prelude where load_inline leaves its own
+    # <torch/extension.h> out (utils/bindings_header.py); else with the prelude's text, below torch's.
+    precompiled = bool(_light_bindings())
+    cflags = bindings_header.CFLAGS if precompiled else ("-O3",)
     cuda_source = f'#line 1 "{path}"\n{source}' + launch.wrappers(kernels)
-    cpp_source = (BINDINGS_PRELUDE + "\n".join(f"{e.prototype};" for e in exports)
+    cpp_source = ((bindings_header.INCLUDE if precompiled else bindings_header.PRELUDE)
+                  + "\n".join(f"{e.prototype};" for e in exports)
                   + ("\n" + launch.declarations(kernels) if kernels else "")
                   + (registration_source(exports) if registers_ops(source) else ""))
     key = cache_key(
-        cuda_source, cpp_source, *cuda_cflags, *cflags, str(kernels_dir), arch,
+        cuda_source, cpp_source, bindings_header.PRELUDE, *cuda_cflags, *cflags, str(kernels_dir), arch,
         tc.torch_version, str(tc.nvcc_version),
         *(f"{h}\n{h.read_text()}" for h in headers),
     )
     return BuildPlan(
         name=name, path=path, exports=tuple(exports), launchables=tuple(kernels), arch=arch, cuda_source=cuda_source,
-        cpp_source=cpp_source, cflags=cflags, cuda_cflags=cuda_cflags, include_dirs=include_dirs(kernels_dir),
+        cpp_source=cpp_source, cflags=cflags, cuda_cflags=cuda_cflags,
+        include_dirs=include_dirs(kernels_dir) + ((bindings_header.folder(),) if precompiled else ()),
         key=key, build_dir=build_root_dir(build_root) / f"{name}-{key[:12]}",
     )
 
@@ -589,6 +579,8 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
     # they did not change, even if the last build failed; forget them so a retry really builds.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(p.module_name, None)
     start = time.monotonic()
+    if bindings_header.INCLUDE in p.cpp_source:
+        bindings_header.ensure(list(p.cuda_cflags))
     # torch hands $MAX_JOBS to ninja; without it ninja picks its own number of parallel jobs.
     with _ticker(p.name, start), _env("MAX_JOBS", os.environ.get("MAX_JOBS") or str(os.cpu_count() or 1)):
         try:
@@ -616,7 +608,8 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
 @functools.cache
 def _light_bindings() -> dict[str, bool]:
     """load_inline's argument that leaves <torch/extension.h> out of the bindings file, where this
-    torch has it; an older one includes it as well (BINDINGS_PRELUDE is harmless beside it)."""
+    torch has it; an older one includes it as well (the prelude is harmless beside it, but then not
+    precompiled: a precompiled header must come first)."""
     import inspect
 
     from torch.utils import cpp_extension
