@@ -1,19 +1,33 @@
 """Markers: `gpu` tests skip without a CUDA device; `compile` tests skip where nothing can compile.
 
-Before the first test that compiles, every kernel file of kernels/ and kernels/exercises/ is built,
-cold builds side by side (build.load_kernels, one per core): nvcc uses one core per file, so on the
-2-core CI machine the ~25 cold builds take about half the time they take one by one on first use. Set
-WORKBOOK_PREBUILD=0 to build on first use instead (a narrow selection of tests).
+When a session has tests that compile, every kernel file of kernels/ and kernels/exercises/ and the
+exercises' texts are built in the background from its start, cold builds side by side
+(build.load_kernels): nvcc uses one core per file, and its builds take most of `make test` on the
+2-core CI machine. Meanwhile the tests run, those that need no kernel first (a module with a `compile`
+or `gpu` test, and every notebook, comes after every module without one); a test that needs a kernel
+not built yet builds it, or waits for the build that holds its lock. Set WORKBOOK_PREBUILD=0 to build
+on first use only (a narrow selection of tests).
 """
+import json
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 
 
+def _needs_kernels(item) -> bool:
+    return bool(item.get_closest_marker("compile") or item.get_closest_marker("gpu")) or item.path.suffix == ".ipynb"
+
+
 def pytest_collection_modifyitems(config, items):
     from utils import env
 
+    # Modules and notebooks that need no kernel first, in their order, then the others: they run while the
+    # kernels build (kernels_built_side_by_side). A module moves whole, so its tests keep their order.
+    needing = {item.path for item in items if _needs_kernels(item)}
+    items.sort(key=lambda item: item.path in needing)
     mode = env.mode()
     if mode == "gpu":
         return
@@ -51,6 +65,7 @@ def kernels_built_side_by_side(request):
 
     wanted = any(item.get_closest_marker("compile") or item.get_closest_marker("gpu") for item in request.session.items)
     if os.environ.get("WORKBOOK_PREBUILD", "1") == "0" or not wanted or env.mode() == "reference-only":
+        yield
         return
     # built, not imported: each test still loads (warm) what it uses. A kernel that does not build is
     # left to the tests that use it, which fail with nvcc's error.
@@ -61,7 +76,18 @@ def kernels_built_side_by_side(request):
     worker, workers = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     items = [*build.every_kernel_file(), *scratch_builds.variants(gpu=env.mode() == "gpu")]
     start = worker * len(items) // workers
-    failed = build.load_kernels(items[start:] + items[:start], jobs=max(1, (os.cpu_count() or 1) // workers),
-                                build_only=True, on_error="return")
-    for item, error in failed.items():
-        print(f"prebuild: {item} did not build ({type(error).__name__}); its tests will say why")
+
+    # in a process of its own, with the environment as the session starts: tests that set $WORKBOOK_BUILD_DIR
+    # or $MAX_JOBS for themselves meanwhile change nothing of it
+    listed = build.SCRATCH_DIR.parent / f"prebuild_{worker}.json"
+    listed.parent.mkdir(parents=True, exist_ok=True)
+    listed.write_text(json.dumps([[v.name, list(v.extra_cuda_cflags), v.kernels_dir and str(v.kernels_dir)]
+                                  for v in items[start:] + items[:start]]))
+    with open(listed.with_suffix(".log"), "w") as log:
+        background = subprocess.Popen([sys.executable, "-m", "utils.build", "--variants", str(listed), "--jobs",
+                                       str(max(1, (os.cpu_count() or 1) // workers))], stdout=log,
+                                      stderr=subprocess.STDOUT, env=dict(os.environ), cwd=build.REPO)
+    yield
+    background.wait()
+    print("".join(line for line in listed.with_suffix(".log").read_text().splitlines(keepends=True)
+                  if line.startswith("prebuild: ")), end="")

@@ -56,6 +56,6 @@ def load(name: str, text: str, folder: Path):
 
 
 def variants(gpu: bool = False) -> list[build.Variant]:
-    """The texts saved where they are built, as Variants for build.prebuild; with gpu, the GPU tests' too."""
+    """The texts saved where they are built, as Variants for the session's prebuild (`python -m utils.build --variants`); with gpu, the GPU tests' too."""
     return [build.Variant(name, kernels_dir=build.write_source(name, text, folder))
             for name, text, folder in texts() + (gpu_texts() if gpu else [])]

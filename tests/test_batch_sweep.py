@@ -75,9 +75,9 @@ def test_shares_measured_on_several_cards_merge_into_one_sweep(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps({"device": "gpu-a", "ceilings": "c", "rows": [row]}))
     b.write_text(json.dumps({"device": "gpu-a", "ceilings": "c", "rows": [{**row, "problem": 75}]}))
-    rows, sources = sweep.merged([a, b], "gpu-a")
-    assert [r["problem"] for r in rows] == [94, 75] and "a.json: 1 rows" in sources
+    rows, sources = results.merged_rows([a, b], "gpu-a", sweep.ROW_KEY)
+    assert [r["problem"] for r in rows] == [94, 75] and "a.json: 1 rows, ceilings c" in sources
     with pytest.raises(ValueError, match="in another file too"):
-        sweep.merged([a, a], "gpu-a")
+        results.merged_rows([a, a], "gpu-a", sweep.ROW_KEY)
     with pytest.raises(ValueError, match="not gpu-b"):
-        sweep.merged([a], "gpu-b")
+        results.merged_rows([a], "gpu-b", sweep.ROW_KEY)

@@ -268,6 +268,27 @@ def test_a_timing_cell_runs_only_on_a_gpu_at_full_scale_and_says_why_not(tmp_pat
         "SKIPPED: timing x (scale small: only KernelBench's sizes are measured)", "SKIPPED: timing x (no GPU)"]
 
 
+def test_a_measurement_recorded_at_this_commit_by_another_process_is_shown_not_measured_again(tmp_path, monkeypatch,
+                                                                                             capsys):
+    monkeypatch.setattr(env, "device_slug", lambda name=None: "gpu-a")
+    monkeypatch.setattr(results, "git_commit", lambda repo=None: "abc1234")
+    on = chapter.Session("gpu", "cuda", "full", 5, tmp_path)
+    kept = {}
+    monkeypatch.setattr(results, "load", lambda kind, device=None, root=None: kept.get((kind, device, root)))
+
+    def recorded_at(commit):
+        kept["training", "gpu-a", tmp_path] = {"git_commit": commit, "entries": []}
+
+    assert on.measures_unless_recorded("training", "timing x", by="a step")  # no record: measured here
+    recorded_at("abc1234")
+    assert not on.measures_unless_recorded("training", "timing x", by="a step")
+    assert capsys.readouterr().out == "timing x: recorded at this commit (abc1234) by a step; shown below\n"
+    recorded_at("0ld0ld0")  # another commit's record: measured again
+    assert on.measures_unless_recorded("training", "timing x", by="a step")
+    assert not chapter.Session("compile-only", "cpu", "small", 5, tmp_path).measures_unless_recorded(
+        "training", "timing x", by="a step")  # no GPU: skipped as any timing cell is
+
+
 def test_a_record_is_shown_with_where_and_when_or_skipped(tmp_path, monkeypatch, capsys):
     import json
 

@@ -6,6 +6,7 @@ toolchain   what can compile CUDA here (nvcc, CUDA_HOME, ninja, torch's CUDA)
 build       load_kernel(name): kernels/<name>.cu -> a Python module, cached by source hash;
             load_kernels: several (or variants with flags), the cold builds side by side;
             load_source(name, text): kernel text written in a notebook cell, built into build/scratch/
+bindings_header  the bindings file's prelude (the tensor type, pybind11), precompiled once for every module's g++
 launch      `// @launch` kernels: kernel[grid, block, smem](args) from Python, every argument checked in C++
 env         the machine's mode (gpu, compile-only, reference-only) and a one-screen report
 check       the correctness harness (KernelBench protocol, hardened)

@@ -440,13 +440,6 @@ def every_kernel_file() -> list[Variant]:
     return found
 
 
-def prebuild() -> dict:
-    """Build every kernel file side by side (load_kernels, build_only): later loads are warm. A kernel that does
-    not build is returned with its error, and left to whatever uses it, which fails with nvcc's error. (The test
-    session builds these and the exercises' texts in each worker: tests/conftest.py.)"""
-    return load_kernels(every_kernel_file(), build_only=True, on_error="return")
-
-
 def load_kernels(kernels: Sequence[str | Variant | tuple] | Mapping[object, str | Variant | tuple],
                  jobs: int | None = None, *, kernels_dir: Path | None = None, build_only: bool = False,
                  on_error: str = "raise") -> dict:
@@ -1016,9 +1009,26 @@ def op_kernel(qualname: str) -> str:
     return _op_kernels[qualname]
 
 
-if __name__ == "__main__":  # python -m utils.build: every kernel file, built side by side
-    import sys
-    failures = prebuild()
+def main(argv: Sequence[str] | None = None) -> int:
+    """python -m utils.build: every kernel file, built side by side; --variants FILE: the Variants listed there
+    instead (a JSON list of [name, extra_cuda_cflags, kernels_dir or null]), as the test session's background
+    prebuild hands them over (tests/conftest.py)."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(prog="python -m utils.build", description=main.__doc__.splitlines()[0])
+    ap.add_argument("--variants", type=Path, help="build these instead of every kernel file")
+    ap.add_argument("--jobs", type=int, default=None, help="builds at once (default: one per core)")
+    args = ap.parse_args(argv)
+    items = every_kernel_file() if args.variants is None else [
+        Variant(name, tuple(flags), None if folder is None else Path(folder))
+        for name, flags, folder in json.loads(args.variants.read_text())]
+    failures = load_kernels(items, jobs=args.jobs, build_only=True, on_error="return")
     for item, error in failures.items():
         print(f"prebuild: {item} did not build ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''})")
-    sys.exit(1 if failures else 0)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    import sys
+    sys.exit(main())

@@ -132,6 +132,7 @@ import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Sequence
 
 from utils import REPO, env
 
@@ -502,6 +503,32 @@ def load(kind: str, device: str | None = None, results_root: str | Path | None =
         return recorded(kind, results_root)
     path = root_dir(results_root) / device / f"{kind}.json"
     return read(path) if path.exists() else None
+
+
+def write_rows(path: str | Path, rows: list[dict], **about) -> None:
+    """One card's share of a measurement run on several (a --rows-out file): its rows, this device, and `about`
+    (what merged_rows' sources repeat, such as the ceilings it used)."""
+    Path(path).write_text(json.dumps({"device": _device()["slug"], **about, "rows": rows}))
+
+
+def merged_rows(paths, device: str, key: Sequence[str]) -> tuple[list[dict], str]:
+    """The rows of several write_rows files, one measurement: every file measured on `device` (cards of one
+    kind: two kinds' figures never meet in one record), no row's `key` fields in two files; and where they
+    came from, for the record's notes."""
+    rows, seen, sources = [], set(), []
+    for path in paths:
+        part = json.loads(Path(path).read_text())
+        if part["device"] != device:
+            raise ValueError(f"{path}: measured on {part['device']}, not {device}: a record compares one device's cards")
+        for row in part["rows"]:
+            k = tuple(row[f] for f in key)
+            if k in seen:
+                raise ValueError(f"{path}: {k} is in another file too")
+            seen.add(k)
+            rows.append(row)
+        about = "".join(f", {name} {value}" for name, value in part.items() if name not in ("device", "rows"))
+        sources.append(f"{Path(path).name}: {len(part['rows'])} rows{about}")
+    return rows, "; ".join(sources)
 
 
 # --------------------------------------------------------------------------- results/ left untouched

@@ -7,9 +7,12 @@
 # figures; the one exception, 11's final scoreboard reading 10's `solutions`, is checked after the run
 # (check_order.py).
 #   PART=1: every kernel built (64 cores); then GPU0 the scoreboard and 09; GPU1 the profile, 08, 03, 07,
-#           02, 04, 05; GPU2 01, 00, 06; GPU3 the first third of the GPU tests, then compute-sanitizer on
-#           the solutions and the exercises until 500 s into the part.
-#   PART=2: GPU0 10; GPU1 11; GPU2 and GPU3 the other two thirds of the GPU tests.
+#           02, 04, 05; GPU2 01, 00, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
+#           compute-sanitizer on the solutions and the exercises until 500 s into the part.
+#   PART=2: notebook 11's training step first, its problems spread over two cards (utils/chapters/training.py:
+#           its torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 11 outran the part);
+#           GPU0 trains 37 and 62, then runs 10; GPU1 trains 94 and 75, records the four as one, then runs 11,
+#           which shows that record; GPU2 the GPU tests but the two below; GPU3 test_solutions.py.
 # The scoreboard, 09 and 10 share GPU0: they quote the same headline ratios (utils.report.scoreboard.HEADLINES),
 # and two cards of one host differ by more than a run's spread (the H200 run at dfaf467: 1.6-3.3%).
 #   PART=3: the batch sweep (issue 36's baseline), a problem per GPU, recorded as one sweep.
@@ -64,8 +67,18 @@ if [ "$PART" = 1 ]; then
      --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
    stamp "sanitize done") &
 elif [ "$PART" = 2 ]; then
-  (export CUDA_VISIBLE_DEVICES=0; wait_for whole_model_fusion 5 && run --notebooks 10) > "$L/run_gpu0_part2_$c.log" 2>&1 &
-  (export CUDA_VISIBLE_DEVICES=1; wait_for scoreboard 5 && sleep 10 && run --notebooks 11) > "$L/run_gpu1_part2_$c.log" 2>&1 &
+  train() {  # one card's share of the training step: the problems $*
+    python3 -m utils.chapters.training --problems "$@" --rows-out "$L/training_rows_${1}.json" \
+      > "$L/training_${1}_$c.log" 2>&1
+    stamp "training $* done"
+  }
+  (export CUDA_VISIBLE_DEVICES=0; train 37 62; wait_for whole_model_fusion 5 && run --notebooks 10
+  ) > "$L/run_gpu0_part2_$c.log" 2>&1 &
+  (export CUDA_VISIBLE_DEVICES=1; train 94 75
+   until [ -f "$L/training_rows_37.json" ] || [ $(( $(date +%s) - t0 )) -gt 420 ]; do sleep 5; done
+   python3 -m utils.chapters.training --merge "$L"/training_rows_*.json --results-dir "$R" >> "$L/training_94_$c.log" 2>&1
+   wait_for training 5 && wait_for scoreboard 5 && run --notebooks 11
+  ) > "$L/run_gpu1_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
   (export CUDA_VISIBLE_DEVICES=3; pytest_part 2) &
 else  # PART=3: the batch sweep, a problem per card ($SWEEP_ARGS: e.g. "--ms 1 8 64 512 4096 --modes torch.compile")

@@ -36,7 +36,6 @@ bytes_ms, flops_ms}.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -51,6 +50,7 @@ from utils.problems import Dims, all_problems, get_problem
 
 MS = tuple(2**i for i in range(15))  # 1, 2, 4, ..., 16384
 KIND = "batch_sweep"
+ROW_KEY = ("problem", "shape", "tier", "M", "contender")  # what one row measures: never in two cards' shares
 
 
 # shape name -> (K, C): in and out features; None: the problem's own
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         print("batch_sweep: no GPU here; the recorded sweeps are results/<device>/batch_sweep.json")
         return 0
     if args.merge:
-        rows, sources = merged(args.merge, env.device_slug())
+        rows, sources = results.merged_rows(args.merge, env.device_slug(), ROW_KEY)
         print("recorded", results.record(KIND, rows, results_dir=args.results_dir,
                                          notes=f"python -m utils.chapters.batch_sweep --merge; {sources}"))
         return 0
@@ -185,30 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = measure(args.problems, args.tiers, args.ms, reps=args.reps, ceilings=ceilings, modes=args.modes,
                    shapes=args.shapes)
     if args.rows_out:
-        args.rows_out.write_text(json.dumps({"device": env.device_slug(), "ceilings": ceilings.source, "rows": rows}))
+        results.write_rows(args.rows_out, rows, ceilings=ceilings.source)
         print(f"wrote {len(rows)} rows to {args.rows_out}")
     elif args.record:
         print("recorded", results.record(KIND, rows, results_dir=args.results_dir,
                                          notes=f"python -m utils.chapters.batch_sweep; ceilings {ceilings.source}"))
     return 0
-
-
-def merged(paths, device: str) -> tuple[list[dict], str]:
-    """The rows of several --rows-out files, one sweep: every file measured on `device` (cards of one kind), no
-    (problem, shape, tier, M, contender) measured twice; and where they came from, for the record's notes."""
-    rows, seen, sources = [], set(), []
-    for path in paths:
-        part = json.loads(Path(path).read_text())
-        if part["device"] != device:
-            raise ValueError(f"{path}: measured on {part['device']}, not {device}: a sweep compares one device's cards")
-        for row in part["rows"]:
-            key = (row["problem"], row["shape"], row["tier"], row["M"], row["contender"])
-            if key in seen:
-                raise ValueError(f"{path}: {key} is in another file too")
-            seen.add(key)
-            rows.append(row)
-        sources.append(f"{Path(path).name}: {len(part['rows'])} rows, ceilings {part['ceilings']}")
-    return rows, "; ".join(sources)
 
 
 if __name__ == "__main__":

@@ -76,6 +76,16 @@ class Session:
             skip(what, f"scale {self.scale}: only KernelBench's sizes are measured")
         return self.on_gpu and self.scale == "full"
 
+    def measures_unless_recorded(self, kind: str, what: str, by: str) -> bool:
+        """measures(what), unless this GPU's record of `kind` in results_dir was made at this commit, `by`
+        another process (a whole run records some measurements before the notebooks, spread over several
+        cards): then it says so, and the cells below show that record."""
+        rec = results.load(kind, env.device_slug(), self.results_dir) if self.on_gpu else None
+        if rec is not None and rec["git_commit"] == results.git_commit():
+            print(f"{what}: recorded at this commit ({rec['git_commit']}) by {by}; shown below")
+            return False
+        return self.measures(what)
+
     def missing(self, kind: str, made_by: str = "") -> str:
         """Why recorded(kind) is None here, as a SKIPPED line gives it: no GPU and no record, or, on a GPU,
         no record of this GPU yet (made_by: what records it, such as an earlier chapter's run)."""
