@@ -28,7 +28,8 @@ HOW = "python -m utils.chapters.training"
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=HOW, description=__doc__.splitlines()[0])
-    ap.add_argument("--problems", type=int, nargs="*", default=[p.id for p in all_problems()])
+    ap.add_argument("--problems", type=int, nargs="*", default=[p.id for p in all_problems()],
+                    help="the problems to measure (with --merge: that the files must cover)")
     ap.add_argument("--reps", type=int, default=50, help="timed repetitions (notebook 11's REPS under make run)")
     ap.add_argument("--results-dir", type=Path, default=None)
     ap.add_argument("--rows-out", type=Path, help="write the rows to this JSON file and record nothing (one card's "
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.merge:
         rows, sources = results.merged_rows(args.merge, env.device_slug(), ROW_KEY)
+        missing = sorted(set(args.problems) - {row["problem"] for row in rows})
+        if missing:  # a record of some problems would pass for the step of all four
+            raise SystemExit(f"{HOW} --merge: no rows of problem(s) {missing} in {[str(p) for p in args.merge]}")
         print("recorded", results.record(KIND, rows, results_dir=args.results_dir, notes=f"{HOW} --merge; {sources}"))
         return 0
     rows = measure_training(args.problems, reps=args.reps)
