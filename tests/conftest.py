@@ -3,10 +3,11 @@
 When a session has tests that compile, every kernel file of kernels/ and kernels/exercises/ and the
 exercises' texts are built in the background from its start, cold builds side by side
 (build.load_kernels): nvcc uses one core per file, and its builds take most of `make test` on the
-2-core CI machine. Meanwhile the tests run, those that need no kernel first (a module with a `compile`
-or `gpu` test, and every notebook, comes after every module without one); a test that needs a kernel
-not built yet builds it, or waits for the build that holds its lock. Set WORKBOOK_PREBUILD=0 to build
-on first use only (a narrow selection of tests).
+2-core CI machine. Meanwhile the tests run: the two longest modules first (LONG_FIRST), then those that
+need no kernel, then the modules with a `compile` or `gpu` test, then the notebooks (`make test` keeps
+this order: --no-loadscope-reorder). A test that needs a kernel not built yet builds it, or waits for
+the build that holds its lock. Set WORKBOOK_PREBUILD=0 to build on first use only (a narrow selection
+of tests).
 """
 import json
 import os
@@ -17,17 +18,27 @@ import pytest
 import torch
 
 
+# The modules whose one long test is a chain no worker can share (on the 2-core CI machine, a clean clone):
+# the four exports' own builds (about 200 s) and JupyterLab in Chromium (about 160 s). They start first, so
+# that the many short tests fill the cores beside them, and not the other way round at the end of the session.
+LONG_FIRST = ("test_export.py", "test_lab_browser.py")
+
+
 def _needs_kernels(item) -> bool:
     return bool(item.get_closest_marker("compile") or item.get_closest_marker("gpu")) or item.path.suffix == ".ipynb"
+
+
+def _order(item, needing) -> tuple[int, bool]:
+    return (item.path.name not in LONG_FIRST, item.path in needing)
 
 
 def pytest_collection_modifyitems(config, items):
     from utils import env
 
-    # Modules and notebooks that need no kernel first, in their order, then the others: they run while the
-    # kernels build (kernels_built_side_by_side). A module moves whole, so its tests keep their order.
+    # LONG_FIRST, then the modules and notebooks that need no kernel, in their order, then the others: they run
+    # while the kernels build (kernels_built_side_by_side). A module moves whole: its tests keep their order.
     needing = {item.path for item in items if _needs_kernels(item)}
-    items.sort(key=lambda item: item.path in needing)
+    items.sort(key=lambda item: _order(item, needing))
     mode = env.mode()
     if mode == "gpu":
         return
