@@ -511,6 +511,15 @@ def write_rows(path: str | Path, rows: list[dict], **about) -> None:
     Path(path).write_text(json.dumps({"device": _device()["slug"], **about, "rows": rows}))
 
 
+def add_share_options(parser: argparse.ArgumentParser, measured: str) -> None:
+    """--rows-out and --merge, for a command whose measurement runs on several cards of one machine, each card
+    its share (write_rows), recorded as one (merged_rows). `measured`: what one record holds ("sweep")."""
+    parser.add_argument("--rows-out", type=Path, help=f"write the rows to this JSON file and record nothing (one "
+                        f"card's share of a {measured} run on several, e.g. --problems 94 with CUDA_VISIBLE_DEVICES)")
+    parser.add_argument("--merge", type=Path, nargs="+", help=f"record the rows of these --rows-out files as one "
+                        f"{measured}, measuring nothing (every file of this device, none of them overlapping)")
+
+
 def merged_rows(paths, device: str, key: Sequence[str]) -> tuple[list[dict], str]:
     """The rows of several write_rows files, one measurement: every file measured on `device` (cards of one
     kind: two kinds' figures never meet in one record), no row's `key` fields in two files; and where they

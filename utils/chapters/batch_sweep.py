@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -166,10 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the torch.compile modes to time (max-autotune's compile takes about a minute per point)")
     ap.add_argument("--results-dir", default=None)
     ap.add_argument("--record", action=argparse.BooleanOptionalAction, default=True)
-    ap.add_argument("--rows-out", type=Path, help="write the rows to this JSON file and record nothing (one GPU's "
-                    "share of a sweep run on several: each on its own card, e.g. --problems 94 with CUDA_VISIBLE_DEVICES)")
-    ap.add_argument("--merge", type=Path, nargs="+", help="record the rows of these --rows-out files as one sweep, "
-                    "measuring nothing (every file of this device, none of them overlapping)")
+    results.add_share_options(ap, "sweep")
     args = ap.parse_args(argv)
     if env.mode() != "gpu":
         print("batch_sweep: no GPU here; the recorded sweeps are results/<device>/batch_sweep.json")

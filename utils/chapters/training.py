@@ -32,10 +32,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the problems to measure (with --merge: that the files must cover)")
     ap.add_argument("--reps", type=int, default=50, help="timed repetitions (notebook 11's REPS under make run)")
     ap.add_argument("--results-dir", type=Path, default=None)
-    ap.add_argument("--rows-out", type=Path, help="write the rows to this JSON file and record nothing (one card's "
-                    "share, e.g. --problems 37 with CUDA_VISIBLE_DEVICES)")
-    ap.add_argument("--merge", type=Path, nargs="+", help="record the rows of these --rows-out files as one record, "
-                    "measuring nothing (every file of this device, none of them overlapping)")
+    results.add_share_options(ap, "training step")
     args = ap.parse_args(argv)
     if env.mode() != "gpu":
         print(f"{HOW}: no GPU here; the recorded steps are results/<device>/{KIND}.json")
