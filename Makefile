@@ -33,6 +33,7 @@ LAB_ARGS ?=
 # would start with the modules of most tests); one per core, at most 4 (a GPU machine shares one GPU).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))")
 STAMP    := $(VENV)/.installed
+TORCH_STAMP := $(VENV)/.torch-installed
 
 # Set up the venv only when PY is the venv's interpreter.
 SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
@@ -41,14 +42,24 @@ SETUP := $(if $(filter $(VENV)/%,$(PY)),$(STAMP),)
 
 setup: $(SETUP)
 
-$(STAMP): pyproject.toml $(TORCH_PIN)
+$(TORCH_STAMP): $(TORCH_PIN)
 	@echo "== setting up $(VENV) (first time: about a minute, torch is large)"
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet "$(TORCH)"
+	$(VENV)/bin/python -m pip install --quiet "$(TORCH)" ninja
+	@touch $@
+
+$(STAMP): pyproject.toml $(TORCH_STAMP)
+	$(EARLY_PREBUILD)
 	$(VENV)/bin/python -m pip install --quiet -e ".[lab,test]"
 	$(VENV)/bin/python -m ipykernel install --sys-prefix --name python3 --env PYTHONPATH "$(CURDIR)" >/dev/null
 	@$(NBSTRIPOUT)
 	@touch $@
+
+# `make test` from nothing: while pip installs the notebooks' and the tests' packages (most of a minute, the cores
+# mostly idle), the kernel files start building in the background, one at a time: torch and ninja are in, which is
+# all a build needs. The test session finds each kernel built, or waits for the build that holds its lock.
+EARLY_PREBUILD = $(if $(filter test,$(MAKECMDGOALS)),mkdir -p build && { $(VENV)/bin/python -m utils.build --jobs 1 \
+	> build/setup_prebuild.log 2>&1 & },)
 
 # notebooks/ are committed without outputs: nbstripout, as the git filter .gitattributes names, shows git the
 # notebook without outputs and without the kernel's Python version (cell ids kept), whatever a reader ran.
