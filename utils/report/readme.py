@@ -41,8 +41,8 @@ RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps t
 CPU_TIMES = {
     "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
     "make run": None,
-    "make test": "17-20 min on a clean clone (two runs, f9b4356 and d1b93f8), the setup of `.venv/` and "
-                 "every kernel's cold build included; pytest 939-1099 s of it, on two workers",
+    "make test": "15-16 min on a clean clone (two runs: 15:50 at 0b6bd38, 15:12 at b45fe20), the setup of "
+                 "`.venv/` and every kernel's cold build included; pytest 796-840 s of it, on two workers",
 }
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
