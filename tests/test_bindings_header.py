@@ -39,7 +39,7 @@ def test_a_precompiled_prelude_g_plus_plus_would_skip_fails_the_build(tmp_path):
 def test_the_folder_names_what_the_precompiled_form_depends_on(monkeypatch):
     first = bindings_header.folder()
     bindings_header.folder.cache_clear()
-    monkeypatch.setenv("CXX", "g++ -fno-such-flag-named-here")  # another compiler command: another folder
+    monkeypatch.setenv("CXX", "no-such-compiler-here")  # another compiler: another folder (and none: no error)
     try:
         assert bindings_header.folder() != first and bindings_header.folder().parent == bindings_header.ROOT
     finally:

@@ -59,7 +59,10 @@ def folder() -> Path:
     """Where the header and its precompiled form live (see the module's docstring for the name)."""
     import torch
 
-    version = subprocess.run([*_compiler(), "--version"], capture_output=True, text=True).stdout
+    try:
+        version = subprocess.run([*_compiler(), "--version"], capture_output=True, text=True).stdout
+    except FileNotFoundError:  # a warm load needs no compiler; a cold build says what is missing (utils.toolchain)
+        version = "no compiler"
     digest = hashlib.sha256("\0".join([PRELUDE, *CFLAGS, torch.__version__, str(Path(torch.__file__).parent),
                                        version]).encode()).hexdigest()
     return ROOT / digest[:12]
