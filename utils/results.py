@@ -508,7 +508,9 @@ def load(kind: str, device: str | None = None, results_root: str | Path | None =
 def write_rows(path: str | Path, rows: list[dict], **about) -> None:
     """One card's share of a measurement run on several (a --rows-out file): its rows, this device, and `about`
     (what merged_rows' sources repeat, such as the ceilings it used)."""
-    Path(path).write_text(json.dumps({"device": _device()["slug"], **about, "rows": rows}))
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(json.dumps({"device": _device()["slug"], **about, "rows": rows}))
+    os.replace(tmp, path)  # whole or absent for a merge that waits for it on another card
 
 
 def add_share_options(parser: argparse.ArgumentParser, measured: str) -> None:
