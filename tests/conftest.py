@@ -24,11 +24,15 @@ import torch
 LONG_FIRST = ("test_export.py", "test_lab_browser.py")
 
 
+def _compiles(item) -> bool:
+    return bool(item.get_closest_marker("compile") or item.get_closest_marker("gpu"))
+
+
 def _needs_kernels(item) -> bool:
-    return bool(item.get_closest_marker("compile") or item.get_closest_marker("gpu")) or item.path.suffix == ".ipynb"
+    return _compiles(item) or item.path.suffix == ".ipynb"
 
 
-def _order(item, needing) -> tuple[int, bool]:
+def _order(item, needing) -> tuple[bool, bool]:
     return (item.path.name not in LONG_FIRST, item.path in needing)
 
 
@@ -74,7 +78,7 @@ def cuda():
 def kernels_built_side_by_side(request):
     from utils import build, env
 
-    wanted = any(item.get_closest_marker("compile") or item.get_closest_marker("gpu") for item in request.session.items)
+    wanted = any(_compiles(item) for item in request.session.items)
     if os.environ.get("WORKBOOK_PREBUILD", "1") == "0" or not wanted or env.mode() == "reference-only":
         yield
         return
