@@ -34,12 +34,6 @@ SASS_IDENTICAL = {
         ("logs/small_batch/linear/sass_identity_4da733a.log", [
             "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
     ],
-    "nvidia-h200": [
-        ("logs/host_headers/sass_identity_dfaf467.log", [
-            "kernels/common/check.cuh", "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
-        ("logs/small_batch/sass_identity_dfaf467.log", [
-            "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
-    ],
 }
 
 

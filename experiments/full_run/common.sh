@@ -7,6 +7,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD"
 : "${WORKBOOK_GIT_COMMIT:?set WORKBOOK_GIT_COMMIT to the commit under test}"
 export WORKBOOK_GIT_COMMIT
 c=$WORKBOOK_GIT_COMMIT
+[[ $c =~ ^[0-9a-f]{40}$ ]] && c=${c:0:7}  # the records carry git's short sha (results.short_commit), as do the logs' names
 R=$PWD/build/fullrun/results
 L=$PWD/build/fullrun/logs
 if ! python3 -c "import nbformat, papermill, nbval, tabulate" 2>/dev/null; then
