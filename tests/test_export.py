@@ -37,7 +37,7 @@ from utils.freezing import Freezable
 from utils.problems import all_problems, get_problem
 
 SOLUTIONS = {p.id: REPO / "solutions" / f"{p.slug}.py" for p in all_problems()}
-ALLOWED_IMPORTS = {"os", "shutil", "pathlib", "types", "torch", "torch.nn", "torch.utils", "torch.utils.cpp_extension"}
+ALLOWED_IMPORTS = {"inspect", "os", "shutil", "pathlib", "types", "torch", "torch.nn", "torch.utils", "torch.utils.cpp_extension"}
 
 
 @pytest.fixture(scope="module")

@@ -307,11 +307,12 @@ def test_the_forwards_prediction_is_the_probes():
 
 @pytest.mark.parametrize("device", devices_with("solutions"))
 def test_what_the_forward_prose_says_holds_on_every_device(device):
-    """The prediction, judged on every record: frozen and the default on 37 inside it; the default on 94, 75
+    """The prediction, judged on every record: frozen inside it, the default on 37 inside or above; on 94, 75
     and 62 never below it, its weight's pass within 10% of a copy at the device's recorded bandwidth; with TF32
     94, 75 and 62 at 1.0-1.15x and 37 furthest ahead; per call within 3% of steady at the strict tier, below it
     on at least one problem, and above it on all four with TF32."""
-    says("frozen meets its prediction at the strict tier, and so does the default on 37",
+    says("frozen meets its prediction at the strict tier, and the default on 37, whose weight is a sixteenth of the "
+         "others', meets it or lands above it",
          "it takes within 10% of a copy of the weight's size at the device's recorded copy bandwidth",
          "lands higher in the 2.2–2.4x predicted, or above it; none lands below",
          "With TF32 ours runs 1.0–1.15x the faster `torch.compile` on 94, 75 and 62", "and furthest ahead on 37",
@@ -322,7 +323,7 @@ def test_what_the_forward_prose_says_holds_on_every_device(device):
     for pid in PIDS:
         lo, hi = debriefs.predicted_range(predicted[False, "ours, frozen"][pid])
         assert debriefs.position([frozen[pid]], lo, hi) == "inside", (pid, frozen[pid])
-    assert debriefs.position([default[37]], *debriefs.predicted_range(predicted[False, "ours"][37])) == "inside"
+    assert debriefs.side(default[37], *debriefs.predicted_range(predicted[False, "ours"][37])) >= 0
     assert all(debriefs.side(default[p], *debriefs.predicted_range(predicted[False, "ours"][p])) >= 0 for p in LONG_K)
     ms, ceilings = medians(device, "solutions"), results.load("ceilings", device, ROOT)
     if ceilings is not None:

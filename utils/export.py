@@ -76,7 +76,7 @@ import inspect
 
 import torch
 
-from utils import REPO, bench, build, ops, toolchain
+from utils import REPO, bench, bindings_header, build, ops, toolchain
 from utils.problems import all_problems, get_problem
 
 EXPORT_DIR = REPO / "build" / "export"
@@ -469,6 +469,19 @@ def cuda_toolkit_text() -> str:
     return CUDA_TOOLKIT_TEXT.replace("FALLBACKS", repr(tuple(str(p) for p in toolchain.FALLBACK_CUDA_HOMES)))
 
 
+# load_inline puts <torch/extension.h> above the bindings it generates and <torch/types.h> above the kernels,
+# unless told not to (`no_implicit_headers`, in newer torch versions). Where it can be told, the exported file
+# does what utils.build does: the kernels bring their own light includes (common/check.cuh) and the bindings
+# start with the light prelude, which halves a cold build (experiments/build_time/README.md). An older torch
+# takes the default headers; the kernels compile under them too.
+LIGHT_HEADERS_TEXT = f'''\
+# ---- the headers load_inline adds, left out where this torch can be told (utils/build.py does the same) ----
+_LIGHT = "no_implicit_headers" in inspect.signature(load_inline).parameters
+_BINDINGS_PRELUDE = {bindings_header.PRELUDE!r} if _LIGHT else ""
+_HEADERS = {{"no_implicit_headers": True}} if _LIGHT else {{}}
+'''
+
+
 # --- the parts of the export ------------------------------------------------------------------
 
 def _lines(source: str, first: int, last: int) -> list[str]:
@@ -686,10 +699,11 @@ def export_text(path: Path | str) -> str:
             f"_CUDA_SOURCE_{i} = r'''\n{cuda.rstrip()}\n'''\n\n"
             f"_kernels_{i} = load_inline(\n"
             f"    name={name!r},  # named after its text: exports of the same kernels share one build\n"
-            f"    cpp_sources=[{cpp!r}],\n"
+            f"    cpp_sources=[_BINDINGS_PRELUDE + {cpp!r}],\n"
             f"    cuda_sources=[_CUDA_SOURCE_{i}],\n"
             f"    functions={[e.name for e in exports]!r},\n"
             f"    extra_cuda_cflags={flags!r},\n"
+            f"    **_HEADERS,\n"
             f")\n")
     calls = {name: _op_call(sol, name, launchers[name]) for name in sol.ops_used}
     _check_ops_calls(sol, calls)
@@ -704,10 +718,11 @@ def export_text(path: Path | str) -> str:
         _docstring(sol, kernels, archs),
         "import os\nimport shutil\nfrom pathlib import Path\nfrom types import SimpleNamespace\n\n"
         + "\n".join(imports) + "\n"
-        + "from torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import load_inline\n",
+        + "import inspect\nfrom torch.utils import cpp_extension\nfrom torch.utils.cpp_extension import load_inline\n",
         "# ---- the reference's sizes and inputs, verbatim (KernelBench checks ModelNew against its own Model) ----\n"
         + reference_rest + "\n",
         cuda_toolkit_text(),
+        LIGHT_HEADERS_TEXT,
         *modules,
         _ops_text(sol, calls, {op: f"_kernels_{i}" for i, names in enumerate(kernels.values()) for op in names}),
         *(["# ---- the solution's own code ----\n" + solution_top + "\n"] if solution_top else []),
