@@ -472,7 +472,7 @@ def cuda_toolkit_text() -> str:
 # load_inline puts <torch/extension.h> above the bindings it generates and <torch/types.h> above the kernels,
 # unless told not to (`no_implicit_headers`, in newer torch versions). Where it can be told, the exported file
 # does what utils.build does: the kernels bring their own light includes (common/check.cuh) and the bindings
-# start with the light prelude, which halves a cold build (experiments/build_time/README.md). An older torch
+# start with the light prelude, which compiles in half the time (experiments/build_time/README.md). An older torch
 # takes the default headers; the kernels compile under them too.
 LIGHT_HEADERS_TEXT = f'''\
 # ---- the headers load_inline adds, left out where this torch can be told (utils/build.py does the same) ----
