@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from utils import env, results
@@ -44,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"{HOW} --merge: no rows of problem(s) {missing} in {[str(p) for p in args.merge]}")
         print("recorded", results.record(KIND, rows, results_dir=args.results_dir, notes=f"{HOW} --merge; {sources}"))
         return 0
+    start = time.monotonic()
     rows = measure_training(args.problems, reps=args.reps)
+    # as utils.run logs a step, so that the README's time for `make run` counts this share too
+    print(f"[training] problems {' '.join(map(str, args.problems))} ok in {time.monotonic() - start:.1f} s")
     if args.rows_out:
         results.write_rows(args.rows_out, rows, problems=" ".join(map(str, args.problems)))
         print(f"wrote {len(rows)} rows to {args.rows_out}")

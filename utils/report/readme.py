@@ -132,6 +132,11 @@ def gpu_run_times(folder: Path) -> dict | None:
             run[nb.stem] = float(duration)
     for log in run_logs:
         run |= {step: float(t) for step, t in re.findall(r"\[(scoreboard|profile)\] ok in ([\d.]+) s", log.read_text(errors="replace"))}
+    # notebook 11's training step, where a run measured it before 11 (utils.chapters.training), in shares
+    shares = [float(t) for log in sorted(logs.glob("training_*.log"))
+              for t in re.findall(r"\[training\] .*ok in ([\d.]+) s", log.read_text(errors="replace"))]
+    if shares:
+        run["training step"] = sum(shares)
     tests, parts, cut = None, 0, 0
     for log in sorted(logs.glob("pytest_gpu_*.log")):
         parts += 1
@@ -169,10 +174,14 @@ def render_times(results_root: str | Path | None = None) -> str:
     gpu = gpu_run_times(root / head[0]) if head else None
     gpu_name = head[1]["device"]["name"] if head else "a GPU"
     if gpu:
-        chapters = {k: v for k, v in gpu["run"].items() if k not in ("scoreboard", "profile")}
-        steps = [f"the {k} {gpu['run'][k]:.0f} s" for k in ("scoreboard", "profile") if k in gpu["run"]]
+        steps = ("scoreboard", "profile", "training step")
+        chapters = {k: v for k, v in gpu["run"].items() if k not in steps}
+        done = [f"the {k} {gpu['run'][k]:.0f} s" for k in steps if k in gpu["run"]]
         run_gpu = (f"{_minutes(sum(gpu['run'].values()))} one after the other: {len(chapters)} chapters in "
-                   f"{sum(chapters.values()):.0f} s" + "".join(f", {s}" for s in steps))
+                   f"{sum(chapters.values()):.0f} s" + "".join(f", {s}" for s in done))
+        if "training step" not in gpu["run"] and (root / head[0] / "training.json").exists():
+            run_gpu += ("; not counted: notebook 11's training step, which this run measured before 11 "
+                        "(`python -m utils.chapters.training`) in logs that give no time")
         t = gpu["tests"]
         test_gpu = ("not measured yet" if not t else
                     f"not timed as a whole; its GPU tests (`pytest -m gpu`, {t['passed']} passed"
