@@ -359,6 +359,7 @@ def test_sweep_entries_are_what_the_record_kind_asks():
     from utils import results
     rows = sweep_entries()
     assert set(results.KINDS["sweep_tails"].entry_keys) <= set(rows[0])
+    assert set(results.KINDS["sweep_min_bias"].entry_keys) <= set(rows[0])  # notebook 07's sweep, the same entries
     assert rows[0]["group_width"] == 16 and rows[0]["GBps"] == pytest.approx(2 * 4 * 8192 / 0.004 / 1e6)
 
 

@@ -332,6 +332,9 @@ KINDS: dict[str, Kind] = {
     "sweep_tails": Kind("The tails against rows and group width (notebook 06)",
                         ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms",
                          "GBps")),
+    "sweep_min_bias": Kind("Problem 75's tail against the rows (notebook 07)",
+                           ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms",
+                            "GBps")),
     "sweep_waves": Kind("Wave quantization: the Hopper GEMM against N (notebook 09)",
                         ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
     "batch_sweep": Kind("Every batch size: the drop-ins, their GEMM and cuBLAS against eager and torch.compile over M "

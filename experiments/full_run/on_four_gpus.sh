@@ -56,7 +56,7 @@ if [ "$PART" = 1 ]; then
    run --steps scoreboard; wait_for ceilings && run --notebooks 09
   ) > "$L/run_gpu0_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1
-   run --steps profile --notebooks 08; wait_for scoreboard && run --notebooks 03 07
+   run --steps profile --notebooks 08; wait_for scoreboard && wait_for ceilings && run --notebooks 03 07
    wait_for eager_profile && wait_for ceilings && run --notebooks 02 04 05
   ) > "$L/run_gpu1_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2

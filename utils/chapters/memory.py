@@ -532,7 +532,7 @@ def tail_share_text(df: pd.DataFrame) -> str:
 # --------------------------------------------------------------------------- the sweep of the tails (kind sweep_tails)
 
 def sweep_entries(sweep: str, rows: int, channels: int, groups: int, times: dict, nbytes: int) -> list[dict]:
-    """sweep_tails entries from bench.time_interleaved's {contender: Timing} at one size."""
+    """sweep_tails (and sweep_min_bias) entries from bench.time_interleaved's {contender: Timing} at one size."""
     return [{"contender": name, "sweep": sweep, "rows": rows, "channels": channels, "group_width": channels // groups,
              "median_ms": t.median, "p20_ms": t.p20, "p80_ms": t.p80, "GBps": nbytes / t.median / 1e6}
             for name, t in times.items()]
