@@ -342,10 +342,12 @@ def test_the_share_cell_reads_the_records_of_one_device():
     assert not re.search(r"\b\d+\.\d+\b", cell)  # no measured number typed into the cell
 
 
+class T:  # a bench.Timing stand-in
+    def __init__(self, ms):
+        self.median, self.p20, self.p80 = ms, 0.9 * ms, 1.1 * ms
+
+
 def sweep_entries():
-    class T:  # a bench.Timing stand-in
-        def __init__(self, ms):
-            self.median, self.p20, self.p80 = ms, 0.9 * ms, 1.1 * ms
     rows = []
     for N, ms in [(1, 0.004), (4, 0.005), (16, 0.0055), (64, 0.006), (256, 0.01), (1024, 0.025), (4096, 0.09)]:
         rows += mc.sweep_entries("rows", N, 8192, 512, {"ours": T(ms), "eager": T(10 * ms)}, 2 * 4 * N * 8192)
@@ -360,6 +362,8 @@ def test_sweep_entries_are_what_the_record_kind_asks():
     rows = sweep_entries()
     assert set(results.KINDS["sweep_tails"].entry_keys) <= set(rows[0])
     assert set(results.KINDS["sweep_min_bias"].entry_keys) <= set(rows[0])  # notebook 07's sweep, the same entries
+    chain = mc.sweep_entries("rows", 64, 8192, None, {"ours": T(0.01)}, 2 * 4 * 64 * 8192)
+    assert set(results.KINDS["sweep_activations"].entry_keys) == set(chain[0])  # notebook 05's: no group width
     assert rows[0]["group_width"] == 16 and rows[0]["GBps"] == pytest.approx(2 * 4 * 8192 / 0.004 / 1e6)
 
 

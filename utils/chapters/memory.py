@@ -531,9 +531,11 @@ def tail_share_text(df: pd.DataFrame) -> str:
 
 # --------------------------------------------------------------------------- the sweep of the tails (kind sweep_tails)
 
-def sweep_entries(sweep: str, rows: int, channels: int, groups: int, times: dict, nbytes: int) -> list[dict]:
-    """sweep_tails (and sweep_min_bias) entries from bench.time_interleaved's {contender: Timing} at one size."""
-    return [{"contender": name, "sweep": sweep, "rows": rows, "channels": channels, "group_width": channels // groups,
+def sweep_entries(sweep: str, rows: int, channels: int, groups: int | None, times: dict, nbytes: int) -> list[dict]:
+    """sweep_tails, sweep_min_bias and sweep_activations entries from bench.time_interleaved's {contender: Timing} at
+    one size (groups None: an elementwise chain, which has no group width)."""
+    width = {} if groups is None else {"group_width": channels // groups}
+    return [{"contender": name, "sweep": sweep, "rows": rows, "channels": channels, **width,
              "median_ms": t.median, "p20_ms": t.p20, "p80_ms": t.p80, "GBps": nbytes / t.median / 1e6}
             for name, t in times.items()]
 
