@@ -332,6 +332,8 @@ KINDS: dict[str, Kind] = {
     "sweep_tails": Kind("The tails against rows and group width (notebook 06)",
                         ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms",
                          "GBps")),
+    "sweep_bias_k": Kind("The bias, in rung 7's epilogue and as a separate pass, and cuBLAS against K (notebook 04)",
+                         ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
     "sweep_activations": Kind("Problem 94's fused activations against the rows (notebook 05)",
                               ("contender", "sweep", "rows", "channels", "median_ms", "p20_ms", "p80_ms", "GBps")),
     "sweep_min_bias": Kind("Problem 75's tail against the rows (notebook 07)",
