@@ -327,6 +327,8 @@ KINDS: dict[str, Kind] = {
                          ("section", "contender")),
     "sanitize": Kind("compute-sanitizer over every kernel and solution (make sanitize)",
                      ("tool", "target", "verdict", "errors", "seconds", "commit", "device")),
+    "sweep_naive_m": Kind("Rungs 1 and 2 and cuBLAS against M at N = K = 8192 (notebook 02)",
+                          ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
     "sweep_gemm_m": Kind("The GEMM ladder and cuBLAS against M at N = K = 8192 (notebook 03)",
                          ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
     "sweep_tails": Kind("The tails against rows and group width (notebook 06)",
