@@ -299,6 +299,9 @@ class Kind:
 _MEMORY_BOUND_KEYS = ("problem", "contender", "role", "median_ms", "p20_ms", "p80_ms", "bytes", "GBps", "pct_of_copy",
                       "shape")
 
+# The entries of the sweeps over a size: a GEMM's (notebooks 02-04, 09) and a memory-bound tail's (05-07).
+_GEMM_SWEEP_KEYS = ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")
+_TAIL_SWEEP_KEYS = ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms", "GBps")
 
 KINDS: dict[str, Kind] = {
     "ceilings": Kind("Ceilings", ("copy_GBps", "fp32_tflops", "tf32_tflops"), one_entry=True),
@@ -327,22 +330,15 @@ KINDS: dict[str, Kind] = {
                          ("section", "contender")),
     "sanitize": Kind("compute-sanitizer over every kernel and solution (make sanitize)",
                      ("tool", "target", "verdict", "errors", "seconds", "commit", "device")),
-    "sweep_naive_m": Kind("Rungs 1 and 2 and cuBLAS against M at N = K = 8192 (notebook 02)",
-                          ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
-    "sweep_gemm_m": Kind("The GEMM ladder and cuBLAS against M at N = K = 8192 (notebook 03)",
-                         ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
-    "sweep_tails": Kind("The tails against rows and group width (notebook 06)",
-                        ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms",
-                         "GBps")),
+    "sweep_naive_m": Kind("Rungs 1 and 2 and cuBLAS against M at N = K = 8192 (notebook 02)", _GEMM_SWEEP_KEYS),
+    "sweep_gemm_m": Kind("The GEMM ladder and cuBLAS against M at N = K = 8192 (notebook 03)", _GEMM_SWEEP_KEYS),
+    "sweep_tails": Kind("The tails against rows and group width (notebook 06)", _TAIL_SWEEP_KEYS),
     "sweep_bias_k": Kind("The bias, in rung 7's epilogue and as a separate pass, and cuBLAS against K (notebook 04)",
-                         ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
+                         _GEMM_SWEEP_KEYS),
     "sweep_activations": Kind("Problem 94's fused activations against the rows (notebook 05)",
-                              ("contender", "sweep", "rows", "channels", "median_ms", "p20_ms", "p80_ms", "GBps")),
-    "sweep_min_bias": Kind("Problem 75's tail against the rows (notebook 07)",
-                           ("contender", "sweep", "rows", "channels", "group_width", "median_ms", "p20_ms", "p80_ms",
-                            "GBps")),
-    "sweep_waves": Kind("Wave quantization: the Hopper GEMM against N (notebook 09)",
-                        ("contender", "M", "N", "K", "median_ms", "p20_ms", "p80_ms", "tflops")),
+                              tuple(k for k in _TAIL_SWEEP_KEYS if k != "group_width")),
+    "sweep_min_bias": Kind("Problem 75's tail against the rows (notebook 07)", _TAIL_SWEEP_KEYS),
+    "sweep_waves": Kind("Wave quantization: the Hopper GEMM against N (notebook 09)", _GEMM_SWEEP_KEYS),
     "batch_sweep": Kind("Every batch size: the drop-ins, their GEMM and cuBLAS against eager and torch.compile over M "
                         "(python -m utils.chapters.batch_sweep)",
                         ("problem", "shape", "K", "C", "tier", "M", "contender", "median_ms", "p20_ms", "p80_ms",
