@@ -1,0 +1,114 @@
+"""The sweep cells of chapters 02, 04, 05 and 07 run only on a GPU, so nbval on a CPU machine sees them skip.
+Here each runs end to end on the CPU with the GPU's parts stood in for: the kernels by the PyTorch math they
+replace, `.cuda()` by the tensor itself, the timer by fixed times, torch.compile by the function. What is
+real: the loop over the sizes, each size's check against the reference, the rows the cell builds (validated
+by `results.record` against the record kind), the floor, the plot and the regimes read from the rows. The
+sizes are cut down (the cells' own, at the full size, are the GPU's to run)."""
+import json
+import math
+import types
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+from IPython.display import Markdown
+
+from utils import REPO, bench, check, plots, precision, results
+from utils.chapters import gemm_ladder as lc
+from utils.chapters import memory as mc
+
+H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
+        "memory_gb": 79.1, "l2_mb": 50.0}
+ROWS = ("(1, 4, 16, 64, 256, 1024, 4096, 16384)", "(1, 4, 16, 64, 256)")
+ON_CPU = ('device="cuda"', 'device="cpu"')
+
+
+class Timing:
+    def __init__(self, ms):
+        self.median, self.p20, self.p80 = ms, 0.9 * ms, 1.1 * ms
+
+
+def timed_once(fns, reps=10, warmup=0):
+    """bench.time_interleaved's stand-in: each contender called once (so that it runs), at a fixed time."""
+    times = {}
+    for i, (name, fn) in enumerate(fns.items()):
+        fn()
+        times[name] = Timing(0.01 * (i + 1))
+    return times
+
+
+@pytest.fixture
+def gpu_faked(tmp_path, monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "cuda", lambda self, *a, **k: self)
+    monkeypatch.setattr(torch, "compile", lambda fn, **k: fn)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(bench, "time_interleaved", timed_once)
+    monkeypatch.setattr(results, "metadata", lambda: {"device": dict(H100), "torch": "2.11.0+cu130", "cuda": "13.0",
+                                                      "git_commit": "abc1234", "date": "2026-11-28T00:00:00+00:00"})
+    return tmp_path
+
+
+def run_cells(tmp_path, notebook: str, ids: list[str], names: dict, subs=()) -> list:
+    """Execute the cells `ids` of `notebook` in one namespace; what they displayed."""
+    shown = []
+    session = types.SimpleNamespace(on_gpu=True, reps=3, results_dir=tmp_path, recorded=lambda kind: None)
+    chapter = types.SimpleNamespace(recorded=lambda kind: None, companion=lambda kind, rec: None)
+    ns = dict(torch=torch, F=F, pd=pd, math=math, Markdown=Markdown, display=lambda *a: shown.extend(a), bench=bench,
+              check=check, plots=plots, precision=precision, results=results, mc=mc, lc=lc, S=session, M=chapter,
+              skip=lambda *a: pytest.fail(f"the cell skipped: {a}"), **names)
+    cells = {c["id"]: "".join(c["source"]) for c in json.loads((REPO / "notebooks" / notebook).read_text())["cells"]}
+    sources = [cells[cell_id] for cell_id in ids]
+    for old, new in subs:
+        assert any(old in source for source in sources), f"{notebook} no longer holds {old!r}: update the test's sizes"
+        sources = [source.replace(old, new) for source in sources]
+    for source in sources:
+        exec(source, ns)  # noqa: S102: the chapter's own cell
+    return shown
+
+
+def recorded(tmp_path, kind: str) -> list[dict]:
+    return results.read(tmp_path / H100["slug"] / f"{kind}.json")["entries"]
+
+
+def regimes(shown) -> str:
+    return "\n".join(o.data for o in shown if isinstance(o, Markdown))
+
+
+def test_07_sweeps_the_min_bias_tail_over_rows(gpu_faked):
+    eager = lambda x, G, g, b, eps, bias: torch.min(F.group_norm(x, G, g, b, eps), dim=1, keepdim=True)[0] + bias
+    shown = run_cells(gpu_faked, "07_broadcasting_pitfall.ipynb", ["nb07-sweep-run", "nb07-sweep-plot"],
+                      {"mb": types.SimpleNamespace(group_norm_min_bias=eager)}, [ROWS])
+    rows = recorded(gpu_faked, "sweep_min_bias")
+    assert {r["rows"] for r in rows} == {1, 4, 16, 64, 256} and {r["contender"] for r in rows} == {"ours", "eager", "torch.compile"}
+    assert "from 256 rows the grid has a block for each of the 132 SMs" in regimes(shown)  # a block per row
+
+
+def test_05_sweeps_the_activation_chain_over_rows(gpu_faked):
+    chain = lambda x, b, lo, hi: F.mish(F.hardtanh(x + b, lo, hi))
+    shown = run_cells(gpu_faked, "05_fused_activations.ipynb", ["nb05-sweep-run", "nb05-sweep-plot"],
+                      {"act": types.SimpleNamespace(bias_hardtanh_mish=chain)}, [ROWS])
+    rows = recorded(gpu_faked, "sweep_activations")
+    assert len(rows) == 15 and "group_width" not in rows[0]
+    assert "from 64 rows the grid has a block for each of the 132 SMs (64 rows x 4 blocks a row)" in regimes(shown)
+
+
+def test_04_sweeps_the_bias_over_k(gpu_faked):
+    fused = types.SimpleNamespace(linear_bias=lambda x, w, b: F.linear(x, w, b))
+    rung7 = types.SimpleNamespace(gemm=lambda x, w: F.linear(x, w))
+    shown = run_cells(gpu_faked, "04_bias_fusion.ipynb", ["nb04-sweep-run", "nb04-sweep-plot"],
+                      {"modules": {"gemm_bias": fused, "gemm_07_pipelined": rung7}, "SHAPE_94": (64, 256, 512)},
+                      [("(64, 128, 256, 512, 1024, 2048, 4096, 8192)", "(64, 128, 256)"), ON_CPU])
+    assert {(r["M"], r["N"]) for r in recorded(gpu_faked, "sweep_bias_k")} == {(64, 256)}
+    share = next(o for o in shown if isinstance(o, pd.DataFrame))
+    assert list(share.index) == [64, 128, 256]  # the separate pass's share per K
+
+
+def test_02_sweeps_the_naive_rungs_over_m(gpu_faked):
+    rungs = {n: types.SimpleNamespace(gemm=lambda x, w: F.linear(x, w)) for n in ("gemm_01_naive", "gemm_02_coalesced")}
+    shown = run_cells(gpu_faked, "02_naive_gemm.ipynb", ["nb02-sweep-run", "nb02-sweep-plot"], {"modules": rungs},
+                      [("8192", "256"), ("range(11)", "range(5)"), ("\"gemm_01_naive\": 64", "\"gemm_01_naive\": 4"),
+                       ON_CPU])
+    rows = recorded(gpu_faked, "sweep_naive_m")
+    assert max(r["M"] for r in rows if r["contender"] == "gemm_01_naive") == 4  # rung 1 stops at its largest M
+    assert "**The floors**" in regimes(shown)
