@@ -52,7 +52,8 @@ def gpu_faked(tmp_path, monkeypatch):
 def run_cells(tmp_path, notebook: str, ids: list[str], names: dict, subs=()) -> list:
     """Execute the cells `ids` of `notebook` in one namespace; what they displayed."""
     shown = []
-    session = types.SimpleNamespace(on_gpu=True, reps=3, results_dir=tmp_path, recorded=lambda kind: None)
+    session = types.SimpleNamespace(on_gpu=True, reps=3, results_dir=tmp_path, recorded=lambda kind: None,
+                                    companion=lambda kind, rec: None)
     chapter = types.SimpleNamespace(recorded=lambda kind: None, companion=lambda kind, rec: None)
     ns = dict(torch=torch, F=F, pd=pd, math=math, Markdown=Markdown, display=lambda *a: shown.extend(a), bench=bench,
               check=check, plots=plots, precision=precision, results=results, mc=mc, lc=lc, S=session, M=chapter,

@@ -276,10 +276,8 @@ class MemoryChapter:
         return (rec["entries"], rec) if rec is not None else (None, None)
 
     def companion(self, kind: str, rec: dict | None) -> dict | None:
-        """The record of another kind from the same device as `rec` (this GPU's when rec is None): never a mix."""
-        if rec is None:
-            return self.recorded(kind) if self.on_gpu else None
-        return results.load(kind, device=rec["device"]["slug"], results_root=self.results_dir)
+        """The session's companion (chapter.Session.companion): the same device's record of another kind."""
+        return self.session.companion(kind, rec)
 
     def show_measurement(self, kind: str, entries: list[dict] | None, title: str, predictions: list[Prediction],
                          prediction_text: str | None) -> list[dict] | None:

@@ -67,6 +67,12 @@ class Session:
 
         return results.recorded(kind, self.results_dir, on_gpu=self.on_gpu)
 
+    def companion(self, kind: str, rec: dict | None) -> dict | None:
+        """The record of another kind from the same device as `rec` (this GPU's when rec is None): never a mix."""
+        if rec is None:
+            return self.recorded(kind) if self.on_gpu else None
+        return results.load(kind, device=rec["device"]["slug"], results_root=self.results_dir)
+
     def measures(self, what: str) -> bool:
         """Whether a timing cell runs here: on a GPU at KernelBench's sizes. Otherwise it prints the
         one SKIPPED line (utils.run.skip) that says why, and returns False."""
