@@ -370,11 +370,17 @@ def test_sweep_entries_are_what_the_record_kind_asks():
 def test_sweep_regimes_are_read_from_the_entries():
     rows = sweep_entries()
     text = mc.sweep_regimes(rows, "ours", 3000.0, 132, 4)
-    assert "up to 64 rows ours takes at most 1.5x its 4.0 us at 1 row(s)" in text
+    assert "up to 64 rows ours takes at most 1.5x its 4.0 us at 1 row:" in text
     assert "from 64 rows the grid has a block for each of the 132 SMs" in text
     # GB/s: 64 rows 699, 256 rows 1678, 1024 rows 2684: half (1500) from 256 rows, 80% (2400) from 1024
     assert "from 256 rows ours moves at least half the copy bandwidth (3000 GB/s), from 1024 rows at least 80%" in text
     assert "never reaches half" in mc.sweep_regimes(rows, "ours", 1e6, 132, 4)
+    # half and 80% at the same rows: said once
+    jump = [{"sweep": "rows", "contender": "ours", "rows": r, "median_ms": t, "GBps": gb}
+            for r, t, gb in [(1, 0.004, 10.0), (256, 0.004, 1000.0), (1024, 0.005, 2900.0)]]
+    assert "from 1024 rows ours moves at least 80% of the copy bandwidth (3000 GB/s): from" in \
+        mc.sweep_regimes(jump, "ours", 3000.0, 132, 4)
+    assert "(64 rows, 1 block each)" in mc.sweep_regimes(rows, "ours", 3000.0, 64, 1)
     width = mc.width_regimes(rows, "ours", "eager", 3000.0)
     assert "**Teams of lanes** (D = 4 to 256)" in width and "**The block path** (D = 1024" in width
     assert "20.0x faster at D = 4" in width and "1.2x faster at D = 1024" in width

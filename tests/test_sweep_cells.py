@@ -91,7 +91,7 @@ def test_05_sweeps_the_activation_chain_over_rows(gpu_faked):
                       {"act": types.SimpleNamespace(bias_hardtanh_mish=chain)}, [ROWS])
     rows = recorded(gpu_faked, "sweep_activations")
     assert len(rows) == 15 and "group_width" not in rows[0]
-    assert "from 64 rows the grid has a block for each of the 132 SMs (64 rows x 4 blocks a row)" in regimes(shown)
+    assert "from 64 rows the grid has a block for each of the 132 SMs (64 rows, 4 blocks each)" in regimes(shown)
 
 
 def test_04_sweeps_the_bias_over_k(gpu_faked):

@@ -7,8 +7,9 @@
 # figures; the one exception, 11's final scoreboard reading 10's `solutions`, is checked after the run
 # (check_order.py).
 #   PART=1: every kernel built (64 cores); then GPU0 the scoreboard and 09; GPU1 the profile, 08, 03, 07,
-#           02, 04, 05; GPU2 01, 00, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
-#           compute-sanitizer on the solutions and the exercises until 500 s into the part.
+#           04, 05; GPU2 01, 00, 02, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
+#           compute-sanitizer on the solutions and the exercises until 500 s into the part. (02, 04, 05 and
+#           07 end with a sweep over the size, about a minute in all on one H200: 02 moved off GPU1 for it.)
 #   PART=2: notebook 11's training step first, its problems spread over two cards (utils/chapters/training.py:
 #           its torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 11 outran the part);
 #           GPU0 trains 37 and 62, then runs 10; GPU1 trains 94 and 75, records the four as one, then runs 11,
@@ -57,10 +58,10 @@ if [ "$PART" = 1 ]; then
   ) > "$L/run_gpu0_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1
    run --steps profile --notebooks 08; wait_for scoreboard && wait_for ceilings && run --notebooks 03 07
-   wait_for eager_profile && wait_for ceilings && run --notebooks 02 04 05
+   wait_for eager_profile && wait_for ceilings && run --notebooks 04 05
   ) > "$L/run_gpu1_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2
-   run --notebooks 01; run --notebooks 00; wait_for scoreboard && run --notebooks 06  # utils.run sorts a selection: 00 after 01's ceilings
+   run --notebooks 01; run --notebooks 00; wait_for scoreboard && run --notebooks 02 06  # utils.run sorts a selection: 00 after 01's ceilings
   ) > "$L/run_gpu2_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=3; pytest_part 0
    PYTORCH_NO_CUDA_MEMORY_CACHING=1 python3 -m utils.sanitize --results-dir "$R" --budget "$(( 500 - $(date +%s) + t0 ))" \

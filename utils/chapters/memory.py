@@ -551,15 +551,17 @@ def sweep_regimes(entries: list[dict], ours: str, copy_GBps: float, sms: int, bl
     fill = next((r for r, _, _ in pts if r * blocks_per_row >= sms), None)
     half = next((r for r, _, gb in pts if gb >= 0.5 * copy_GBps), None)
     full = next((r for r, _, gb in pts if gb >= 0.8 * copy_GBps), None)
-    text = [f"- **Launch-bound:** up to {flat} rows ours takes at most 1.5x its {1e3 * t0:.1f} us at {pts[0][0]} "
-            "row(s): the launch and one trip's latency, not the bytes, set the time."]
+    first = f"{pts[0][0]} row" + ("" if pts[0][0] == 1 else "s")
+    text = [f"- **Launch-bound:** up to {flat} rows ours takes at most 1.5x its {1e3 * t0:.1f} us at {first}: "
+            "the launch and one trip's latency, not the bytes, set the time."]
     if fill is not None:
         text.append(f"- **The SMs fill:** from {fill} rows the grid has a block for each of the {sms} SMs "
-                    f"({fill} rows x {blocks_per_row:g} blocks a row).")
+                    f"({fill} rows, {blocks_per_row:g} block{'' if blocks_per_row == 1 else 's'} each).")
     if half is not None:
-        text.append(f"- **Bandwidth-bound:** from {half} rows ours moves at least half the copy bandwidth "
-                    f"({copy_GBps:.0f} GB/s)" + (f", from {full} rows at least 80%" if full is not None else "")
-                    + ": from there the time grows with the bytes.")
+        share = ("at least 80% of" if full == half else "at least half") + f" the copy bandwidth ({copy_GBps:.0f} GB/s)"
+        later = f", from {full} rows at least 80%" if full is not None and full != half else ""
+        text.append(f"- **Bandwidth-bound:** from {half} rows ours moves {share}{later}: from there the time grows "
+                    "with the bytes.")
     else:
         text.append(f"- Ours never reaches half the copy bandwidth ({copy_GBps:.0f} GB/s) in this sweep.")
     return "\n".join(text)
