@@ -1,6 +1,6 @@
 """utils.build: binding from `// @export`, the build cache, locks, compile errors, and vector_add.
 
-A cold build costs 25-70 s on 2 cores, so the compile tests share one build of vector_add (in a
+A cold build costs 5-70 s on 2 cores (25-70 s with PyTorch's headers), so the compile tests share one build of vector_add (in a
 temporary build root, module-scoped) and one failing build of a broken kernel.
 """
 import contextlib
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from utils import REPO, bindings_header, build, toolchain
+from utils import REPO, bindings_header, build, launch, toolchain
 
 # --- reading kernel files (no compiler needed) ------------------------------------------
 
@@ -493,30 +493,48 @@ def test_a_workers_error_reaches_the_parent_whole(monkeypatch):
         build._build_only(build.Variant("k"), 1)
 
 
+TWICE = r"""
+// @launch
+__global__ void twice_kernel(const float* x, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+#ifdef WORKBOOK_VARIANT_TEST
+  if (i < n) out[i] = 2.0f * x[i] + WORKBOOK_VARIANT_TEST;
+#else
+  if (i < n) out[i] = 2.0f * x[i];
+#endif
+}
+"""
+
+
 @pytest.mark.compile
 def test_load_kernels_builds_variants_side_by_side(tmp_path, monkeypatch, capsys):
-    # the one real side-by-side build: two builds of vector_add (with and without a flag) and a kernel
-    # that fails at once, in worker processes, into a fresh build root
+    # the one real side-by-side build: two builds of one kernel file (with and without a flag) and a kernel
+    # that fails at once, in worker processes, into a fresh build root. The file is plain kernels, which build
+    # without PyTorch's headers (utils/launch.py): the point is the workers, not the compiler's time.
     monkeypatch.setenv("WORKBOOK_BUILD_DIR", str(tmp_path / "builds"))  # read by the workers too
     kernels = (tmp_path / "kernels").resolve()
     kernels.mkdir()
     (kernels / "broken.cu").write_text('#error "broken on purpose"\n// @export\ntorch::Tensor broken(torch::Tensor x) { return x; }\n')
-    flagged = build.Variant("vector_add", ["-DWORKBOOK_VARIANT_TEST=1"])
-    got = build.load_kernels({"broken": ("broken", [], kernels), "plain": "vector_add", "flagged": flagged},
+    (kernels / "twice.cu").write_text(TWICE)
+    flagged = build.Variant("twice", ["-DWORKBOOK_VARIANT_TEST=1"], kernels)
+    got = build.load_kernels({"broken": ("broken", [], kernels), "plain": ("twice", [], kernels), "flagged": flagged},
                              jobs=2, on_error="return")
     assert isinstance(got["broken"], build.KernelCompileError)  # whole: file, line and nvcc's output
     assert (got["broken"].path, got["broken"].line) == (kernels / "broken.cu", 1) and got["broken"].nvcc_output
     plain, variant = got["plain"], got["flagged"]
-    assert plain is not variant and plain.__name__ != variant.__name__ and callable(variant.vector_add)
-    for item in ("vector_add", flagged):  # both built here (a module already loaded in this process is reused)
-        assert build.as_variant(item).plan().library.is_relative_to(tmp_path / "builds")
-        assert build._is_built(build.as_variant(item).plan())
+    assert plain is not variant and plain.__name__ != variant.__name__ and isinstance(variant.twice_kernel, launch.Launcher)
+    for item in (build.Variant("twice", (), kernels), flagged):  # both built here, into the fresh root
+        assert item.plan().library.is_relative_to(tmp_path / "builds")
+        assert build._is_built(item.plan())
     out = capsys.readouterr().out
     assert "building 3 kernels, 2 at a time: broken, plain, flagged" in out
     assert "  built plain" in out and "  built flagged" in out and f"  FAILED broken: {kernels / 'broken.cu'}:" in out
     if torch.cuda.is_available():
-        a, b = torch.rand(1000, device="cuda"), torch.rand(1000, device="cuda")
-        assert torch.equal(variant.vector_add(a, b), a + b)
+        x = torch.rand(1000, device="cuda")
+        outs = [torch.full_like(x, float("nan")) for _ in range(2)]
+        plain.twice_kernel[4, 256](x, outs[0], 1000)
+        variant.twice_kernel[4, 256](x, outs[1], 1000)
+        assert torch.equal(outs[0], 2 * x) and torch.equal(outs[1], 2 * x + 1)
 
 
 # --- running (GPU) ----------------------------------------------------------------------

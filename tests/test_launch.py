@@ -56,12 +56,21 @@ def test_marks_that_cannot_be_bound_say_why(source, message):
 
 
 def test_generated_launch_checks_every_argument():
-    code = launch.wrappers(launch.launchables(SCALE))
-    assert code.count("<<<") == 3 and code.count("LAUNCH_CHECK();") == 3
+    kernels = launch.launchables(SCALE)
+    code = launch.wrappers(kernels)  # the bindings file's half: every check, then the raw launch's error checked
+    assert "<<<" not in code and code.count("C10_CUDA_CHECK(workbook_raw_launch_") == 3
     assert 'check_cuda(x, "scale_kernel: x")' in code and "at::kFloat" in code
     assert "n >= INT32_MIN && n <= INT32_MAX" in code  # an int parameter must fit
-    assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in code
-    assert "times_kernel<3><<<" in code
+    assert "const c10::cuda::CUDAGuard guard(x.device());" in code
+
+
+def test_the_kernel_files_half_launches_over_pointers_without_pytorch():
+    raw = launch.trampolines(launch.launchables(SCALE))
+    assert raw.count("<<<") == 3 and raw.count("return cudaGetLastError();") == 3
+    assert "times_kernel<3><<<grid, block, smem, stream>>>(static_cast<int64_t*>(x), static_cast<int64_t*>(out), n)" in raw
+    assert "cudaFuncAttributeMaxDynamicSharedMemorySize" in raw
+    assert "torch" not in raw and "TORCH_CHECK" not in raw and "#include" not in raw  # nothing of PyTorch's to parse
+    assert launch.trampolines([]) == "" and launch.wrappers([]) == ""
 
 
 def test_the_launch_syntax_checks_its_configuration():

@@ -310,10 +310,12 @@ def plan(name: str, *, extra_cuda_cflags: Sequence[str] = (), arch: str | None =
     # <torch/extension.h> out (utils/bindings_header.py); else with the prelude's text, below torch's.
     precompiled = bool(_light_bindings())
     cflags = bindings_header.CFLAGS if precompiled else ("-O3",)
-    cuda_source = f'#line 1 "{path}"\n{source}' + launch.wrappers(kernels)
+    # a `// @launch` kernel's launch over pointers goes into the kernel file, its checks over tensors into the
+    # bindings file (utils/launch.py): a file of plain kernels then compiles without PyTorch's headers
+    cuda_source = f'#line 1 "{path}"\n{source}' + launch.trampolines(kernels)
     cpp_source = ((bindings_header.INCLUDE if precompiled else bindings_header.PRELUDE)
                   + "\n".join(f"{e.prototype};" for e in exports)
-                  + ("\n" + launch.declarations(kernels) if kernels else "")
+                  + launch.wrappers(kernels)
                   + (registration_source(exports) if registers_ops(source) else ""))
     key = cache_key(
         cuda_source, cpp_source, bindings_header.PRELUDE, *cuda_cflags, *cflags, str(kernels_dir), arch,
@@ -567,7 +569,7 @@ def _compile(p: BuildPlan, verbose: bool) -> ModuleType:
     from torch.utils import cpp_extension
 
     print(f"building kernel '{p.name}' for sm_{toolchain.arch_code(p.arch)} "
-          "(cold build: 25-70 s on 2 cores; later loads reuse it)...", flush=True)
+          "(cold build: 5-70 s on 2 cores; later loads reuse it)...", flush=True)
     # torch remembers the sources of each extension name per process and skips the build when
     # they did not change, even if the last build failed; forget them so a retry really builds.
     cpp_extension.JIT_EXTENSION_VERSIONER.entries.pop(p.module_name, None)
