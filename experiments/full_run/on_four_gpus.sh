@@ -4,16 +4,17 @@
 # `python -m utils.run`, on the GPU given by CUDA_VISIBLE_DEVICES, into one results folder
 # (build/fullrun/results, a copy of results/). A chapter starts only once the records it reads have been
 # written by this run (`wait_for KIND`: the record carries this commit), so every chapter shows this run's
-# figures; the one exception, 11's final scoreboard reading 10's `solutions`, is checked after the run
-# (check_order.py).
+# figures, 11's final scoreboard reading 10's `solutions` included; check_order.py checks it after the run.
 #   PART=1: every kernel built (64 cores); then GPU0 the scoreboard and 09; GPU1 the profile, 08, 03, 07,
 #           04, 05; GPU2 01, 00, 02, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
 #           compute-sanitizer on the solutions and the exercises until 500 s into the part. (02, 04, 05 and
 #           07 end with a sweep over the size, about a minute in all on one H200: 02 moved off GPU1 for it.)
-#   PART=2: notebook 11's training step first, its problems spread over two cards (utils/chapters/training.py:
-#           its torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 11 outran the part);
-#           GPU0 trains 37 and 62, then runs 10; GPU1 trains 94 and 75, records the four as one, then runs 11,
-#           which shows that record; GPU2 the GPU tests but the two below; GPU3 test_solutions.py.
+#   PART=2: 10, and notebook 11's training step spread over three cards (utils/chapters/training.py: its
+#           torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 11 outran the part;
+#           about 115 s a problem on an H200 at 99b4afc); GPU0 runs 10, then trains 62; GPU1 trains 94 and 75,
+#           records the four as one, then runs 11 once 10 has recorded `solutions` (at 99b4afc 10 trained
+#           first and ended 3 s after 11's final scoreboard had read the older record); GPU2 the GPU tests but
+#           test_solutions.py; GPU3 trains 37, then runs test_solutions.py.
 # The scoreboard, 09 and 10 share GPU0: they quote the same headline ratios (utils.report.scoreboard.HEADLINES),
 # and two cards of one host differ by more than a run's spread (the H200 run at dfaf467: 1.6-3.3%).
 #   PART=3: the batch sweep (issue 36's baseline), a problem per GPU, recorded as one sweep.
@@ -73,15 +74,16 @@ elif [ "$PART" = 2 ]; then
       > "$L/training_${1}_$c.log" 2>&1
     stamp "training $* done"
   }
-  (export CUDA_VISIBLE_DEVICES=0; train 37 62; wait_for whole_model_fusion 5 && run --notebooks 10
+  (export CUDA_VISIBLE_DEVICES=0; wait_for whole_model_fusion 5 && run --notebooks 10; train 62
   ) > "$L/run_gpu0_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1; train 94 75
-   until [ -f "$L/training_rows_37.json" ] || [ $(( $(date +%s) - t0 )) -gt 420 ]; do sleep 5; done
+   until { [ -f "$L/training_rows_37.json" ] && [ -f "$L/training_rows_62.json" ]; } \
+         || [ $(( $(date +%s) - t0 )) -gt 420 ]; do sleep 5; done
    python3 -m utils.chapters.training --merge "$L"/training_rows_*.json --results-dir "$R" >> "$L/training_94_$c.log" 2>&1
-   wait_for training 5 && wait_for scoreboard 5 && run --notebooks 11
+   wait_for training 5 && wait_for scoreboard 5 && wait_for solutions 480 && run --notebooks 11
   ) > "$L/run_gpu1_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
-  (export CUDA_VISIBLE_DEVICES=3; pytest_part 2) &
+  (export CUDA_VISIBLE_DEVICES=3; train 37; pytest_part 2) &
 else  # PART=3: the batch sweep, a problem per card ($SWEEP_ARGS: e.g. "--ms 1 8 64 512 4096 --modes torch.compile")
   mkdir -p "$L" "$R" && touch "$L/device_$c.txt"
   for i in 0 1 2 3; do
