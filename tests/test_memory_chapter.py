@@ -381,6 +381,14 @@ def test_sweep_regimes_are_read_from_the_entries():
     assert "from 1024 rows ours moves at least 80% of the copy bandwidth (3000 GB/s): from" in \
         mc.sweep_regimes(jump, "ours", 3000.0, 132, 4)
     assert "(64 rows, 1 block each)" in mc.sweep_regimes(rows, "ours", 3000.0, 64, 1)
+    assert "Spread" not in text  # the stand-in's p20 and p80 are its median
+    # the recorded H200 run of notebook 07 at its fewest rows: 1 row fast, 4 rows 5.7x slower, wide spreads
+    noisy = [{"sweep": "rows", "contender": "ours", "rows": r, "median_ms": t, "GBps": 1.0, "p20_ms": lo, "p80_ms": hi}
+             for r, lo, t, hi in [(1, 0.0093, 0.0102, 0.0181), (4, 0.0450, 0.0583, 0.0793), (16, 0.0267, 0.0336, 0.0424),
+                                  (64, 0.0381, 0.0656, 0.0832), (1024, 0.0246, 0.0249, 0.0252)]]
+    said = mc.sweep_regimes(noisy, "ours", 3000.0, 132, 1)
+    assert "at 1 row ours takes 10.2 us, and already more than 1.5x that at 4 rows." in said
+    assert "at 64 rows this run's p20 and p80 of ours lie more than 2x apart (widest at 64 rows: 38.1 to 83.2 us)" in said
     width = mc.width_regimes(rows, "ours", "eager", 3000.0)
     assert "**Teams of lanes** (D = 4 to 256)" in width and "**The block path** (D = 1024" in width
     assert "20.0x faster at D = 4" in width and "1.2x faster at D = 1024" in width

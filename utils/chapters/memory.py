@@ -539,21 +539,31 @@ def sweep_entries(sweep: str, rows: int, channels: int, groups: int | None, time
 
 
 def sweep_regimes(entries: list[dict], ours: str, copy_GBps: float, sms: int, blocks_per_row: float) -> str:
-    """Where each regime of the rows sweep begins, from its entries: the rows where ours stays within 1.5x of its time
-    at the fewest rows (launch and latency), the rows from which the grid has a block per SM (blocks_per_row blocks
-    a row), and the first rows at which ours moves half and 80% of the copy bandwidth (the bytes set the time)."""
-    pts = sorted((e["rows"], e["median_ms"], e["GBps"]) for e in entries
+    """Where each regime of the rows sweep begins, from its entries: the rows from the fewest on where ours stays
+    within 1.5x of its time there (launch and latency), the rows from which the grid has a block per SM
+    (blocks_per_row blocks a row), the first rows at which ours moves half and 80% of the copy bandwidth (the
+    bytes set the time), and the sizes whose p20 and p80 lie more than 2x apart (a time to read as a range)."""
+    pts = sorted((e["rows"], e["median_ms"], e["GBps"], e.get("p20_ms"), e.get("p80_ms")) for e in entries
                  if e["sweep"] == "rows" and e["contender"] == ours)
     if not pts:
         return "No rows sweep of ours recorded."
     t0 = pts[0][1]
-    flat = max(r for r, t, _ in pts if t <= 1.5 * t0)
-    fill = next((r for r, _, _ in pts if r * blocks_per_row >= sms), None)
-    half = next((r for r, _, gb in pts if gb >= 0.5 * copy_GBps), None)
-    full = next((r for r, _, gb in pts if gb >= 0.8 * copy_GBps), None)
+    flat = pts[0][0]
+    for r, t, *_ in pts:  # the stretch from the fewest rows, up to the first size that takes longer
+        if t > 1.5 * t0:
+            break
+        flat = r
+    fill = next((r for r, *_ in pts if r * blocks_per_row >= sms), None)
+    half = next((r for r, _, gb, *_ in pts if gb >= 0.5 * copy_GBps), None)
+    full = next((r for r, _, gb, *_ in pts if gb >= 0.8 * copy_GBps), None)
     first = f"{pts[0][0]} row" + ("" if pts[0][0] == 1 else "s")
-    text = [f"- **Launch-bound:** up to {flat} rows ours takes at most 1.5x its {1e3 * t0:.1f} us at {first}: "
-            "the launch and one trip's latency, not the bytes, set the time."]
+    if flat == pts[0][0]:
+        later = next(r for r, *_ in pts if r > flat) if len(pts) > 1 else None
+        text = [f"- **Launch-bound:** at {first} ours takes {1e3 * t0:.1f} us"
+                + (f", and already more than 1.5x that at {later} rows." if later else ".")]
+    else:
+        text = [f"- **Launch-bound:** up to {flat} rows ours takes at most 1.5x its {1e3 * t0:.1f} us at {first}: "
+                "the launch and one trip's latency, not the bytes, set the time."]
     if fill is not None:
         text.append(f"- **The SMs fill:** from {fill} rows the grid has a block for each of the {sms} SMs "
                     f"({fill} rows, {blocks_per_row:g} block{'' if blocks_per_row == 1 else 's'} each).")
@@ -564,6 +574,13 @@ def sweep_regimes(entries: list[dict], ours: str, copy_GBps: float, sms: int, bl
                     "with the bytes.")
     else:
         text.append(f"- Ours never reaches half the copy bandwidth ({copy_GBps:.0f} GB/s) in this sweep.")
+    wide = [(r, lo, hi) for r, _, _, lo, hi in pts if lo and hi and hi > 2 * lo]
+    if wide:
+        r, lo, hi = max(wide, key=lambda w: w[2] / w[1])
+        text.append(f"- **Spread:** at {', '.join(str(w[0]) for w in wide)} rows this run's p20 and p80 of ours lie "
+                    f"more than 2x apart (widest at {r} rows: {1e3 * lo:.1f} to {1e3 * hi:.1f} us). A call of a few "
+                    "microseconds is timed with the host's launch of it, and the host was not quiet: read those "
+                    "points as a range, and the edges above as approximate.")
     return "\n".join(text)
 
 
