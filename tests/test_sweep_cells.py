@@ -1,4 +1,4 @@
-"""The sweep cells of chapters 02, 04, 05 and 07 run only on a GPU, so nbval on a CPU machine sees them skip.
+"""The sweep cells of chapters 02, 04, 05, 07 and 08 run only on a GPU, so nbval on a CPU machine sees them skip.
 Here each runs end to end on the CPU with the GPU's parts stood in for: the kernels by the PyTorch math they
 replace, `.cuda()` by the tensor itself, the timer by fixed times, torch.compile by the function. What is
 real: the loop over the sizes, each size's check against the reference, the rows the cell builds (validated
@@ -113,3 +113,26 @@ def test_02_sweeps_the_naive_rungs_over_m(gpu_faked):
     rows = recorded(gpu_faked, "sweep_naive_m")
     assert max(r["M"] for r in rows if r["contender"] == "gemm_01_naive") == 4  # rung 1 stops at its largest M
     assert "**The floors**" in regimes(shown)
+
+
+def test_08_sweeps_the_tensor_core_rungs_over_m(gpu_faked):
+    linear = lambda x, w: F.linear(x, w)  # noqa: E731: each rung stands in as the product it computes
+    names = {"rung8": types.SimpleNamespace(gemm=linear), "tcc": types.SimpleNamespace(runs_here=lambda: True),
+             "modules": {"gemm_10_3xtf32": types.SimpleNamespace(gemm_mma_sync=linear)}}
+    shown = run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-run", "nb08-sweep-plot"], names,
+                      [("range(15)", "range(5)"), ("N_SWEEP = K_SWEEP = 8192", "N_SWEEP = K_SWEEP = 256"), ON_CPU])
+    rows = recorded(gpu_faked, "sweep_tensor_cores_m")
+    assert {r["M"] for r in rows} == {1, 2, 4, 8, 16} and {r["contender"] for r in rows} == {
+        "gemm_08_mma_tf32", "gemm_10_3xtf32 mma.sync", "cuBLAS SGEMM", "cuBLAS TF32"}
+    said = regimes(shown)
+    assert "the TF32 tensor-core arithmetic" in said and "above it the tensor cores" in said
+    assert "**Measured, gemm_10_3xtf32 mma.sync**" in said
+
+
+def test_08_refuses_a_rung_that_misses_its_tier(gpu_faked):
+    names = {"rung8": types.SimpleNamespace(gemm=lambda x, w: F.linear(x, w) + 0.1),  # off by more than the TF32 tier (1e-2)
+             "tcc": types.SimpleNamespace(runs_here=lambda: True),
+             "modules": {"gemm_10_3xtf32": types.SimpleNamespace(gemm_mma_sync=lambda x, w: F.linear(x, w))}}
+    with pytest.raises(AssertionError, match="gemm_08_mma_tf32 misses the tf32 tier at M = 1"):
+        run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-run"], names,
+                  [("range(15)", "range(2)"), ("N_SWEEP = K_SWEEP = 8192", "N_SWEEP = K_SWEEP = 256"), ON_CPU])

@@ -332,6 +332,8 @@ KINDS: dict[str, Kind] = {
                      ("tool", "target", "verdict", "errors", "seconds", "commit", "device")),
     "sweep_naive_m": Kind("Rungs 1 and 2 and cuBLAS against M at N = K = 8192 (notebook 02)", _GEMM_SWEEP_KEYS),
     "sweep_gemm_m": Kind("The GEMM ladder and cuBLAS against M at N = K = 8192 (notebook 03)", _GEMM_SWEEP_KEYS),
+    "sweep_tensor_cores_m": Kind("Rungs 8 and 10 (mma.sync) and cuBLAS, TF32 off and on, against M at N = K = 8192 "
+                                 "(notebook 08)", _GEMM_SWEEP_KEYS),
     "sweep_tails": Kind("The tails against rows and group width (notebook 06)", _TAIL_SWEEP_KEYS),
     "sweep_bias_k": Kind("The bias, in rung 7's epilogue and as a separate pass, and cuBLAS against K (notebook 04)",
                          _GEMM_SWEEP_KEYS),

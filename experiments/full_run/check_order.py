@@ -15,7 +15,7 @@ from pathlib import Path
 READS = {
     "00": ["ceilings"], "01": [], "02": ["ceilings", "scoreboard"], "03": ["ceilings", "profile", "scoreboard"],
     "04": ["ceilings", "eager_profile", "scoreboard"], "05": ["ceilings", "scoreboard"],
-    "06": ["ceilings", "scoreboard"], "07": ["ceilings", "scoreboard"], "08": [], "09": ["ceilings", "profile", "tensor_cores"],
+    "06": ["ceilings", "scoreboard"], "07": ["ceilings", "scoreboard"], "08": ["ceilings"], "09": ["ceilings", "profile", "tensor_cores"],
     "10": ["ceilings", "whole_model_fusion"], "11": ["ceilings", "scoreboard", "training", "solutions@show_final"],
 }
 

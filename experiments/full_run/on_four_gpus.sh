@@ -5,8 +5,9 @@
 # (build/fullrun/results, a copy of results/). A chapter starts only once the records it reads have been
 # written by this run (`wait_for KIND`: the record carries this commit), so every chapter shows this run's
 # figures, 11's final scoreboard reading 10's `solutions` included; check_order.py checks it after the run.
-#   PART=1: every kernel built (64 cores); then GPU0 the scoreboard and 09; GPU1 the profile, 08, 03, 07,
-#           04, 05; GPU2 01, 00, 02, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
+#   PART=1: every kernel built (64 cores); then GPU0 the scoreboard, 08 and 09 (08's sweep draws its floor
+#           from the ceilings, which 01 records at about 290 s); GPU1 the profile, 03, 07, 04, 05; GPU2 01, 00,
+#           02, 06; GPU3 the bad-input matrix (the GPU tests' first part), then
 #           compute-sanitizer on the solutions and the exercises until 500 s into the part. (02, 04, 05 and
 #           07 end with a sweep over the size, about a minute in all on one H200: 02 moved off GPU1 for it.)
 #   PART=2: 10, and notebook 11's training step spread over three cards (utils/chapters/training.py: its
@@ -55,10 +56,10 @@ if [ "$PART" = 1 ]; then
   python3 -m utils.build > "$L/prebuild_$c.log" 2>&1
   stamp "prebuild done"
   (export CUDA_VISIBLE_DEVICES=0
-   run --steps scoreboard; wait_for ceilings && run --notebooks 09
+   run --steps scoreboard; wait_for ceilings && run --notebooks 08 09
   ) > "$L/run_gpu0_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=1
-   run --steps profile --notebooks 08; wait_for scoreboard && wait_for ceilings && run --notebooks 03 07
+   run --steps profile; wait_for scoreboard && wait_for ceilings && run --notebooks 03 07
    wait_for eager_profile && wait_for ceilings && run --notebooks 04 05
   ) > "$L/run_gpu1_part1_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2

@@ -19,19 +19,20 @@ budget=${CALL_BUDGET:-540}
 DONE=$PWD/build/fullrun/done.txt
 t0=$(date +%s)
 
-# step, expected seconds
+# step, expected seconds (02, 04, 05, 07 and 08 with their sweeps over the size: the H200's times at 99b4afc, and
+# 08's sweep estimated, with room)
 QUEUE="prebuild 150
 01 330
 00 40
 scoreboard 180
 profile 45
-02 45
+02 65
 03 100
-04 35
-05 35
+04 50
+05 60
 06 90
-07 50
-08 100
+07 70
+08 150
 09 100
 10 480
 training1 280

@@ -408,23 +408,28 @@ def tuning_verdict(record: dict, committed: tuple[int, int]) -> str:
 
 # --------------------------------------------------------------------------- the sweep over M
 
-def sweep_floor(Ms, N: int, K: int, ceilings: bench.Ceilings) -> dict[int, float]:
-    """{M: ms}: the least time x (M, K) @ w (N, K).T can take at fp32, the slower of its bytes (x and w read
-    once, out written once) over the copy bandwidth and its FLOPs over the fp32 peak."""
-    return {M: max(bench.floors(bench.gemm_cost(M, N, K), ceilings)[k] for k in ("memory_ms", "fp32_ms")) for M in Ms}
+MATH = {"fp32": ("fp32", "the FMAs"), "tf32": ("TF32 tensor-core", "the tensor cores")}  # a sweep's arithmetic
 
 
-def crossover_m(N: int, K: int, ceilings: bench.Ceilings) -> float:
-    """The M at which the fp32 FLOPs of the GEMM take as long as its bytes at the copy bandwidth: below it the
-    floor is reading the weight, above it the arithmetic. Solved from 2MNK / peak = 4(MK + NK + MN) / bandwidth."""
-    peak, bandwidth = ceilings.fp32_tflops * 1e12, ceilings.copy_GBps * 1e9
+def sweep_floor(Ms, N: int, K: int, ceilings: bench.Ceilings, math: str = "fp32") -> dict[int, float]:
+    """{M: ms}: the least time x (M, K) @ w (N, K).T can take, the slower of its bytes (x and w read once, out
+    written once) over the copy bandwidth and its FLOPs over the peak of `math` ("fp32", or "tf32" for the
+    tensor cores)."""
+    return {M: max(bench.floors(bench.gemm_cost(M, N, K), ceilings)[k] for k in ("memory_ms", f"{math}_ms")) for M in Ms}
+
+
+def crossover_m(N: int, K: int, ceilings: bench.Ceilings, math: str = "fp32") -> float:
+    """The M at which the GEMM's FLOPs at the peak of `math` take as long as its bytes at the copy bandwidth:
+    below it the floor is reading the weight, above it the arithmetic. Solved from 2MNK / peak =
+    4(MK + NK + MN) / bandwidth."""
+    peak, bandwidth = getattr(ceilings, f"{math}_tflops") * 1e12, ceilings.copy_GBps * 1e9
     # 2MNK / peak - 4M(K + N) / bandwidth = 4NK / bandwidth, linear in M
     slope = 2 * N * K / peak - 4 * (K + N) / bandwidth
     return float("inf") if slope <= 0 else 4 * N * K / bandwidth / slope
 
 
 def sweep_regimes(rows: list[dict], ceilings: bench.Ceilings, contender: str = ladder.REFERENCE,
-                  flat: float = 1.25, also: tuple[str, ...] = ("gemm_07_pipelined",)) -> str:
+                  flat: float = 1.25, also: tuple[str, ...] = ("gemm_07_pipelined",), math: str = "fp32") -> str:
     """Markdown: where each regime begins, from the floors and from the measured times of `contender` (and of
     each of `also` that the sweep holds): the largest M whose time stays within `flat` of its smallest M's (one
     read of the weight costs the same for one row or many), the M from which time per row stays within `flat`
@@ -434,12 +439,14 @@ def sweep_regimes(rows: list[dict], ceilings: bench.Ceilings, contender: str = l
     if len(mine) < 3:
         return f"Too few sizes of {contender} in the sweep to say where its regimes begin."
     N, K = next((r["N"], r["K"]) for r in rows)
-    cross = crossover_m(N, K, ceilings)
+    cross = crossover_m(N, K, ceilings, math)
     weight_ms = bench.FP32_BYTES * N * K / (ceilings.copy_GBps * 1e9) * 1e3
+    arithmetic, units = MATH[math]
     lines = [
         f"- **The floors** ({ceilings.source}): reading the {bench.FP32_BYTES * N * K / 2**20:.0f} MiB weight once "
-        f"takes {weight_ms:.3f} ms at {ceilings.copy_GBps:,.0f} GB/s; the fp32 arithmetic ({ceilings.fp32_tflops:.1f} "
-        f"TFLOP/s) takes as long at M = {cross:,.0f}. Below that the floor is the weight's bandwidth, above it the FMAs."]
+        f"takes {weight_ms:.3f} ms at {ceilings.copy_GBps:,.0f} GB/s; the {arithmetic} arithmetic "
+        f"({getattr(ceilings, f'{math}_tflops'):.1f} TFLOP/s) takes as long at M = {cross:,.0f}. Below that the floor "
+        f"is the weight's bandwidth, above it {units}."]
     for name in (contender, *also):
         times = sorted((r["M"], r["median_ms"]) for r in rows if r["contender"] == name)
         if len(times) >= 3:

@@ -41,9 +41,9 @@ RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps t
 CPU_TIMES = {
     "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
     "make run": None,
-    "make test": "15-18 min on a clean clone (four runs of one machine: 15:12 at b45fe20, 15:02 at 5c23a5a, "
-                 "17:33 at f33b13b, 16:54 at 20f8f7a), the setup of `.venv/` and every kernel's cold build included; "
-                 "pytest 761-893 s of it, on two workers",
+    "make test": "15 min on a clean clone (14:43 at c9105e9, pytest 717 s of it, on two workers; 15:02-17:33 in four "
+                 "runs before the readers' kernels built without PyTorch's headers), the setup of `.venv/` and every "
+                 "kernel's cold build included",
 }
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
