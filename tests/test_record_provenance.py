@@ -24,8 +24,12 @@ CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
 # launchable copies beside the kernels (`// @launch`), moved a kernel's body into a force-inlined device
 # function it calls, or lightened the launchers' host headers (common/check.cuh). An entry goes once the
 # device's records are measured again (a test below says so). A device may have several logs, one per change.
+ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine's operand trait and tile scheduler as types
+    "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/common/hopper.cuh"])
 SASS_IDENTICAL = {
+    "nvidia-h200": [ENGINE_TYPES],
     "nvidia-h100-80gb-hbm3": [
+        ("../nvidia-h200/" + ENGINE_TYPES[0], ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",

@@ -6,7 +6,10 @@
 // epilogue's values go, common/gemm_wgmma_host.cuh the host side (what a launcher includes).
 //
 //   Config<BN, STAGES, SPLIT, PROMOTE, PRESPLIT>   tile width, pipeline depth, TF32 or 3xTF32,
-//                                        promotion, where the 3xTF32 split happens;
+//                                        promotion, where the 3xTF32 split happens; and the types it
+//                                        is built from (common/gemm_wgmma_types.cuh): its Operand
+//                                        (what the tensor cores read) and its Scheduler (which tiles
+//                                        a block computes);
 //   Tf32Config, PresplitConfig           the configurations the rungs and the whole models run;
 //   gemm_wgmma_kernel<C, Epi>            the kernel, persistent blocks ending each tile in the
 //                                        epilogue Epi.
@@ -23,6 +26,7 @@
 
 #include <cstdint>
 
+#include "common/gemm_wgmma_types.cuh"
 #include "common/gemm_wgmma_writers.cuh"
 #include "common/hopper.cuh"
 #include "common/tensor_core.cuh"
@@ -30,19 +34,17 @@
 namespace gemm_wgmma {
 
 constexpr int BM = 128;         // rows of a block tile: 2 consumer warp groups x 64 (wgmma's M)
-constexpr int BK = 32;          // k values per stage: 32 floats = 128 bytes, one row of the 128-byte swizzle
+constexpr int BK = Tf32Operand::K_TILE;  // k values per stage: 32 floats = 128 bytes, one row of the 128-byte swizzle
 constexpr int CONSUMERS = 2;    // consumer warp groups
 constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 and 2 consume
 constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
 
-// The schedule, as CUTLASS's Hopper GEMMs name theirs (KernelTmaWarpSpecializedPersistent): one
-// block per SM looping over tiles, so that the producer loads the next tile's first stages while
-// the consumers finish the last one. With every contender timed in turn
-// (utils.bench.time_interleaved) it was 4.6% faster than one tile per block at 32768 x 4096 x 1024
-// and level at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours
-// whoever runs first after a pause). Measured and not taken (experiments/wgmma_schedule/README.md):
+// The schedule (PersistentTiles, common/gemm_wgmma_types.cuh), with every contender timed in turn
+// (utils.bench.time_interleaved): 4.6% faster than one tile per block at 32768 x 4096 x 1024 and level
+// at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours whoever runs
+// first after a pause). Measured and not taken (experiments/wgmma_schedule/README.md):
 // - one tile per block, both consumer warp groups on it, as the rungs first ran;
 // - clusters of 2 blocks stacked in M sharing the loads of their common w tile (TMA multicast):
 //   2-10% slower (1.5x while the arrive on the peer's barrier released at cluster scope);
@@ -58,8 +60,10 @@ struct Config {
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
-  static constexpr int A_BYTES = BM * BK * 4;
-  static constexpr int B_BYTES = BN * BK * 4;
+  using Operand = Tf32Operand;                      // what the tensor cores read
+  using Scheduler = PersistentTiles<BM, BN, GROUP_M>;  // which tiles a block computes, in which order
+  static constexpr int A_BYTES = BM * BK * Operand::BYTES;
+  static constexpr int B_BYTES = BN * BK * Operand::BYTES;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
   static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
   static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
@@ -68,6 +72,7 @@ struct Config {
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
                                        static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + BARRIERS * sizeof(uint64_t);
   static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for n128 and n256");
+  static_assert(BK == Operand::K_TILE && BK % Operand::K_PER_MMA == 0, "a stage is whole wgmmas of one swizzle row");
   static_assert(BN <= 256, "a TMA box is at most 256 rows");
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
@@ -83,15 +88,6 @@ using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/
 constexpr int PROMOTE_K = 256;  // k values per promoted chunk (gemm_10_3xtf32.cu measures the choice)
 template <int PROMOTE = PROMOTE_K / BK>
 using PresplitConfig = Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE, /*PRESPLIT*/ true>;
-
-template <int N>
-__device__ __forceinline__ void wgmma_tf32(float (&d)[N], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-  if constexpr (N == 64) {
-    hopper::wgmma_m64n128k8_tf32(d, desc_a, desc_b, scale_d);
-  } else {
-    hopper::wgmma_m64n256k8_tf32(d, desc_a, desc_b, scale_d);
-  }
-}
 
 // An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
 // (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
@@ -121,9 +117,8 @@ struct TileParams {
   }
 };
 
-// BM x BN tiles of out (tc::grouped_tile's raster over a 1-D grid): one block per SM, taking tiles
-// blockIdx.x, blockIdx.x + gridDim.x, ... until none is left (the launcher's grid: the blocks that
-// fit on the device at once, or fewer when there are fewer tiles).
+// BM x BN tiles of out, in the order of C::Scheduler (persistent blocks over a grouped raster: the
+// launcher's grid is the blocks that fit on the device at once, or fewer when there are fewer tiles).
 //
 // Shared memory: STAGES stages, each [x tile: 128 rows x 128 bytes][w tile: BN rows x 128 bytes],
 // exactly as TMA writes them with the 128-byte swizzle (16-byte chunk c of row r stored at chunk
@@ -193,18 +188,12 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint64_t* empty = full + C::STAGES;
   float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats
 
-  // The tiles, in grouped order.
-  const int tiles_m = (M + BM - 1) / BM;
-  const int tiles_n = (N + C::BN - 1) / C::BN;
-  const int units = tiles_m * tiles_n;
-  const int first_unit = static_cast<int>(blockIdx.x);
-  const int unit_step = static_cast<int>(gridDim.x);
-  auto tile_origin = [&](int unit, int& m0, int& n0, int& tile_n) {
-    int tile_m;
-    tc::grouped_tile(unit, tiles_m, tiles_n, GROUP_M, tile_m, tile_n);
-    m0 = tile_m * BM;
-    n0 = tile_n * C::BN;
-  };
+  // The tiles this block computes, as the scheduler deals them out: the producer and the consumers
+  // walk the same sequence.
+  const typename C::Scheduler tiles(M, N);
+  const int units = tiles.units;
+  const int first_unit = tiles.first();
+  const int unit_step = tiles.step();
   const int k_tiles = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
 
@@ -234,7 +223,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       int it = 0;  // k tiles loaded so far, over all of this block's tiles
       for (int unit = first_unit; unit < units; unit += unit_step) {
         int m0, n0, tile_n;
-        tile_origin(unit, m0, n0, tile_n);
+        tiles.origin(unit, m0, n0, tile_n);
         for (int kt = 0; kt < k_tiles; ++kt, ++it) {
           const int s = it % C::STAGES;
           if (it >= C::STAGES) {
@@ -263,7 +252,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     int it = 0;  // k tiles consumed so far, as the producer counts them
     for (int unit = first_unit; unit < units; unit += unit_step) {
       int m0, n0, tile_n;
-      tile_origin(unit, m0, n0, tile_n);
+      tiles.origin(unit, m0, n0, tile_n);
       TileParams<C, Epi, 128 * CONSUMERS> params;
       params.load(epi, ct, n0, N);
       float acc[C::ACC];
@@ -308,9 +297,9 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
           for (int kk = 0; kk < BK / 8; ++kk) {
             const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-            wgmma_tf32(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
-            wgmma_tf32(acc, a_big + step, b_small + step, 1);
-            wgmma_tf32(acc, a_big + step, b_big + step, 1);
+            C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
+            C::Operand::mma(acc, a_big + step, b_small + step, 1);
+            C::Operand::mma(acc, a_big + step, b_big + step, 1);
           }
           hopper::wgmma_commit();
           hopper::fence_operands(acc);
@@ -331,7 +320,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
           for (int kk = 0; kk < BK / 8; ++kk) {
             const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-            wgmma_tf32(acc, a_big + step, b_big + step, 1);
+            C::Operand::mma(acc, a_big + step, b_big + step, 1);
           }
           hopper::wgmma_commit();
           hopper::fence_operands(acc);

@@ -24,6 +24,14 @@ inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
   return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
 }
 
+// A TMA descriptor of an operand of C: a (rows, K) row-major matrix of C's element, in boxes of box_rows
+// rows and one stage's k.
+template <class C>
+inline CUtensorMap operand_map(const torch::Tensor& v, int box_rows) {
+  return hopper::make_tensor_map_2d(v.data_ptr<typename C::Operand::Element>(), v.size(0), v.size(1), box_rows, BK,
+                                    C::Operand::TMA_TYPE);
+}
+
 template <class C, class Epi>
 void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensorMap& tmap_xs, const CUtensorMap& tmap_ws,
             int64_t M, int64_t N, int64_t K, const Epi& epi) {
@@ -31,12 +39,12 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   constexpr size_t smem = C::SMEM_BYTES + Epi::template smem_floats<C>() * sizeof(float);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");
   allow_dynamic_smem(kernel, smem);  // over 48 KB: asked for once per kernel and device
-  const int64_t tiles = (M + BM - 1) / BM * ((N + C::BN - 1) / C::BN);
+  const int64_t tiles = C::Scheduler::tiles(M, N);
   TORCH_CHECK(tiles <= INT32_MAX, "the output has ", num(tiles), " tiles of ", num(BM), " x ", num(C::BN),
               ", more than a grid holds (", num(INT32_MAX), ")");
-  // Persistent blocks: as many as run at once (asked as clusters of one block, an ordinary launch's
-  // blocks), or one per tile when there are fewer tiles.
-  const int64_t blocks = std::min<int64_t>(tiles, max_active_clusters(kernel, 1, THREADS, smem));
+  // The scheduler's grid from the blocks that run at once (asked as clusters of one block, an ordinary
+  // launch's blocks).
+  const int64_t blocks = C::Scheduler::blocks(tiles, max_active_clusters(kernel, 1, THREADS, smem));
   cudaLaunchConfig_t config = {};
   config.gridDim = dim3(static_cast<unsigned>(blocks));
   config.blockDim = dim3(THREADS);
@@ -63,8 +71,8 @@ void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi
   const int64_t M = x.size(0);
   const int64_t N = w.size(0);
   const int64_t K = x.size(1);
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, C::BN, BK);
+  const CUtensorMap tmap_x = operand_map<C>(x, BM);
+  const CUtensorMap tmap_w = operand_map<C>(w, C::BN);
   launch<C>(tmap_x, tmap_w, tmap_x, tmap_w, M, N, K, epi);
 }
 
@@ -122,10 +130,10 @@ void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small
   const int64_t K = x_big.size(1);
   TORCH_CHECK(w_big.size(1) == K && x_small.sizes() == x_big.sizes() && w_small.sizes() == w_big.sizes() && K % 4 == 0,
               "the operands' parts must agree in shape, with K % 4 == 0");
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x_big.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w_big.data_ptr<float>(), N, K, C::BN, BK);
-  const CUtensorMap tmap_xs = hopper::make_tensor_map_2d(x_small.data_ptr<float>(), M, K, BM, BK);
-  const CUtensorMap tmap_ws = hopper::make_tensor_map_2d(w_small.data_ptr<float>(), N, K, C::BN, BK);
+  const CUtensorMap tmap_x = operand_map<C>(x_big, BM);
+  const CUtensorMap tmap_w = operand_map<C>(w_big, C::BN);
+  const CUtensorMap tmap_xs = operand_map<C>(x_small, BM);
+  const CUtensorMap tmap_ws = operand_map<C>(w_small, C::BN);
   launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
 }
 

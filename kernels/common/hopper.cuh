@@ -2,7 +2,7 @@
 // GEMM ladder use it (gemm_09_wgmma_tf32.cu, gemm_10_3xtf32.cu; notebooks/09_hopper_gemm_and_
 // epilogue.ipynb). Every function is a thin wrapper over one PTX instruction, with why it exists.
 //
-//   make_tensor_map_2d        (host) a TMA descriptor of a row-major float matrix, 128-byte swizzle;
+//   make_tensor_map_2d        (host) a TMA descriptor of a row-major matrix, 128-byte swizzle;
 //   mbar_*                    mbarriers: the producer/consumer handshake of the shared-memory ring;
 //   tma_load_2d               one box of a matrix, global -> shared, by the TMA unit;
 //   fence_proxy_async         make ordinary shared-memory writes visible to wgmma (the async proxy);
@@ -50,25 +50,32 @@ inline PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
   return fn;
 }
 
-// A TMA descriptor for a row-major (rows, cols) float matrix at `base`, read or written in boxes
-// of box_rows x box_cols with the 128-byte swizzle (box_cols * 4 must be 128: one swizzle row).
-// TMA's own rules, which the caller must have checked: base 16-byte aligned, the row stride
-// (cols * 4 bytes) a multiple of 16, i.e. cols % 4 == 0. Out-of-bounds parts of a box are
+// A TMA descriptor for a row-major (rows, cols) matrix of T at `base` (TMA's name for T: `type`), read
+// or written in boxes of box_rows x box_cols with the 128-byte swizzle (box_cols * sizeof(T) must be
+// 128: one swizzle row). TMA's own rules, which the caller must have checked: base 16-byte aligned,
+// the row stride (cols * sizeof(T) bytes) a multiple of 16. Out-of-bounds parts of a box are
 // filled with zeros when loaded (FLOAT_OOB_FILL_NONE) and skipped when stored, which is what makes
 // edge tiles free of special cases.
-inline CUtensorMap make_tensor_map_2d(const float* base, int64_t rows, int64_t cols, int box_rows, int box_cols) {
+template <class T>
+inline CUtensorMap make_tensor_map_2d(const T* base, int64_t rows, int64_t cols, int box_rows, int box_cols,
+                                      CUtensorMapDataType type) {
   CUtensorMap map;
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};  // innermost first
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(float)};  // bytes, dims 1.. only
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * sizeof(T)};  // bytes, dims 1.. only
   const cuuint32_t box[2] = {static_cast<cuuint32_t>(box_cols), static_cast<cuuint32_t>(box_rows)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, const_cast<float*>(base), dims, strides,
-                                    box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encode_tiled()(&map, type, 2, const_cast<T*>(base), dims, strides, box, elem_strides,
+                                    CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed (CUresult ", num(static_cast<int>(r)),
-              ") for a ", num(rows), " x ", num(cols), " float matrix in boxes of ", num(box_rows), " x ",
-              num(box_cols));
+              ") for a ", num(rows), " x ", num(cols), " matrix of ", num(sizeof(T)), "-byte elements in boxes of ",
+              num(box_rows), " x ", num(box_cols));
   return map;
+}
+
+// The same for a float matrix.
+inline CUtensorMap make_tensor_map_2d(const float* base, int64_t rows, int64_t cols, int box_rows, int box_cols) {
+  return make_tensor_map_2d(base, rows, cols, box_rows, box_cols, CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
 }
 
 // ---- mbarriers -------------------------------------------------------------------------------
