@@ -34,7 +34,7 @@
 namespace gemm_wgmma {
 
 constexpr int BM = 128;         // rows of a block tile: 2 consumer warp groups x 64 (wgmma's M)
-constexpr int BK = Tf32Operand::K_TILE;  // k values per stage: 32 floats = 128 bytes, one row of the 128-byte swizzle
+constexpr int BK = 32;          // k values per stage: 32 floats = 128 bytes, one row of the 128-byte swizzle (the operand's K_TILE)
 constexpr int CONSUMERS = 2;    // consumer warp groups
 constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 and 2 consume
 constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
