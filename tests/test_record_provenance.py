@@ -24,7 +24,7 @@ CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
 # launchable copies beside the kernels (`// @launch`), moved a kernel's body into a force-inlined device
 # function it calls, or lightened the launchers' host headers (common/check.cuh). An entry goes once the
 # device's records are measured again (a test below says so). A device may have several logs, one per change.
-ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine's operand trait and tile scheduler as types
+ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine built from types (operand, scheduler, main loops)
     "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/common/hopper.cuh"])
 SASS_IDENTICAL = {
     "nvidia-h200": [ENGINE_TYPES],

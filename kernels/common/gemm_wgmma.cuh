@@ -10,6 +10,8 @@
 //                                        is built from (common/gemm_wgmma_types.cuh): its Operand
 //                                        (what the tensor cores read) and its Scheduler (which tiles
 //                                        a block computes);
+//   Tf32Mainloop, Split3xTf32Mainloop    the main loops: what the consumers issue on one k tile,
+//                                        TF32, or 3xTF32 with promoted accumulation;
 //   Tf32Config, PresplitConfig           the configurations the rungs and the whole models run;
 //   gemm_wgmma_kernel<C, Epi>            the kernel, persistent blocks ending each tile in the
 //                                        epilogue Epi.
@@ -25,6 +27,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/gemm_wgmma_types.cuh"
 #include "common/gemm_wgmma_writers.cuh"
@@ -40,6 +43,103 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 and 
 constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
+
+// ---- the main loops -------------------------------------------------------------------------------
+//
+// What the consumers do with one k tile once its stage has landed, per precision scheme: each is a
+// struct whose `step` the kernel calls between the wait on full[s] and the release of the previous
+// stage, with the stage's shared memory (Stages), the descriptors of the tile's x rows (this warp
+// group's 64) and w rows, the accumulators and, for a promoted scheme, the fp32 totals. A Config
+// names its main loop; the kernel around it, the ring, the schedule and the epilogue, is the same.
+
+// Where stage s's tiles sit in shared memory (the kernel's layout, below): [x][w], then under
+// PRESPLIT [x small][w small]; after the STAGES stages, RING buffers for small parts split in place.
+template <class C>
+struct Stages {
+  unsigned char* smem;  // 1024-byte aligned
+  __device__ __forceinline__ unsigned char* x(int s) const { return smem + s * C::STAGE_BYTES; }
+  __device__ __forceinline__ unsigned char* w(int s) const { return smem + s * C::STAGE_BYTES + C::A_BYTES; }
+  __device__ __forceinline__ unsigned char* x_small(int s) const { return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES; }
+  __device__ __forceinline__ unsigned char* w_small(int s) const {
+    return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES + C::A_BYTES;
+  }
+  __device__ __forceinline__ unsigned char* ring_x(int r) const { return smem + (C::STAGES + r) * C::STAGE_BYTES; }
+  __device__ __forceinline__ unsigned char* ring_w(int r) const {
+    return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES;
+  }
+};
+
+// TF32 (rung 9): four wgmma m64nBNk8 per k tile (k = 0, 8, 16, 24: the descriptors advance 32 bytes)
+// on the raw values, whose top 19 bits the tensor cores read; committed as one group, then a wait
+// until at most this group runs, i.e. the previous k tile's group is done.
+struct Tf32Mainloop {
+  template <class C, class Total>
+  static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& /*total*/, const Stages<C>& /*st*/,
+                                              uint64_t a_big, uint64_t b_big, int /*s*/, int /*it*/, int /*kt*/,
+                                              int /*k_tiles*/, int /*c*/, int /*ct*/) {
+    hopper::fence_operands(acc);
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+      const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+      C::Operand::mma(acc, a_big + step, b_big + step, 1);
+    }
+    hopper::wgmma_commit();
+    hopper::fence_operands(acc);
+    hopper::wgmma_wait<1>();  // the previous k tile's wgmmas are done...
+  }
+};
+
+// 3xTF32 (rung 10): three products per k8 step, small·big + big·small + big·big, the small parts
+// either from the stage's own boxes (PRESPLIT) or split here in shared memory (the kernel's comment
+// says how), and every PROMOTE k tiles the accumulators added into fp32 totals.
+struct Split3xTf32Mainloop {
+  template <class C, class Total>
+  static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& total, const Stages<C>& st, uint64_t a_big,
+                                              uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
+    uint64_t a_small, b_small;
+    if constexpr (C::PRESPLIT) {
+      a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * 64 * BK * 4);
+      b_small = hopper::wgmma_desc_sw128(st.w_small(s));
+    } else {
+      const int r = it % C::RING;
+      float4* raw = reinterpret_cast<float4*>(st.x(s));  // the whole stage: x tile, then w tile
+      float4* small = reinterpret_cast<float4*>(st.ring_x(r));
+#pragma unroll 4
+      for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
+        tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
+      }
+      hopper::fence_proxy_async();
+      hopper::named_barrier(1, 128 * CONSUMERS);
+      a_small = hopper::wgmma_desc_sw128(st.ring_x(r) + c * 64 * BK * 4);
+      b_small = hopper::wgmma_desc_sw128(st.ring_w(r));
+    }
+    // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
+    const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
+    hopper::fence_operands(acc);
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+      const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+      C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
+      C::Operand::mma(acc, a_big + step, b_small + step, 1);
+      C::Operand::mma(acc, a_big + step, b_big + step, 1);
+    }
+    hopper::wgmma_commit();
+    hopper::fence_operands(acc);
+    if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
+      hopper::wgmma_wait<0>();
+      hopper::fence_operands(acc);
+#pragma unroll
+      for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
+        total[i] += acc[i];
+      }
+      hopper::fence_operands(acc);
+    } else {
+      hopper::wgmma_wait<1>();
+    }
+  }
+};
 
 // The schedule (PersistentTiles, common/gemm_wgmma_types.cuh), with every contender timed in turn
 // (utils.bench.time_interleaved): 4.6% faster than one tile per block at 32768 x 4096 x 1024 and level
@@ -62,6 +162,7 @@ struct Config {
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
   using Operand = Tf32Operand;                      // what the tensor cores read
   using Scheduler = PersistentTiles<BM, BN, GROUP_M>;  // which tiles a block computes, in which order
+  using Mainloop = std::conditional_t<SPLIT, Split3xTf32Mainloop, Tf32Mainloop>;  // what one k tile issues
   static constexpr int A_BYTES = BM * BK * Operand::BYTES;
   static constexpr int B_BYTES = BN * BK * Operand::BYTES;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
@@ -134,15 +235,15 @@ struct TileParams {
 // last one's epilogue: the ring is full again when they come back.
 //
 // Consumers (warp groups 1 and 2, rows 64c .. 64c + 63 of the tile): for each k tile, wait until
-// its stage is full, issue 4 wgmma m64nBNk8 (k = 0, 8, 16, 24: the descriptors advance 32 bytes),
-// commit them as one group, and wait until at most this group is running, i.e. the previous k
-// tile's group is done: its stage goes back to the producer. The tensor core thus always has the
-// next group queued behind the running one. The tile's last stage goes back once its wgmmas are
-// done, before the epilogue.
+// its stage is full, then take C::Mainloop's step. Tf32Mainloop's: issue 4 wgmma m64nBNk8 (k = 0,
+// 8, 16, 24: the descriptors advance 32 bytes), commit them as one group, and wait until at most
+// this group is running, i.e. the previous k tile's group is done: its stage goes back to the
+// producer. The tensor core thus always has the next group queued behind the running one. The
+// tile's last stage goes back once its wgmmas are done, before the epilogue.
 //
-// SPLIT (3xTF32), split in shared memory (PRESPLIT false): after a stage lands, the 256 consumer threads split it in place, element by
-// element: big (round to nearest TF32) over the raw value, small (the rest, rounded) into ring
-// buffer it % 3 at the same offset. The split is elementwise, so the swizzled layout carries over
+// SPLIT (3xTF32, Split3xTf32Mainloop), split in shared memory (PRESPLIT false): after a stage lands,
+// the 256 consumer threads split it in place, element by element: big (round to nearest TF32) over
+// the raw value, small (the rest, rounded) into ring buffer it % 3 at the same offset. The split is elementwise, so the swizzled layout carries over
 // and the same descriptors address big and small tiles. Then a fence (the async proxy must see
 // these ordinary stores), a barrier of the 256 consumer threads (each warp group reads w's tile,
 // which both split), and three wgmmas per k8 step: small·big, big·small, big·big. Why a ring of 3:
@@ -178,12 +279,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   // The 128-byte swizzle repeats every 1024 bytes and TMA and wgmma compute it from the address
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_addr(smem_raw) & 1023)) & 1023);
-  auto stage_a = [&](int s) { return smem + s * C::STAGE_BYTES; };
-  auto stage_b = [&](int s) { return smem + s * C::STAGE_BYTES + C::A_BYTES; };
-  auto stage_as = [&](int s) { return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES; };  // PRESPLIT only
-  auto stage_bs = [&](int s) { return smem + s * C::STAGE_BYTES + C::OPERAND_BYTES + C::A_BYTES; };
-  auto ring_a = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES; };
-  auto ring_b = [&](int r) { return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES; };
+  const Stages<C> st{smem};
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
   uint64_t* empty = full + C::STAGES;
   float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats
@@ -230,11 +326,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
           }
           hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
-          hopper::tma_load_2d(stage_a(s), &tmap_x, &full[s], kt * BK, m0);
-          load_w(stage_b(s), &tmap_w, &full[s], kt * BK, n0);
+          hopper::tma_load_2d(st.x(s), &tmap_x, &full[s], kt * BK, m0);
+          load_w(st.w(s), &tmap_w, &full[s], kt * BK, n0);
           if constexpr (C::PRESPLIT) {
-            hopper::tma_load_2d(stage_as(s), &tmap_xs, &full[s], kt * BK, m0);
-            load_w(stage_bs(s), &tmap_ws, &full[s], kt * BK, n0);
+            hopper::tma_load_2d(st.x_small(s), &tmap_xs, &full[s], kt * BK, m0);
+            load_w(st.w_small(s), &tmap_ws, &full[s], kt * BK, n0);
           }
         }
       }
@@ -270,62 +366,9 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % C::STAGES;
         hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
-        const uint64_t a_big = hopper::wgmma_desc_sw128(stage_a(s) + c * 64 * BK * 4);
-        const uint64_t b_big = hopper::wgmma_desc_sw128(stage_b(s));
-        if constexpr (C::SPLIT) {
-          uint64_t a_small, b_small;
-          if constexpr (C::PRESPLIT) {
-            a_small = hopper::wgmma_desc_sw128(stage_as(s) + c * 64 * BK * 4);
-            b_small = hopper::wgmma_desc_sw128(stage_bs(s));
-          } else {
-            const int r = it % C::RING;
-            float4* raw = reinterpret_cast<float4*>(stage_a(s));  // the whole stage: x tile, then w tile
-            float4* small = reinterpret_cast<float4*>(ring_a(r));
-#pragma unroll 4
-            for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
-              tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
-            }
-            hopper::fence_proxy_async();
-            hopper::named_barrier(1, 128 * CONSUMERS);
-            a_small = hopper::wgmma_desc_sw128(ring_a(r) + c * 64 * BK * 4);
-            b_small = hopper::wgmma_desc_sw128(ring_b(r));
-          }
-          // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
-          const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
-          hopper::fence_operands(acc);
-          hopper::wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BK / 8; ++kk) {
-            const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-            C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
-            C::Operand::mma(acc, a_big + step, b_small + step, 1);
-            C::Operand::mma(acc, a_big + step, b_big + step, 1);
-          }
-          hopper::wgmma_commit();
-          hopper::fence_operands(acc);
-          if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
-            hopper::wgmma_wait<0>();
-            hopper::fence_operands(acc);
-#pragma unroll
-            for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
-              total[i] += acc[i];
-            }
-            hopper::fence_operands(acc);
-          } else {
-            hopper::wgmma_wait<1>();
-          }
-        } else {
-          hopper::fence_operands(acc);
-          hopper::wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < BK / 8; ++kk) {
-            const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-            C::Operand::mma(acc, a_big + step, b_big + step, 1);
-          }
-          hopper::wgmma_commit();
-          hopper::fence_operands(acc);
-          hopper::wgmma_wait<1>();  // the previous k tile's wgmmas are done...
-        }
+        const uint64_t a_big = hopper::wgmma_desc_sw128(st.x(s) + c * 64 * BK * 4);
+        const uint64_t b_big = hopper::wgmma_desc_sw128(st.w(s));
+        C::Mainloop::step(acc, total, st, a_big, b_big, s, it, kt, k_tiles, c, ct);  // TF32 or 3xTF32
         if (kt > 0) {
           release((it - 1) % C::STAGES);  // ...so its stage goes back to the producer
         }

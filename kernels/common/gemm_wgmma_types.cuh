@@ -8,9 +8,10 @@
 //                      order (persistent blocks over a grouped raster), on the device for the producer
 //                      and the consumers alike, and on the host how many blocks to launch.
 //
-// A kernel names its operand and its scheduler through its Config (common/gemm_wgmma.cuh), so another
-// element type is another trait and another schedule another scheduler, with the main loop untouched.
-// sm_90a only, like the kernel.
+// A Config (common/gemm_wgmma.cuh) names its operand, its scheduler and its main loop (the main loops,
+// TF32 and 3xTF32, live beside the kernel there), so another element type is another trait and a main
+// loop for it, and another schedule another scheduler, the rest of the kernel untouched. sm_90a only,
+// like the kernel.
 
 #pragma once
 
