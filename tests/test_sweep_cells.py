@@ -119,7 +119,8 @@ def test_08_sweeps_the_tensor_core_rungs_over_m(gpu_faked):
     linear = lambda x, w: F.linear(x, w)  # noqa: E731: each rung stands in as the product it computes
     names = {"rung8": types.SimpleNamespace(gemm=linear), "tcc": types.SimpleNamespace(runs_here=lambda: True),
              "modules": {"gemm_10_3xtf32": types.SimpleNamespace(gemm_mma_sync=linear)}}
-    shown = run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-run", "nb08-sweep-plot"], names,
+    shown = run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb",
+                      ["nb08-sweep-setup", "nb08-sweep-run", "nb08-sweep-plot"], names,
                       [("range(15)", "range(5)"), ("N_SWEEP = K_SWEEP = 8192", "N_SWEEP = K_SWEEP = 256"), ON_CPU])
     rows = recorded(gpu_faked, "sweep_tensor_cores_m")
     assert {r["M"] for r in rows} == {1, 2, 4, 8, 16} and {r["contender"] for r in rows} == {
@@ -134,5 +135,5 @@ def test_08_refuses_a_rung_that_misses_its_tier(gpu_faked):
              "tcc": types.SimpleNamespace(runs_here=lambda: True),
              "modules": {"gemm_10_3xtf32": types.SimpleNamespace(gemm_mma_sync=lambda x, w: F.linear(x, w))}}
     with pytest.raises(AssertionError, match="gemm_08_mma_tf32 misses the tf32 tier at M = 1"):
-        run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-run"], names,
+        run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-setup", "nb08-sweep-run"], names,
                   [("range(15)", "range(2)"), ("N_SWEEP = K_SWEEP = 8192", "N_SWEEP = K_SWEEP = 256"), ON_CPU])
