@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from utils import REPO, build, results
+from utils import REPO, build, results, sass_identical
 from utils.report import readme
 
 H100 = {"name": "NVIDIA H100 80GB HBM3", "slug": "nvidia-h100-80gb-hbm3", "cc": "9.0", "sm_count": 132,
@@ -24,21 +24,7 @@ CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
 # launchable copies beside the kernels (`// @launch`), moved a kernel's body into a force-inlined device
 # function it calls, or lightened the launchers' host headers (common/check.cuh). An entry goes once the
 # device's records are measured again (a test below says so). A device may have several logs, one per change.
-ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine built from types (operand, scheduler, main loops)
-    "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/common/hopper.cuh"])
-SASS_IDENTICAL = {
-    "nvidia-h200": [ENGINE_TYPES],
-    "nvidia-h100-80gb-hbm3": [
-        ("../nvidia-h200/" + ENGINE_TYPES[0], ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
-        ("logs/host_headers/sass_identity_4da733a.log", [
-            "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
-            "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",
-            "kernels/common/check.cuh", "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
-        # the small-batch schedule added beside the kernels of gemm_10 and the fused models
-        ("logs/small_batch/linear/sass_identity_4da733a.log", [
-            "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
-    ],
-}
+SASS_IDENTICAL = sass_identical.SASS_IDENTICAL
 
 
 def _builders(path: str) -> list[str]:
@@ -263,6 +249,20 @@ def test_the_readme_flags_a_record_whose_kernels_changed(tmp_path):
     assert readme._drift_note({"kernels": now}) == ""
     note = readme._drift_note({"kernels": old})
     assert "**Measured kernels that have changed since** (modified kernels/groupnorm.cu)" in note
+
+
+def test_the_readme_names_a_change_that_compiles_to_the_same_sass(monkeypatch):
+    """A source change SASS_IDENTICAL covers on the record's device is named with its log, not as a re-record."""
+    now = results.kernel_sources()
+    old = {"sha256": "0" * 64, "files": {**now["files"], "kernels/groupnorm.cu": "0" * 64,
+                                        "kernels/common/hopper.cuh": "0" * 64}}
+    monkeypatch.setitem(sass_identical.SASS_IDENTICAL, "gpu-x", [("logs/x/sass_identity.log", ["kernels/common/hopper.cuh"])])
+    note = readme._drift_note({"kernels": old, "device": {"slug": "gpu-x"}})
+    assert "**Measured kernels that have changed since** (modified kernels/groupnorm.cu)" in note
+    assert "compile to the same SASS (modified kernels/common/hopper.cuh: `gpu-x/logs/x/sass_identity.log`)" in note
+    alike = readme._drift_note({"kernels": {**old, "files": {**now["files"], "kernels/common/hopper.cuh": "0" * 64}},
+                                "device": {"slug": "gpu-x"}})
+    assert "re-record" not in alike and "same SASS" in alike
 
 
 def test_full_run_devices_are_the_folders_with_a_scoreboard(tmp_path):

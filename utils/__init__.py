@@ -17,6 +17,7 @@ ladder      the GEMM ladder: every rung checked, then timed side by side with cu
 show        kernel source in notebooks, rendered from kernels/ (a file, a function, a header's);
             a kernel header's labelled paragraphs ("PREDICTION", ...)
 results     the schema of recorded measurements under results/<device>/: record, validate, load
+sass_identical  kernel sources changed since a device's records ran that compile to the same SASS, and the logs
 plots       speedup bars, ladders, rooflines, each titled with device, torch and date
 run         `make run`: the notebooks, in order, through papermill
 sanitize    `make sanitize`: compute-sanitizer's four tools over every target, one process each; verdicts recorded

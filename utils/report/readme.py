@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Callable
 from utils.report import records, scoreboard, tensor_cores
 from utils import REPO
 from utils.results import KINDS, README, kernel_drift, read, root_dir, short_commit
+from utils.sass_identical import sass_identical
 
 BEGIN = "<!-- results:begin -->"
 END = "<!-- results:end -->"
@@ -75,12 +77,24 @@ def _stamp(rec: dict) -> str:
 
 
 def _drift_note(rec: dict) -> str:
-    """A flag on a record whose kernel sources have changed since it ran (utils.results.kernel_drift)."""
+    """A flag on a record whose kernel sources have changed since it ran (utils.results.kernel_drift); a change
+    shown to compile to the same SASS (utils/sass_identical.py) is named as such, with its log."""
     drift = kernel_drift(rec)
     if not drift:
         return ""
-    return (". **Measured kernels that have changed since** (" + "; ".join(drift) + "): "
-            "these figures are not of the kernels in kernels/ now; re-record them on this GPU")
+    same = sass_identical(rec.get("device", {}).get("slug", ""))
+    changed = [line for line in drift if line.split(" ", 1)[1] not in same]
+    alike = [line for line in drift if line.split(" ", 1)[1] in same]
+    note = ""
+    if changed:
+        note += (". **Measured kernels that have changed since** (" + "; ".join(changed) + "): "
+                 "these figures are not of the kernels in kernels/ now; re-record them on this GPU")
+    if alike:
+        slug = rec["device"]["slug"]  # the logs lie under results/<device>/: named from results/
+        logs = ", ".join(f"`{posixpath.normpath(f'{slug}/{log}')}`"
+                         for log in sorted({same[line.split(' ', 1)[1]] for line in alike}))
+        note += f". Sources changed since that compile to the same SASS ({'; '.join(alike)}: {logs})"
+    return note
 
 
 def _render_device(records: list[dict]) -> str:

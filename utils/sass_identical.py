@@ -1,0 +1,31 @@
+"""Kernel sources that changed since a device's records ran, and were shown to compile to the same machine code.
+
+A record names the kernel sources it ran (utils.results.kernel_drift). When a source changes only in its form (a
+type that names what was inline, a header split in two) a comparison of the SASS before and after shows that the
+record measured the same kernels: utils/report/readme.py then says so beside the record instead of asking for a
+new run, and tests/test_record_provenance.py checks each file against its log (every function the log compared in
+every kernel file the change reaches: identical or new). experiments/reader_works/sass_identity.py writes the logs.
+"""
+from __future__ import annotations
+
+_ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine built from types (operand, scheduler, main loops)
+    "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/common/hopper.cuh"])
+# device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
+SASS_IDENTICAL = {
+    "nvidia-h200": [_ENGINE_TYPES],
+    "nvidia-h100-80gb-hbm3": [
+        ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
+        ("logs/host_headers/sass_identity_4da733a.log", [
+            "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
+            "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",
+            "kernels/common/check.cuh", "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
+        # the small-batch schedule added beside the kernels of gemm_10 and the fused models
+        ("logs/small_batch/linear/sass_identity_4da733a.log", [
+            "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"]),
+    ],
+}
+
+
+def sass_identical(device: str) -> dict[str, str]:
+    """{kernel source path: the log that shows it compiles to the same SASS} for a device's records."""
+    return {path: log for log, paths in SASS_IDENTICAL.get(device, []) for path in paths}
