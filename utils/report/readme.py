@@ -43,9 +43,9 @@ RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps t
 CPU_TIMES = {
     "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
     "make run": None,
-    "make test": "15 min on a clean clone (14:43 at c9105e9, pytest 717 s of it, on two workers; 15:02-17:33 in four "
-                 "runs before the readers' kernels built without PyTorch's headers), the setup of `.venv/` and every "
-                 "kernel's cold build included",
+    "make test": "13-15 min on a clean clone (12:47 at c11ae67 and 14:43 at c9105e9, pytest 636 s and 717 s of it, on "
+                 "two workers; 15:02-17:33 in four runs before the readers' kernels built without PyTorch's headers), the "
+                 "setup of `.venv/` and every kernel's cold build included",
 }
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
