@@ -53,7 +53,9 @@ constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 
 // names its main loop; the kernel around it, the ring, the schedule and the epilogue, is the same.
 
 // Where stage s's tiles sit in shared memory (the kernel's layout, below): [x][w], then under
-// PRESPLIT [x small][w small]; after the STAGES stages, RING buffers for small parts split in place.
+// PRESPLIT [x small][w small] (or [x small] alone when w's small parts are made in the loop); after
+// the STAGES stages, RING buffers for small parts made in shared memory: a stage's size each, [x][w]
+// (ring_x, ring_w), or w's size each under SplitWConfig (w_ring).
 template <class C>
 struct Stages {
   unsigned char* smem;  // 1024-byte aligned
@@ -66,6 +68,9 @@ struct Stages {
   __device__ __forceinline__ unsigned char* ring_x(int r) const { return smem + (C::STAGES + r) * C::STAGE_BYTES; }
   __device__ __forceinline__ unsigned char* ring_w(int r) const {
     return smem + (C::STAGES + r) * C::STAGE_BYTES + C::A_BYTES;
+  }
+  __device__ __forceinline__ unsigned char* w_ring(int r) const {
+    return smem + C::STAGES * C::STAGE_BYTES + r * C::RING_BYTES;
   }
 };
 
@@ -141,6 +146,59 @@ struct Split3xTf32Mainloop {
   }
 };
 
+// 3xTF32 with x's parts by TMA and w's small parts made here, in shared memory: no pass over w per
+// call. x arrives as big (raw) and small boxes, split before the kernel (its pass reads M x K, the
+// batch: small beside w's N x K at the problems' shapes); w arrives raw, which is its own big part
+// (the tensor cores truncate it: common/tf32_operands.cuh), and the 256 consumer threads write its
+// small parts, tc::tf32_residual of each value, into ring buffer it % RING at the same offset, so
+// that the swizzled layout and the descriptors carry over. A proxy fence and a barrier of the
+// consumers (each warp group reads the whole w tile, which both wrote), then the three products and
+// the promotion of Split3xTf32Mainloop. The ring of 3 is that loop's too (why 3: the kernel's comment).
+// Against splitting both operands in shared memory (Split3xTf32Mainloop without PRESPLIT): w's small
+// parts only, and no big part written back: a quarter of its shared-memory traffic at BN = 128.
+struct SplitW3xTf32Mainloop {
+  template <class C, class Total>
+  static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& total, const Stages<C>& st, uint64_t a_big,
+                                              uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
+    const uint64_t a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * 64 * BK * 4);
+    const int r = it % C::RING;
+    const float4* raw = reinterpret_cast<const float4*>(st.w(s));
+    float4* small = reinterpret_cast<float4*>(st.w_ring(r));
+#pragma unroll 4
+    for (int i = ct; i < C::B_BYTES / 16; i += 128 * CONSUMERS) {
+      const float4 v = raw[i];
+      small[i] = make_float4(tc::tf32_residual(v.x), tc::tf32_residual(v.y), tc::tf32_residual(v.z),
+                             tc::tf32_residual(v.w));
+    }
+    hopper::fence_proxy_async();
+    hopper::named_barrier(1, 128 * CONSUMERS);
+    const uint64_t b_small = hopper::wgmma_desc_sw128(st.w_ring(r));
+    const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
+    hopper::fence_operands(acc);
+    hopper::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+      const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+      C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
+      C::Operand::mma(acc, a_big + step, b_small + step, 1);
+      C::Operand::mma(acc, a_big + step, b_big + step, 1);
+    }
+    hopper::wgmma_commit();
+    hopper::fence_operands(acc);
+    if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
+      hopper::wgmma_wait<0>();
+      hopper::fence_operands(acc);
+#pragma unroll
+      for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
+        total[i] += acc[i];
+      }
+      hopper::fence_operands(acc);
+    } else {
+      hopper::wgmma_wait<1>();
+    }
+  }
+};
+
 // The schedule (PersistentTiles, common/gemm_wgmma_types.cuh), with every contender timed in turn
 // (utils.bench.time_interleaved): 4.6% faster than one tile per block at 32768 x 4096 x 1024 and level
 // at 1024 x 8192 x 8192; timed one after another, the order had hidden that (it favours whoever runs
@@ -168,11 +226,16 @@ struct Config {
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
   static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
   static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
+  static constexpr int RING_BYTES = STAGE_BYTES;           // one ring buffer: an x and a w tile's small parts
+  static constexpr bool LOADS_W_SMALL = PRESPLIT;          // the producer brings w's small parts (TMA)
+  static constexpr bool TRANSFORMS_W = false;              // the producer's other warps make them (see below)
   static constexpr int ACC = BN / 2;          // accumulators per consumer thread and 64 rows: 64 x BN / 128
   static constexpr int BARRIERS = 2 * STAGES;  // full[STAGES], empty[STAGES]
+  static constexpr int TMA_BYTES = STAGE_BYTES;  // what TMA brings per stage
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
-                                       static_cast<size_t>(STAGE_BYTES) * (STAGES + RING) + BARRIERS * sizeof(uint64_t);
-  static_assert(BN == 128 || BN == 256, "wgmma wrappers exist for n128 and n256");
+                                       static_cast<size_t>(STAGE_BYTES) * STAGES + static_cast<size_t>(RING_BYTES) * RING +
+                                       BARRIERS * sizeof(uint64_t);
+  static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma wrappers exist for n64, n128 and n256");
   static_assert(BK == Operand::K_TILE && BK % Operand::K_PER_MMA == 0, "a stage is whole wgmmas of one swizzle row");
   static_assert(BN <= 256, "a TMA box is at most 256 rows");
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
@@ -189,6 +252,59 @@ using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4, /*SPLIT*/ false, /*PROMOTE*/
 constexpr int PROMOTE_K = 256;  // k values per promoted chunk (gemm_10_3xtf32.cu measures the choice)
 template <int PROMOTE = PROMOTE_K / BK>
 using PresplitConfig = Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE, /*PRESPLIT*/ true>;
+// 3xTF32 with no pass over w (SplitW3xTf32Mainloop): Config's pre-split layout less w's small box,
+// whose parts a ring of 3 w-sized buffers holds instead.
+template <int BN_, int STAGES_, int PROMOTE_ = PROMOTE_K / BK>
+struct SplitWConsumersConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
+  using Base = Config<BN_, STAGES_, true, PROMOTE_, true>;
+  using Mainloop = SplitW3xTf32Mainloop;
+  static constexpr bool LOADS_W_SMALL = false;
+  static constexpr int STAGE_BYTES = 2 * Base::A_BYTES + Base::B_BYTES;  // [x][w][x small]
+  static constexpr int TMA_BYTES = STAGE_BYTES;
+  static constexpr int RING = 3, RING_BYTES = Base::B_BYTES;
+  static constexpr size_t SMEM_BYTES = 1024 + static_cast<size_t>(STAGE_BYTES) * STAGES_ +
+                                       static_cast<size_t>(RING_BYTES) * RING + Base::BARRIERS * sizeof(uint64_t);
+  static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
+};
+// 3xTF32 with no pass over w, w's small parts made by the producer warp group's three idle warps
+// (warp 0 issues the TMA loads): the pre-split layout and main loop, w's small box written by those
+// warps instead of TMA once the stage has landed, announced on a third barrier, ready[s], which the
+// consumers wait on after full[s]. The consumers' loop is the pre-split one, unchanged.
+template <int BN_, int STAGES_, int PROMOTE_ = PROMOTE_K / BK>
+struct SplitWProducerConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
+  using Base = Config<BN_, STAGES_, true, PROMOTE_, true>;
+  static constexpr bool LOADS_W_SMALL = false, TRANSFORMS_W = true;
+  static constexpr int TMA_BYTES = Base::STAGE_BYTES - Base::B_BYTES;  // all but w's small box
+  static constexpr int BARRIERS = 3 * STAGES_;                         // full, empty, ready
+  static constexpr size_t SMEM_BYTES = 1024 + static_cast<size_t>(Base::STAGE_BYTES) * STAGES_ + BARRIERS * sizeof(uint64_t);
+};
+
+// The producer warp group's warps 1-3 under TRANSFORMS_W: for each k tile, in the producer's order,
+// wait until its stage has landed, write w's small parts (tc::tf32_residual of each value, at the
+// same offsets: the swizzled layout carries over), make them visible to wgmma (proxy fence), and
+// arrive on ready[s] (96 arrivals).
+template <class C, class Tiles>
+__device__ __forceinline__ void make_w_small(const Stages<C>& st, uint64_t* full, uint64_t* ready, const Tiles& tiles,
+                                             int k_tiles) {
+  const int t = static_cast<int>(threadIdx.x) - 32;  // 0..95
+  int it = 0;
+  for (int unit = tiles.first(); unit < tiles.units; unit += tiles.step()) {
+    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
+      const int s = it % C::STAGES;
+      hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
+      const float4* raw = reinterpret_cast<const float4*>(st.w(s));
+      float4* small = reinterpret_cast<float4*>(st.w_small(s));
+#pragma unroll 4
+      for (int i = t; i < C::B_BYTES / 16; i += 96) {
+        const float4 v = raw[i];
+        small[i] = make_float4(tc::tf32_residual(v.x), tc::tf32_residual(v.y), tc::tf32_residual(v.z),
+                               tc::tf32_residual(v.w));
+      }
+      hopper::fence_proxy_async();
+      hopper::mbar_arrive(&ready[s]);
+    }
+  }
+}
 
 // An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
 // (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
@@ -280,8 +396,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   // bits, so every tile must start on a 1024-byte boundary: align the base (SMEM_BYTES has room).
   unsigned char* smem = smem_raw + ((1024 - (hopper::smem_addr(smem_raw) & 1023)) & 1023);
   const Stages<C> st{smem};
-  uint64_t* full = reinterpret_cast<uint64_t*>(smem + (C::STAGES + C::RING) * C::STAGE_BYTES);
+  uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::STAGES * C::STAGE_BYTES + C::RING * C::RING_BYTES);
   uint64_t* empty = full + C::STAGES;
+  uint64_t* ready = empty + C::STAGES;  // TRANSFORMS_W only
   float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats
 
   // The tiles this block computes, as the scheduler deals them out: the producer and the consumers
@@ -297,6 +414,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < C::STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
       hopper::mbar_init(&empty[s], CONSUMERS);
+      if constexpr (C::TRANSFORMS_W) hopper::mbar_init(&ready[s], 96);
     }
     hopper::mbar_init_fence();
   }
@@ -310,7 +428,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       hopper::tma_prefetch_descriptor(&tmap_w);
       if constexpr (C::PRESPLIT) {
         hopper::tma_prefetch_descriptor(&tmap_xs);
-        hopper::tma_prefetch_descriptor(&tmap_ws);
+        if constexpr (C::LOADS_W_SMALL) hopper::tma_prefetch_descriptor(&tmap_ws);
       }
       // w's tile, BN rows from row n0.
       auto load_w = [&](unsigned char* dst, const CUtensorMap* map, uint64_t* bar, int k, int n0) {
@@ -325,15 +443,18 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (it >= C::STAGES) {
             hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
           }
-          hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
+          hopper::mbar_arrive_expect_tx(&full[s], C::TMA_BYTES);  // full boxes, zero-filled parts included
           hopper::tma_load_2d(st.x(s), &tmap_x, &full[s], kt * BK, m0);
           load_w(st.w(s), &tmap_w, &full[s], kt * BK, n0);
           if constexpr (C::PRESPLIT) {
             hopper::tma_load_2d(st.x_small(s), &tmap_xs, &full[s], kt * BK, m0);
-            load_w(st.w_small(s), &tmap_ws, &full[s], kt * BK, n0);
+            if constexpr (C::LOADS_W_SMALL) load_w(st.w_small(s), &tmap_ws, &full[s], kt * BK, n0);
           }
         }
       }
+    }
+    if constexpr (C::TRANSFORMS_W) {
+      if (threadIdx.x >= 32) make_w_small<C>(st, full, ready, tiles, k_tiles);
     }
   } else {
     // ---- consumers ----
@@ -366,6 +487,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % C::STAGES;
         hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
+        if constexpr (C::TRANSFORMS_W) hopper::mbar_wait(&ready[s], (it / C::STAGES) & 1);
         const uint64_t a_big = hopper::wgmma_desc_sw128(st.x(s) + c * 64 * BK * 4);
         const uint64_t b_big = hopper::wgmma_desc_sw128(st.w(s));
         C::Mainloop::step(acc, total, st, a_big, b_big, s, it, kt, k_tiles, c, ct);  // TF32 or 3xTF32

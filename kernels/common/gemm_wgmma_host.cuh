@@ -5,7 +5,8 @@
 //   run, run_epilogue                    encode the tensor maps and launch, with StoreEpilogue or
 //                                        another epilogue;
 //   split_parts, run_presplit,           the pre-split path of 3xTF32: the operands split into big
-//   run_parts_epilogue                   and small parts before the kernel (PRESPLIT configs).
+//   run_parts_epilogue                   and small parts before the kernel (PRESPLIT configs);
+//   run_split_w_epilogue                 x split before the kernel, w's small parts made in it (SplitW*Config).
 
 #pragma once
 
@@ -135,6 +136,24 @@ void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small
   const CUtensorMap tmap_xs = operand_map<C>(x_small, BM);
   const CUtensorMap tmap_ws = operand_map<C>(w_small, C::BN);
   launch<C>(tmap_x, tmap_w, tmap_xs, tmap_ws, M, N, K, epi);
+}
+
+// x @ w.T with x given part by part (x_big (M, K), which may be x itself, and x_small) and w raw
+// (N, K): w's small parts are made in the kernel, in shared memory (SplitW*Config). M, N, K > 0.
+template <class C, class Epi>
+void run_split_w_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w,
+                          const Epi& epi) {
+  static_assert(C::PRESPLIT && !C::LOADS_W_SMALL, "run_split_w takes x's parts and w raw");
+  const c10::cuda::CUDAGuard guard(x_big.device());
+  const int64_t M = x_big.size(0);
+  const int64_t N = w.size(0);
+  const int64_t K = x_big.size(1);
+  TORCH_CHECK(w.size(1) == K && x_small.sizes() == x_big.sizes() && K % 4 == 0,
+              "the operands must agree in K, with x's parts of one shape and K % 4 == 0");
+  const CUtensorMap tmap_x = operand_map<C>(x_big, BM);
+  const CUtensorMap tmap_w = operand_map<C>(w, C::BN);
+  const CUtensorMap tmap_xs = operand_map<C>(x_small, BM);
+  launch<C>(tmap_x, tmap_w, tmap_xs, tmap_w, M, N, K, epi);
 }
 
 // x @ w.T from split_parts of x (M, K) and of w (N, K) (big parts rounded to the nearest TF32).

@@ -38,11 +38,14 @@ struct Tf32Operand {
   static constexpr CUtensorMapDataType TMA_TYPE = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 
   // d[N] += a (64 x 8) . b (8 x 2N) from shared memory (the descriptors), or d = a . b with scale_d 0:
-  // N = 64 accumulators per thread is a 64 x 128 tile (n128), N = 128 a 64 x 256 one (n256).
+  // N = 32 accumulators per thread is a 64 x 64 tile (n64), N = 64 a 64 x 128 one (n128), N = 128 a
+  // 64 x 256 one (n256).
   template <int N>
   static __device__ __forceinline__ void mma(float (&d)[N], uint64_t desc_a, uint64_t desc_b, int scale_d) {
-    static_assert(N == 64 || N == 128, "wgmma wrappers exist for n128 and n256");
-    if constexpr (N == 64) {
+    static_assert(N == 32 || N == 64 || N == 128, "wgmma wrappers exist for n64, n128 and n256");
+    if constexpr (N == 32) {
+      hopper::wgmma_m64n64k8_tf32(d, desc_a, desc_b, scale_d);
+    } else if constexpr (N == 64) {
       hopper::wgmma_m64n128k8_tf32(d, desc_a, desc_b, scale_d);
     } else {
       hopper::wgmma_m64n256k8_tf32(d, desc_a, desc_b, scale_d);

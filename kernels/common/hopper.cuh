@@ -6,7 +6,7 @@
 //   mbar_*                    mbarriers: the producer/consumer handshake of the shared-memory ring;
 //   tma_load_2d               one box of a matrix, global -> shared, by the TMA unit;
 //   fence_proxy_async         make ordinary shared-memory writes visible to wgmma (the async proxy);
-//   wgmma_*                   warpgroup MMA: descriptors, fence / commit / wait, m64n{128,256}k8 TF32;
+//   wgmma_*                   warpgroup MMA: descriptors, fence / commit / wait, m64n{64,128,256}k8 TF32;
 //   fence_operands            keep the compiler from touching accumulators while a wgmma owns them;
 //   setmaxnreg_inc/dec        move registers from the producer warp group to the consumers.
 //
@@ -212,6 +212,23 @@ __device__ __forceinline__ void fence_operands(float (&d)[N]) {
 // Accumulator layout: warp v of the group, lane l (g = l / 4, t = l % 4): d[4j + 0..1] = D[16v + g]
 // [8j + 2t + 0..1], d[4j + 2..3] = D[16v + g + 8][8j + 2t + 0..1] (mma.sync's C fragment, repeated
 // for each n8 block j).
+// n64: a 64 x 64 tile, 32 accumulators per thread (the narrow tiles of a mid-size batch).
+__device__ __forceinline__ void wgmma_m64n64k8_tf32(float (&d)[32], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 __device__ __forceinline__ void wgmma_m64n128k8_tf32(float (&d)[64], uint64_t desc_a, uint64_t desc_b, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\n"

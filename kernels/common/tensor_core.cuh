@@ -3,6 +3,7 @@
 // notebooks/08_tensor_cores_and_precision.ipynb).
 //
 //   to_tf32 / split_tf32   fp32 -> TF32, and the 3xTF32 split v = big + small (split_tf32x4: four);
+//   tf32_residual          the small part when v itself is the big part (tensor cores truncate it);
 //   mma_tf32               one warp-wide mma.sync m16n8k8 (TF32 in, FP32 accumulate);
 //   ldmatrix_x4            four 8 x 4 blocks of 32-bit words from shared memory into fragments;
 //   cp_async_16            a 16-byte cp.async (common/cp_async.cuh, with the 4-byte one, commit and wait);
@@ -15,6 +16,7 @@
 
 #pragma once
 
+#include <cfloat>  // FLT_MIN
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -59,6 +61,27 @@ __device__ __forceinline__ void split_tf32(float v, uint32_t& big, uint32_t& sma
   const bool finite = isfinite(v);
   big = finite ? rounded : (__float_as_uint(v) & 0x80000000u) | 0x00800000u;  // ±2^-126
   small = finite ? rest : __float_as_uint(v);
+}
+
+// The small part when the big part is v itself (common/tf32_operands.cuh: the operands that go through
+// memory): trunc(v) is what the tensor cores read of v; v - trunc(v) (v's low 13 bits, v's sign) rounded to the
+// nearest TF32 keeps v's sign too. The residual is never 0 but where v is ±0: where v - trunc(v)
+// is 0 (v a TF32 value already: one uniform weight in 8192) or no number (v = ±inf or NaN, where it
+// would be inf - inf), it is ±2^-126, fp32's smallest normal, with v's sign. Why: an inf in x meets
+// w's parts in xb·wb + xb·ws, and reaches w's through xs·wb only if w is inf too; with every part of
+// a nonzero value nonzero and of its sign, each such term is ±inf with the product's sign, as fp32's
+// x·w is, where a small part of 0 would give inf·0 = NaN. (v = ±0 keeps 0: inf·0 is NaN in fp32
+// too.) What it adds to a finite product: xb·(±2^-126) + (±2^-126)·wb, a fraction 2^-126 (1/|x| +
+// 1/|w|) of xb·wb, of its sign: below fp32's 2^-24 for operands above 2^-101 in magnitude (the
+// split's own error is 2^-21). Nor does it reach the result: the tensor core adds each k8 step's
+// xb·wb after those terms, aligns the sum to its largest term and keeps a limited number of bits
+// below it, truncating (gemm_10_3xtf32.cu; utils/tf32.tensor_core_step models it), which cuts the
+// 2^-126 terms away: finite results keep their bits (tests/test_tf32_special_values.py checks it on
+// the model, tests/test_gemm_tensor_cores.py on the GPU).
+__device__ __forceinline__ float tf32_residual(float v) {
+  const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+  const float small = isfinite(v) ? __uint_as_float(tc::to_tf32(v - big)) : 0.0f;
+  return small == 0.0f && v != 0.0f ? copysignf(FLT_MIN, v) : small;
 }
 
 // split_tf32 of four values at once, parts kept as floats (TF32 values with their low 13 bits zero):

@@ -38,7 +38,6 @@
 #pragma once
 
 #include <algorithm>
-#include <cfloat>  // FLT_MIN
 #include <cstdint>
 
 #include "common/check.cuh"
@@ -47,25 +46,9 @@
 
 namespace tf32_operands {
 
-// trunc(v): what the tensor cores read of v; v - trunc(v) (v's low 13 bits, v's sign) rounded to the
-// nearest TF32 keeps v's sign too. The residual is never 0 but where v is ±0: where v - trunc(v)
-// is 0 (v a TF32 value already: one uniform weight in 8192) or no number (v = ±inf or NaN, where it
-// would be inf - inf), it is ±2^-126, fp32's smallest normal, with v's sign. Why: an inf in x meets
-// w's parts in xb·wb + xb·ws, and reaches w's through xs·wb only if w is inf too; with every part of
-// a nonzero value nonzero and of its sign, each such term is ±inf with the product's sign, as fp32's
-// x·w is, where a small part of 0 would give inf·0 = NaN. (v = ±0 keeps 0: inf·0 is NaN in fp32
-// too.) What it adds to a finite product: xb·(±2^-126) + (±2^-126)·wb, a fraction 2^-126 (1/|x| +
-// 1/|w|) of xb·wb, of its sign: below fp32's 2^-24 for operands above 2^-101 in magnitude (the
-// split's own error is 2^-21). Nor does it reach the result: the tensor core adds each k8 step's
-// xb·wb after those terms, aligns the sum to its largest term and keeps a limited number of bits
-// below it, truncating (gemm_10_3xtf32.cu; utils/tf32.tensor_core_step models it), which cuts the
-// 2^-126 terms away: finite results keep their bits (tests/test_tf32_special_values.py checks it on
-// the model, tests/test_gemm_tensor_cores.py on the GPU).
-__device__ __forceinline__ float residual(float v) {
-  const float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
-  const float small = isfinite(v) ? __uint_as_float(tc::to_tf32(v - big)) : 0.0f;
-  return small == 0.0f && v != 0.0f ? copysignf(FLT_MIN, v) : small;
-}
+// The residual of one value (common/tensor_core.cuh's tc::tf32_residual: why it is never 0 but where v
+// is ±0), the one the whole-model kernels also make in shared memory from w (SplitW3xTf32Mainloop).
+__device__ __forceinline__ float residual(float v) { return tc::tf32_residual(v); }
 
 // n values: float4s where both pointers allow them (16-byte aligned), the last n % 4 one by one.
 __global__ void residual_kernel(const float* __restrict__ v, float* __restrict__ small, int64_t n, bool vector) {
