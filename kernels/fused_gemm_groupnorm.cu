@@ -17,7 +17,8 @@
 // purpose: a drop-in's freeze()). With TF32 allowed
 // (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision("high")) the GEMM is
 // rung 9's 1xTF32 (the tf32 tier), as nn.Linear's cuBLAS GEMM would then be. The setting is read
-// on every call.
+// once on every call (common/gemm_dispatch.cuh, which also sends up to 256 rows of x to `linear` and
+// the tail).
 // @precision: fp32
 // @arch: 9.0a
 // @ops: its launchers are operators' kernels (utils/ops.py registers them)
@@ -48,7 +49,6 @@
 // time plus 3-6% against cuBLAS TF32 + the tail: 37 saves ~0.3 ms of ~1.1 (25-30%); at 94/62/75
 // rung 9 is 87-96% of cuBLAS, so the fused kernel and cuBLAS + tail come out within +-5%.
 
-#include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
 #include <ATen/core/dispatch/Dispatcher.h>  // the unfused ops, where the fused kernels do not apply
 
 #include <type_traits>
@@ -58,9 +58,9 @@
 #include "common/check.cuh"
 #include "common/dependent_launch.cuh"
 #include "common/device_cache.cuh"
+#include "common/gemm_dispatch.cuh"
 #include "common/gemm_epilogue_groupnorm.cuh"
 #include "common/gemm_launch.cuh"
-#include "common/gemm_small_batch.cuh"
 #include "common/gemm_wgmma_host.cuh"
 #include "common/groupnorm.cuh"
 #include "common/tf32_operands.cuh"
@@ -129,11 +129,13 @@ struct Operands {
   torch::Tensor x, w;
   torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
   bool save;                 // keep the GEMM's output for the backward
+  bool tf32;                 // the tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
 };
 
 inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
                                   int64_t num_groups, const torch::Tensor& gamma, const torch::Tensor& beta,
-                                  double eps, const c10::optional<torch::Tensor>& w_residual, bool save) {
+                                  double eps, const c10::optional<torch::Tensor>& w_residual, bool save,
+                                  gemm_dispatch::Tier tier) {
   CHECK_CUDA(x);
   CHECK_CUDA(w);
   CHECK_FLOAT(x);
@@ -166,21 +168,22 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
   const torch::Tensor wc = tma_ready(w);
-  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save};
+  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, tier == gemm_dispatch::Tier::TF32};
 }
 
-// Whether the whole model runs in this file's kernels: `fusable`, and more than 64 rows of x. Up to 64
-// the time is one read of w, which `linear`'s small-batch schedule (common/gemm_small_batch.cuh) makes
-// close to the device's bandwidth, where these kernels, 128 rows of x a block, leave most SMs idle
-// (results/nvidia-h100-80gb-hbm3/logs/small_batch/): the model runs as workbook::linear and its tail
-// there. Its arguments are checked here first, so that an error names them as this file's kernels would
-// (linear would call linear_bias "bias").
-inline bool fused_here(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb, int64_t num_groups,
-                       const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
-                       const c10::optional<torch::Tensor>& w_residual) {
+// Whether the whole model runs in this file's kernels: `fusable`, and the plan's WIDE schedule (more
+// than 256 rows of x: common/gemm_dispatch.cuh). Up to 64 rows the time is one read of w, which
+// `linear`'s small-batch schedule makes close to the device's bandwidth; up to 256, `linear`'s narrow
+// tiles give every SM work. These kernels, 128 x 128 or 128 x 256 tiles, would leave most SMs idle
+// there (experiments/gemm_schedules/README.md): the model runs as workbook::linear and its tail. Its
+// arguments are checked here first, so that an error names them as this file's kernels would (linear
+// would call linear_bias "bias").
+inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,
+                       const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
+                       const torch::Tensor& beta, double eps, const c10::optional<torch::Tensor>& w_residual) {
   if (!fusable_inputs(x, w, num_groups)) return false;
-  if (!small_batch::applies(x, w)) return true;
-  check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false);
+  if (plan.schedule == gemm_dispatch::Schedule::WIDE) return true;
+  check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false, plan.tier);
   return false;
 }
 
@@ -192,10 +195,10 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
               shape_string(bias));
 }
 
-// x @ w.T through `epi`, at the tier PyTorch's fp32 matmul setting asks for (read on every call).
+// x @ w.T through `epi`, at the tier the launcher's plan read.
 template <class Epi3, class Epi1>
 void run_gemm(const Operands& o, const Epi3& strict, const Epi1& tf32) {
-  if (at::globalContext().allowTF32CuBLAS()) {
+  if (o.tf32) {
     gemm_wgmma::run_epilogue<gemm_wgmma::Tf32Config>(o.x, o.w, tf32);
   } else {
     // x and w are their own big parts (common/tf32_operands.cuh); their small parts are made here,
@@ -246,8 +249,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
   torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
   torch::Tensor saved = saved_output(o);
   if (M == 0) return {broadcast_add(rowmin, bias, /*dependent=*/false), saved};
-  const bool tf32 = at::globalContext().allowTF32CuBLAS();
-  const int64_t tiles = tf32 ? gemm_wgmma::tiles_n<gemm_wgmma::Tf32Config>(C)
+  const int64_t tiles = o.tf32 ? gemm_wgmma::tiles_n<gemm_wgmma::Tf32Config>(C)
                              : gemm_wgmma::tiles_n<gemm_wgmma::PresplitConfig<>>(C);
   torch::Tensor partials, keys;
   if (atomic) {
@@ -297,11 +299,12 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             double min_val, double max_val, int64_t num_groups, torch::Tensor gamma,
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
+  const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
+  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
   fused::check_bias(x, w, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
   const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
@@ -312,11 +315,12 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
 std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, torch::Tensor bias,
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::swish_bias_group_norm", x, w, linear_bias,
+  const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
+  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::swish_bias_group_norm", x, w, linear_bias,
                                              w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
   fused::check_bias(x, w, bias);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{bias.data_ptr<float>()},
                             Identity{});
@@ -326,11 +330,12 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
+  const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
+  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
                             LeakyReluX2{nullptr, static_cast<float>(negative_slope)});
 }
@@ -339,11 +344,12 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const auto unfused = fused::unless_fusable(fused::fused_here(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_min_bias", x, w, linear_bias,
+  const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
+  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_min_bias", x, w, linear_bias,
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);
 }
 
@@ -351,7 +357,8 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias_atomic(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                          torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                          c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
+  const gemm_dispatch::Tier tier = gemm_dispatch::current_tier();
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, tier);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/true);
 }

@@ -89,13 +89,12 @@
 // in-shared-memory split, built first, ran at 1.49x and 1.63x cuBLAS SGEMM at the two shapes.
 // What came after the prediction is measured in notebooks 08 (mma.sync) and 09 (wgmma).
 
-#include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
-
 #include <algorithm>
 #include <tuple>
 #include <vector>
 
 #include "common/device_cache.cuh"
+#include "common/gemm_dispatch.cuh"
 #include "common/gemm_mma.cuh"
 #include "common/gemm_small_batch.cuh"
 #include "common/gemm_wgmma_host.cuh"
@@ -117,14 +116,18 @@ constexpr int PROMOTE = GEMM10_PROMOTE_K / 32;  // stages per promoted chunk
 using SmemSplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ true, PROMOTE>;
 // Pre-split operands: 3 stages of four boxes (x big, w big, x small, w small: 64 KB each).
 using PresplitConfig = gemm_wgmma::PresplitConfig<PROMOTE>;
+// 65-256 rows of x (common/gemm_dispatch.cuh): x pre-split, w's small parts made in shared memory, in
+// blocks 64 or 128 columns wide.
+using SplitW64Config = gemm_wgmma::SplitWConfig</*BN*/ 64, /*STAGES*/ 4, PROMOTE>;
+using SplitW128Config = gemm_wgmma::SplitWConfig</*BN*/ 128, /*STAGES*/ 3, PROMOTE>;
 
 // The small parts of w that the caller kept (a drop-in's freeze()), or none.
 using tf32_operands::kept_residual;
 
 // op(a) @ op(b).T, op transposing where asked (the backward's operands), on the wgmma kernel at the
-// tier PyTorch's fp32 matmul setting asks for: 3xTF32 on raw values and small parts, or TF32.
-inline torch::Tensor product(const torch::Tensor& a, bool a_transposed, const torch::Tensor& b, bool b_transposed) {
-  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+// tier the caller read: 3xTF32 on raw values and small parts, or TF32.
+inline torch::Tensor product(const torch::Tensor& a, bool a_transposed, const torch::Tensor& b, bool b_transposed,
+                             bool tf32) {
   const tf32_operands::Operand A = tf32_operands::prepare(a, a_transposed, /*with_residual*/ !tf32);
   const tf32_operands::Operand B = tf32_operands::prepare(b, b_transposed, /*with_residual*/ !tf32);
   TORCH_CHECK(A.k() == B.k(), "internal: the operands' padded K differ (", num(A.k()), " and ", num(B.k()), ")");
@@ -185,7 +188,7 @@ torch::Tensor tf32_residual(torch::Tensor w) {
   return tf32_operands::tf32_residual(w.contiguous());
 }
 
-// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): on sm_90, up to 64 rows of x at either tier, the small-batch schedule (common/gemm_small_batch.cuh: w read once); beyond, rung 10 (3xTF32, strict tier) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE; otherwise cuBLAS's addmm, exactly what nn.Linear runs. w_residual: tf32_residual(w) kept by the caller, or None: made on this call
+// @export: nn.Linear's forward, x @ w.T + bias, for float32 CUDA x (M, K), w (N, K), bias (N,): on sm_90, up to 64 rows of x at either tier, the small-batch schedule (common/gemm_small_batch.cuh: w read once); beyond, rung 10 (3xTF32, strict tier; w's small parts made in the kernel up to 256 rows) with the bias in its epilogue when PyTorch's fp32 matmul setting is IEEE; otherwise cuBLAS's addmm, exactly what nn.Linear runs (common/gemm_dispatch.cuh chooses). w_residual: tf32_residual(w) kept by the caller, or None: made on this call
 torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::optional<torch::Tensor> w_residual = c10::nullopt) {
   // The checks of both paths (contiguity is only the kernel's business: it copies views below).
   CHECK_CUDA(x);
@@ -200,17 +203,18 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
               "x (M, K) and w (N, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape (N,) = (", num(w.size(0)),
               ",), got ", shape_string(bias));
-  // The tier, read on every call from PyTorch's fp32 matmul setting.
-  const bool tf32 = at::globalContext().allowTF32CuBLAS();
+  // The kernel, from the tier (PyTorch's fp32 matmul setting, read on every call) and the rows of x:
+  // common/gemm_dispatch.cuh.
+  const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);
   // Up to 64 rows of x, at either tier: w read once, as the tensor cores' M operand, split in registers
   // (common/gemm_small_batch.cuh), where the kernels below would leave SMs idle and split w per call.
-  if (small_batch::applies(x, w)) {
+  if (plan.schedule == gemm_dispatch::Schedule::SMALL_BATCH) {
     gemm10::kept_residual(w_residual, w);  // checked as on every path, not needed here
-    return small_batch::linear(x, w, bias, tf32);
+    return small_batch::linear(x, w, bias, plan.tf32());
   }
   // The dispatch nn.Linear would make: TF32 (or lower) allowed means cuBLAS's TF32 GEMM, which rung 9
-  // does not beat; wgmma and this file's binary exist for sm_90 only.
-  if (tf32 || !is_sm90(x.get_device())) {
+  // does not beat (experiments/gemm_schedules/README.md); wgmma and this file's binary exist for sm_90 only.
+  if (plan.tf32() || !is_sm90(x.get_device())) {
     return bias.addmm(x, w.t());  // nn.Linear's own GEMM: at::addmm(bias, x, w.t())
   }
   const torch::Tensor xc = x.contiguous();  // any view of x (rows padded, transposed, strided)
@@ -224,11 +228,23 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
     return out.copy_(bc.expand_as(out));  // an empty sum: the bias alone
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
-    // x and w are their own big parts; their small parts are made here, w's unless the caller kept them.
+    // x and w are their own big parts; x's small parts are made here.
     const torch::Tensor ws = gemm10::kept_residual(w_residual, wc);
-    gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
-        xc, tf32_operands::tf32_residual(xc), wc, ws.defined() ? ws : tf32_operands::tf32_residual(wc),
-        gemm_wgmma::StoreEpilogue{out.data_ptr<float>(), bc.data_ptr<float>()});
+    const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), bc.data_ptr<float>()};
+    if (plan.schedule == gemm_dispatch::Schedule::NARROW) {
+      // 65-256 rows: w's small parts made in the kernel, where each block column is computed once or
+      // twice (a kept w_residual is not faster there).
+      const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(xc.get_device());
+      if (gemm_dispatch::narrow_width(xc.size(0), wc.size(0), sms) == 64) {
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xc, tf32_operands::tf32_residual(xc), wc, store);
+      } else {
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW128Config>(xc, tf32_operands::tf32_residual(xc), wc, store);
+      }
+    } else {
+      // w's small parts made here too, unless the caller kept them.
+      gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
+          xc, tf32_operands::tf32_residual(xc), wc, ws.defined() ? ws : tf32_operands::tf32_residual(wc), store);
+    }
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());
   }
@@ -263,7 +279,8 @@ std::tuple<torch::Tensor, torch::Tensor> linear_backward(torch::Tensor dy, torch
   // copied first (at 8192 x 8192 the copy alone is 0.18 ms on an H100; measured 0.53 ms in all
   // against cuBLAS's 0.34, experiments/training/). dw = dy.T @ x stays on the wgmma kernel, which
   // beats cuBLAS's layout there (0.47 against 0.62 ms) even with both operands copied.
-  const bool tf32 = at::globalContext().allowTF32CuBLAS();
-  return {need_dx ? (tf32 ? dy.mm(w) : gemm10::product(dy, /*a_transposed*/ false, w, /*b_transposed*/ true)) : none,
-          need_dw ? gemm10::product(dy, /*a_transposed*/ true, x, /*b_transposed*/ true) : none};
+  const bool tf32 = gemm_dispatch::current_tier() == gemm_dispatch::Tier::TF32;
+  return {need_dx ? (tf32 ? dy.mm(w) : gemm10::product(dy, /*a_transposed*/ false, w, /*b_transposed*/ true, tf32))
+                  : none,
+          need_dw ? gemm10::product(dy, /*a_transposed*/ true, x, /*b_transposed*/ true, tf32) : none};
 }

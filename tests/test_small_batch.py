@@ -1,10 +1,13 @@
-"""The small-batch schedule (kernels/common/gemm_small_batch.cuh): `linear` at up to 64 rows of x, at both
-tiers, and the whole models, which run as `linear` and their tail there.
+"""The schedules for small and mid-size batches (kernels/common/gemm_dispatch.cuh): `linear` at up to 64
+rows of x (the small-batch schedule, kernels/common/gemm_small_batch.cuh) and at 65-256 rows (the strict
+tier's narrow tiles, w's small parts made in the kernel, 64 or 128 columns wide), at both tiers, and the
+whole models, which run as `linear` and their tail there.
 
-Every element against float64 at the tier's tolerance, on both sides of the M = 64 boundary, at shapes that
-are no multiple of the schedule's boxes (16 CW rows of w, 32 floats of k, 8 rows of x), on views, and with
-inf and NaN in w and x where fp32 has them. The drop-ins' forward and backward at batches 1, 7, 64 and 129
-against the reference model in float64. (The harness at scales small (batch 64) and odd (37), in
+Every element against float64 at the tier's tolerance, on both sides of the M = 64 and M = 256 boundaries,
+at shapes that are no multiple of the schedules' boxes (16 CW rows of w, 32 floats of k, 8 rows of x; 128 x
+64 and 128 x 128 tiles: N = 8200 at 200 rows takes the 128-wide one on a 132-SM GPU), on views, and with
+inf and NaN in w and x where fp32 has them. The drop-ins' forward and backward at batches 1, 7, 64, 129,
+200 and 257 against the reference model in float64. (The harness at scales small (batch 64) and odd (37), in
 test_solutions.py, runs the schedule too.)
 """
 import copy
@@ -20,7 +23,7 @@ from utils.problems import all_problems, get_problem
 pytestmark = pytest.mark.gpu
 
 TIERS = {"strict": False, "tf32": True}  # tier -> TF32 allowed
-MS = [1, 7, 64, 65, 129, 1000]
+MS = [1, 7, 64, 65, 129, 200, 256, 257, 1000]
 
 
 def _rand(*shape, seed: int, scale: float = 1.0) -> torch.Tensor:
@@ -41,7 +44,7 @@ def _linear(x, w, b, tier):
 
 @pytest.mark.parametrize("tier", TIERS)
 @pytest.mark.parametrize("M", MS)
-@pytest.mark.parametrize("N, K", [(1000, 1004), (77, 36), (4096, 260)])
+@pytest.mark.parametrize("N, K", [(1000, 1004), (77, 36), (4096, 260), (8200, 132)])
 def test_linear_matches_float64_on_both_sides_of_the_boundary(M, N, K, tier):
     x, w, b = _rand(M, K, seed=1), _rand(N, K, seed=2, scale=K**-0.5), _rand(N, seed=3)
     _assert_close(_linear(x, w, b, tier), x.double() @ w.double().T + b.double(), tier, f"M={M} N={N} K={K}")
@@ -49,18 +52,19 @@ def test_linear_matches_float64_on_both_sides_of_the_boundary(M, N, K, tier):
 
 @pytest.mark.large
 @pytest.mark.parametrize("tier", TIERS)
-@pytest.mark.parametrize("M", [1, 64])
+@pytest.mark.parametrize("M", [1, 64, 128, 256])
 def test_linear_at_the_problems_width(M, tier):
     x, w, b = _rand(M, 8192, seed=4), _rand(8192, 8192, seed=5, scale=8192**-0.5), _rand(8192, seed=6)
     _assert_close(_linear(x, w, b, tier), x.double() @ w.double().T + b.double(), tier, f"M={M} N=K=8192")
 
 
 @pytest.mark.parametrize("tier", TIERS)
-def test_linear_takes_views_and_a_kept_residual(tier):
+@pytest.mark.parametrize("M", [7, 100])
+def test_linear_takes_views_and_a_kept_residual(M, tier):
     """A column slice of x (its rows 16-byte misaligned), a transposed x, a row slice of w; and the w_residual a
-    drop-in's freeze() hands over, which this schedule does not need but still checks."""
-    base, w, b = _rand(7, 261, seed=7), _rand(300, 260, seed=8, scale=0.06), _rand(300, seed=9)
-    for x in (base[:, 1:], _rand(260, 7, seed=10).T):
+    drop-in's freeze() hands over, which these schedules do not need but still check."""
+    base, w, b = _rand(M, 261, seed=7), _rand(300, 260, seed=8, scale=0.06), _rand(300, seed=9)
+    for x in (base[:, 1:], _rand(260, M, seed=10).T):
         _assert_close(_linear(x, w, b, tier), x.double() @ w.double().T + b.double(), tier, "x view")
     w_rows = _rand(301, 260, seed=11, scale=0.06)[1:]
     x = base[:, 1:].contiguous()
@@ -72,8 +76,9 @@ def test_linear_takes_views_and_a_kept_residual(tier):
         ops.linear(x, w, b, torch.zeros(3, 3, device="cuda"))
 
 
-def test_linear_puts_inf_and_nan_where_fp32_does():
-    x, w, b = _rand(7, 260, seed=12), _rand(300, 260, seed=13, scale=0.06), _rand(300, seed=14)
+@pytest.mark.parametrize("M", [7, 100])
+def test_linear_puts_inf_and_nan_where_fp32_does(M):
+    x, w, b = _rand(M, 260, seed=12), _rand(300, 260, seed=13, scale=0.06), _rand(300, seed=14)
     w[5, 3], w[9, 200], x[2, 17] = float("inf"), float("nan"), float("-inf")
     with precision.tf32(False):
         want = F.linear(x, w, b)
@@ -95,7 +100,7 @@ def _grads(model, x, grad, tf32: bool) -> tuple[torch.Tensor, dict[str, torch.Te
 
 
 @pytest.mark.parametrize("tier", TIERS)
-@pytest.mark.parametrize("M", [1, 7, 64, 129])
+@pytest.mark.parametrize("M", [1, 7, 64, 129, 200, 257])
 @pytest.mark.parametrize("pid", [p.id for p in all_problems()])
 def test_drop_ins_forward_and_backward_at_small_batches(pid, M, tier):
     """Against the reference model in float64, the gradients judged as the harness judges them

@@ -112,7 +112,9 @@ def _agree(ref, new, x, tol, what):
 
 
 TIERS = {"strict": (False, 1e-4), "tf32": (True, 1e-2)}
-SMALL_BATCH = 64  # the most rows of x linear's small-batch schedule takes (kernels/common/gemm_small_batch.cuh)
+# The most rows of x at which the strict GEMM makes w's small parts itself, reading the weight as it is (the
+# small-batch schedule up to 64, the narrow tiles up to 256: kernels/common/gemm_dispatch.cuh, kNarrowMaxM).
+MAKES_ITS_OWN_SPLIT = 256
 
 
 @pytest.mark.gpu
@@ -157,10 +159,11 @@ def test_a_frozen_model_is_the_default_model_until_a_write_no_counter_sees(pid, 
             w = _gemm(new).weight
             w.data.mul_(-1)
             _gemm(ref).weight.data.mul_(-1)
-            # At 64 rows of x or fewer the GEMM reads the weight as it is (the small-batch schedule keeps
-            # nothing); beyond, it reads the kept parts: the documented blind spot, the old weight's.
-            _agree(ref, new, x[:SMALL_BATCH], 1e-4, "frozen, at a small batch, after a write no counter sees")
-            big = torch.cat([x, x[: SMALL_BATCH + 1 - x.shape[0]]]) if x.shape[0] <= SMALL_BATCH else x
+            # At 256 rows of x or fewer the GEMM reads the weight as it is (those schedules keep nothing);
+            # beyond, it reads the kept parts: the documented blind spot, the old weight's.
+            _agree(ref, new, x[:MAKES_ITS_OWN_SPLIT], 1e-4, "frozen, at a small batch, after a write no counter sees")
+            rows = MAKES_ITS_OWN_SPLIT + 1
+            big = x.repeat(-(-rows // x.shape[0]), 1)[:rows] if x.shape[0] < rows else x
             stale = new(big)
             new.freeze()
             _agree(ref, new, big, 1e-4, "after freeze() again")

@@ -19,9 +19,9 @@ storage or its device changes: an in-place write to the parameter itself (an unf
 sees is NOT seen: a write through `weight.data` (a tensor with a version counter of its own), through
 any other tensor that shares the weight's storage, and a fused optimizer step (`fused=True`: it
 leaves the counter as it was). Those need freeze() again; training a frozen model is not what it is
-for. state_dict() never holds the kept parts. At 64 rows of x or fewer the kept parts are not read:
-the small-batch schedule (kernels/common/gemm_small_batch.cuh) splits the weight as it loads it, so
-there every write is seen, frozen or not.
+for. state_dict() never holds the kept parts. At 256 rows of x or fewer the kept parts are not read:
+the small-batch schedule (up to 64 rows) and the narrow tiles (65-256) split the weight as they load it
+(kernels/common/gemm_dispatch.cuh), so there every write is seen, frozen or not.
 """
 from __future__ import annotations
 

@@ -52,10 +52,8 @@ def contenders(v, x, w, ws_kept):
         "presplit128 kept": strict(lambda: v.presplit(x, v.residual(x), w, ws_kept, 128)),
         "presplit64 pass": strict(lambda: v.presplit(x, v.residual(x), w, v.residual(w), 64)),
         "presplit64 kept": strict(lambda: v.presplit(x, v.residual(x), w, ws_kept, 64)),
-        "split_w128 consumers": strict(lambda: v.split_w(x, v.residual(x), w, 128, False)),
-        "split_w64 consumers": strict(lambda: v.split_w(x, v.residual(x), w, 64, False)),
-        "split_w128 producer": strict(lambda: v.split_w(x, v.residual(x), w, 128, True)),
-        "split_w64 producer": strict(lambda: v.split_w(x, v.residual(x), w, 64, True)),
+        "split_w128": strict(lambda: v.split_w(x, v.residual(x), w, 128)),
+        "split_w64": strict(lambda: v.split_w(x, v.residual(x), w, 64)),
         "cublas tf32": tf32(lambda: x @ w.T),
     }
     for bn in (64, 128, 256):

@@ -1,8 +1,8 @@
 // experiments/gemm_schedules/variants.cu: the wgmma engine's (common/gemm_wgmma.cuh) configurations
 // side by side, out = x @ w.T, for probe.py: TF32 at block widths 64, 128 and 256; 3xTF32 on
 // pre-split operands (today's strict tier: x's and w's small parts made before the kernel) and with
-// w's small parts made in shared memory by the consumers or by the producer's idle warps (no pass
-// over w), each at widths 64 and 128.
+// w's small parts made in shared memory by the consumers (no pass over w), each at widths 64 and 128.
+// (The producer's idle warps making them instead measured slower: README.md.)
 // @arch: 9.0a
 
 #include "common/gemm_wgmma_host.cuh"
@@ -47,17 +47,14 @@ torch::Tensor presplit(torch::Tensor x, torch::Tensor x_small, torch::Tensor w, 
   return out;
 }
 
-// @export: 3xTF32 with w's small parts made in shared memory, by the consumers (by_producer false) or by the producer warp group's idle warps: x and its small parts, w raw, block 128 x bn (64 or 128)
-torch::Tensor split_w(torch::Tensor x, torch::Tensor x_small, torch::Tensor w, int64_t bn, bool by_producer) {
+// @export: 3xTF32 with w's small parts made in shared memory by the consumers (SplitWConfig): x and its small parts, w raw, block 128 x bn (64 or 128)
+torch::Tensor split_w(torch::Tensor x, torch::Tensor x_small, torch::Tensor w, int64_t bn) {
   torch::Tensor out = output_for(x, w);
   const StoreEpilogue epi{out.data_ptr<float>(), nullptr};
-  TORCH_CHECK(bn == 64 || bn == 128, "bn must be 64 or 128, got ", num(bn));
-  if (by_producer) {
-    if (bn == 64) run_split_w_epilogue<SplitWProducerConfig<64, 4>>(x, x_small, w, epi);
-    else run_split_w_epilogue<SplitWProducerConfig<128, 3>>(x, x_small, w, epi);
-  } else {
-    if (bn == 64) run_split_w_epilogue<SplitWConsumersConfig<64, 4>>(x, x_small, w, epi);
-    else run_split_w_epilogue<SplitWConsumersConfig<128, 3>>(x, x_small, w, epi);
+  switch (bn) {
+    case 64: run_split_w_epilogue<SplitWConfig<64, 4>>(x, x_small, w, epi); break;
+    case 128: run_split_w_epilogue<SplitWConfig<128, 3>>(x, x_small, w, epi); break;
+    default: TORCH_CHECK(false, "bn must be 64 or 128, got ", num(bn));
   }
   return out;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The small-batch schedule on a GPU: its tests, the drop-ins' and ops' GPU tests (not the full-size ones),
+# The small-batch schedule and the narrow tiles on a GPU: their tests, the drop-ins' and ops' GPU tests (not the full-size ones),
 # and compute-sanitizer's four tools over experiments/small_batch/sanitize_small.py. Logs under $OUT.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
@@ -7,8 +7,9 @@ python3 -c "import pytest, IPython, nbformat" 2>/dev/null || python3 -m pip inst
   pytest nbformat nbclient papermill ipykernel nbval tabulate 2>&1 | grep -v "^WARNING" | tail -1
 python3 -m utils.build \
   > "$OUT/build.log" 2>&1; echo "build rc=$?"  # every kernel file (the tests' own prebuild would add the exercises)
-WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_small_batch.py tests/test_solutions.py tests/test_ops.py tests/test_fused_models.py \
-  tests/test_bad_inputs.py -m "gpu and not large" -q \
+# TESTS and MARK choose (by default the files below, without the full-size tests).
+WORKBOOK_PREBUILD=0 python3 -m pytest ${TESTS:-tests/test_small_batch.py tests/test_solutions.py tests/test_ops.py \
+  tests/test_fused_models.py tests/test_bad_inputs.py} -m "${MARK:-gpu and not large}" -q \
   -p no:cacheprovider --durations=10 > "$OUT/pytest_small_batch.log" 2>&1
 echo "pytest rc=$?"; tail -4 "$OUT/pytest_small_batch.log"
 for tool in $([ "${SANITIZE:-1}" = 1 ] && echo memcheck racecheck initcheck synccheck); do

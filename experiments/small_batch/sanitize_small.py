@@ -1,5 +1,7 @@
-"""`linear`'s small-batch schedule (kernels/common/gemm_small_batch.cuh) at both tiers, for compute-sanitizer:
-shapes that are no multiple of its boxes, one and several slices of K, 1 to 64 rows of x.
+"""`linear`'s small-batch schedule (kernels/common/gemm_small_batch.cuh) and its narrow tiles (65-256 rows,
+kernels/common/gemm_dispatch.cuh) at both tiers, for compute-sanitizer: shapes that are no multiple of their
+boxes and tiles, one and several slices of K, 1 to 64 rows of x, and 100 and 200 rows (blocks 64 and 128
+columns wide on a 132-SM GPU), and 257 (the wide tiles).
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/small_batch/sanitize_small.py
 """
@@ -11,7 +13,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from utils import ops, precision  # noqa: E402
 
-for M, N, K in ((1, 77, 36), (7, 1000, 1004), (64, 300, 2052), (33, 4096, 4096)):
+for M, N, K in ((1, 77, 36), (7, 1000, 1004), (64, 300, 2052), (33, 4096, 4096), (100, 1000, 1004), (200, 8200, 132),
+                (257, 300, 260)):
     g = torch.Generator(device="cuda").manual_seed(M)
     x = torch.randn(M, K, device="cuda", generator=g)
     w = torch.randn(N, K, device="cuda", generator=g) / K**0.5

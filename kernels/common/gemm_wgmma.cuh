@@ -228,10 +228,8 @@ struct Config {
   static constexpr int RING = SPLIT && !PRESPLIT ? 3 : 0;  // buffers for the small parts (3: see the consumer loop)
   static constexpr int RING_BYTES = STAGE_BYTES;           // one ring buffer: an x and a w tile's small parts
   static constexpr bool LOADS_W_SMALL = PRESPLIT;          // the producer brings w's small parts (TMA)
-  static constexpr bool TRANSFORMS_W = false;              // the producer's other warps make them (see below)
   static constexpr int ACC = BN / 2;          // accumulators per consumer thread and 64 rows: 64 x BN / 128
   static constexpr int BARRIERS = 2 * STAGES;  // full[STAGES], empty[STAGES]
-  static constexpr int TMA_BYTES = STAGE_BYTES;  // what TMA brings per stage
   static constexpr size_t SMEM_BYTES = 1024 /* to align the tiles to 1024 bytes */ +
                                        static_cast<size_t>(STAGE_BYTES) * STAGES + static_cast<size_t>(RING_BYTES) * RING +
                                        BARRIERS * sizeof(uint64_t);
@@ -255,57 +253,16 @@ using PresplitConfig = Config</*BN*/ 128, /*STAGES*/ 3, /*SPLIT*/ true, PROMOTE,
 // 3xTF32 with no pass over w (SplitW3xTf32Mainloop): Config's pre-split layout less w's small box,
 // whose parts a ring of 3 w-sized buffers holds instead.
 template <int BN_, int STAGES_, int PROMOTE_ = PROMOTE_K / BK>
-struct SplitWConsumersConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
+struct SplitWConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
   using Base = Config<BN_, STAGES_, true, PROMOTE_, true>;
   using Mainloop = SplitW3xTf32Mainloop;
   static constexpr bool LOADS_W_SMALL = false;
   static constexpr int STAGE_BYTES = 2 * Base::A_BYTES + Base::B_BYTES;  // [x][w][x small]
-  static constexpr int TMA_BYTES = STAGE_BYTES;
   static constexpr int RING = 3, RING_BYTES = Base::B_BYTES;
   static constexpr size_t SMEM_BYTES = 1024 + static_cast<size_t>(STAGE_BYTES) * STAGES_ +
                                        static_cast<size_t>(RING_BYTES) * RING + Base::BARRIERS * sizeof(uint64_t);
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
 };
-// 3xTF32 with no pass over w, w's small parts made by the producer warp group's three idle warps
-// (warp 0 issues the TMA loads): the pre-split layout and main loop, w's small box written by those
-// warps instead of TMA once the stage has landed, announced on a third barrier, ready[s], which the
-// consumers wait on after full[s]. The consumers' loop is the pre-split one, unchanged.
-template <int BN_, int STAGES_, int PROMOTE_ = PROMOTE_K / BK>
-struct SplitWProducerConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
-  using Base = Config<BN_, STAGES_, true, PROMOTE_, true>;
-  static constexpr bool LOADS_W_SMALL = false, TRANSFORMS_W = true;
-  static constexpr int TMA_BYTES = Base::STAGE_BYTES - Base::B_BYTES;  // all but w's small box
-  static constexpr int BARRIERS = 3 * STAGES_;                         // full, empty, ready
-  static constexpr size_t SMEM_BYTES = 1024 + static_cast<size_t>(Base::STAGE_BYTES) * STAGES_ + BARRIERS * sizeof(uint64_t);
-};
-
-// The producer warp group's warps 1-3 under TRANSFORMS_W: for each k tile, in the producer's order,
-// wait until its stage has landed, write w's small parts (tc::tf32_residual of each value, at the
-// same offsets: the swizzled layout carries over), make them visible to wgmma (proxy fence), and
-// arrive on ready[s] (96 arrivals).
-template <class C, class Tiles>
-__device__ __forceinline__ void make_w_small(const Stages<C>& st, uint64_t* full, uint64_t* ready, const Tiles& tiles,
-                                             int k_tiles) {
-  const int t = static_cast<int>(threadIdx.x) - 32;  // 0..95
-  int it = 0;
-  for (int unit = tiles.first(); unit < tiles.units; unit += tiles.step()) {
-    for (int kt = 0; kt < k_tiles; ++kt, ++it) {
-      const int s = it % C::STAGES;
-      hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
-      const float4* raw = reinterpret_cast<const float4*>(st.w(s));
-      float4* small = reinterpret_cast<float4*>(st.w_small(s));
-#pragma unroll 4
-      for (int i = t; i < C::B_BYTES / 16; i += 96) {
-        const float4 v = raw[i];
-        small[i] = make_float4(tc::tf32_residual(v.x), tc::tf32_residual(v.y), tc::tf32_residual(v.z),
-                               tc::tf32_residual(v.w));
-      }
-      hopper::fence_proxy_async();
-      hopper::mbar_arrive(&ready[s]);
-    }
-  }
-}
-
 // An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
 // (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
 // starts, so the loads land while the wgmmas run, and stored to shared memory after it, where
@@ -398,7 +355,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   const Stages<C> st{smem};
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + C::STAGES * C::STAGE_BYTES + C::RING * C::RING_BYTES);
   uint64_t* empty = full + C::STAGES;
-  uint64_t* ready = empty + C::STAGES;  // TRANSFORMS_W only
   float* epi_smem = reinterpret_cast<float*>(full + C::BARRIERS);  // Epi::smem_floats<C>() floats
 
   // The tiles this block computes, as the scheduler deals them out: the producer and the consumers
@@ -414,7 +370,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     for (int s = 0; s < C::STAGES; ++s) {
       hopper::mbar_init(&full[s], 1);
       hopper::mbar_init(&empty[s], CONSUMERS);
-      if constexpr (C::TRANSFORMS_W) hopper::mbar_init(&ready[s], 96);
     }
     hopper::mbar_init_fence();
   }
@@ -443,7 +398,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           if (it >= C::STAGES) {
             hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
           }
-          hopper::mbar_arrive_expect_tx(&full[s], C::TMA_BYTES);  // full boxes, zero-filled parts included
+          hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
           hopper::tma_load_2d(st.x(s), &tmap_x, &full[s], kt * BK, m0);
           load_w(st.w(s), &tmap_w, &full[s], kt * BK, n0);
           if constexpr (C::PRESPLIT) {
@@ -452,9 +407,6 @@ __global__ void __launch_bounds__(THREADS, 1)
           }
         }
       }
-    }
-    if constexpr (C::TRANSFORMS_W) {
-      if (threadIdx.x >= 32) make_w_small<C>(st, full, ready, tiles, k_tiles);
     }
   } else {
     // ---- consumers ----
@@ -487,7 +439,6 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % C::STAGES;
         hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
-        if constexpr (C::TRANSFORMS_W) hopper::mbar_wait(&ready[s], (it / C::STAGES) & 1);
         const uint64_t a_big = hopper::wgmma_desc_sw128(st.x(s) + c * 64 * BK * 4);
         const uint64_t b_big = hopper::wgmma_desc_sw128(st.w(s));
         C::Mainloop::step(acc, total, st, a_big, b_big, s, it, kt, k_tiles, c, ct);  // TF32 or 3xTF32

@@ -6,7 +6,7 @@
 //                                        another epilogue;
 //   split_parts, run_presplit,           the pre-split path of 3xTF32: the operands split into big
 //   run_parts_epilogue                   and small parts before the kernel (PRESPLIT configs);
-//   run_split_w_epilogue                 x split before the kernel, w's small parts made in it (SplitW*Config).
+//   run_split_w_epilogue                 x split before the kernel, w's small parts made in it (SplitWConfig).
 
 #pragma once
 
@@ -139,7 +139,7 @@ void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small
 }
 
 // x @ w.T with x given part by part (x_big (M, K), which may be x itself, and x_small) and w raw
-// (N, K): w's small parts are made in the kernel, in shared memory (SplitW*Config). M, N, K > 0.
+// (N, K): w's small parts are made in the kernel, in shared memory (SplitWConfig). M, N, K > 0.
 template <class C, class Epi>
 void run_split_w_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w,
                           const Epi& epi) {

@@ -1,0 +1,71 @@
+// kernels/common/gemm_dispatch.cuh: which GEMM computes x (M, K) @ w.T (N, K) for `linear`
+// (gemm_10_3xtf32.cu) and the whole-model ops (fused_gemm_groupnorm.cu). The one place that reads
+// PyTorch's fp32 matmul setting (once per op call: `plan`) and chooses from it, the inputs and M:
+//
+//   rows of x    strict tier (3xTF32)                           TF32 tier
+//   1-64         the small-batch schedule (common/gemm_small_batch.cuh): w read once, either tier
+//   65-256       wgmma, w's small parts made in shared memory,  cuBLAS's TF32 GEMM (linear);
+//                at the width the waves pick (narrow_width)     the whole models: linear + their tail
+//   257-         wgmma on pre-split operands (a pass over w     cuBLAS (linear); the whole models'
+//                per call, unless the caller kept it)           one kernel, 128 x 256 tiles
+//
+// The whole models run in one kernel (fused_gemm_groupnorm.cu) only on the last row: up to 256 rows
+// their 128-row block tiles leave most SMs idle, and they run as `linear` and their tail.
+// Measured: experiments/gemm_schedules/README.md (65-256 rows and beyond),
+// results/nvidia-h100-80gb-hbm3/logs/small_batch/README.md (1-64).
+
+#pragma once
+
+#include <ATen/Context.h>  // at::globalContext(): PyTorch's fp32 matmul setting
+
+#include <cstdint>
+
+#include "common/device_cache.cuh"
+#include "common/gemm_small_batch.cuh"
+
+namespace gemm_dispatch {
+
+enum class Tier { STRICT, TF32 };
+
+// The tier PyTorch's fp32 matmul setting asks for: TF32 allowed (allow_tf32, or
+// set_float32_matmul_precision("high") or lower), or IEEE fp32.
+inline Tier current_tier() { return at::globalContext().allowTF32CuBLAS() ? Tier::TF32 : Tier::STRICT; }
+
+enum class Schedule {
+  SMALL_BATCH,  // 1-64 rows of x: small_batch::applies
+  NARROW,       // 65-256 rows on an sm_90 GPU: tiles narrow enough to give every SM work
+  WIDE,         // the rest: the whole-model kernels' tiles, or what the caller does off sm_90
+};
+
+constexpr int64_t kNarrowMaxM = 256;  // where 128 x 128 tiles give N / 128 x 2 blocks: 128 at N = 8192
+
+struct Plan {
+  Tier tier;
+  Schedule schedule;
+  bool tf32() const { return tier == Tier::TF32; }
+};
+
+// The plan for x (M, K) @ w.T (N, K). Made before the caller's checks: inputs they will reject (not
+// 2-D, not CUDA) get WIDE, whose path checks them.
+inline Plan plan(const torch::Tensor& x, const torch::Tensor& w) {
+  const Tier tier = current_tier();
+  if (small_batch::applies(x, w)) return {tier, Schedule::SMALL_BATCH};
+  if (x.dim() == 2 && w.dim() == 2 && x.size(0) <= kNarrowMaxM && x.is_cuda() && is_sm90(x.get_device())) {
+    return {tier, Schedule::NARROW};
+  }
+  return {tier, Schedule::WIDE};
+}
+
+// The block width, 64 or 128, for out (M, N) in tiles of 128 rows: the one whose tiles, counted in
+// whole waves of `sms` blocks, give each SM the fewest columns of out to compute; 128 on a tie (its
+// tiles read each row of x half as often). At N = 8192 on 132 SMs: 64 up to 128 rows (128 tiles, one
+// wave, where width 128 leaves 68 SMs idle), 128 from 129 rows.
+inline int narrow_width(int64_t M, int64_t N, int sms) {
+  const auto columns = [&](int64_t bn) {
+    const int64_t tiles = (M + 127) / 128 * ((N + bn - 1) / bn);
+    return (tiles + sms - 1) / sms * bn;
+  };
+  return columns(64) < columns(128) ? 64 : 128;
+}
+
+}  // namespace gemm_dispatch
