@@ -206,10 +206,11 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   // The kernel, from the tier (PyTorch's fp32 matmul setting, read on every call) and the rows of x:
   // common/gemm_dispatch.cuh.
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);
+  // A kept w_residual is checked on every path, the ones that do not read it included.
+  const torch::Tensor kept = gemm10::kept_residual(w_residual, w);
   // Up to 64 rows of x, at either tier: w read once, as the tensor cores' M operand, split in registers
   // (common/gemm_small_batch.cuh), where the kernels below would leave SMs idle and split w per call.
   if (plan.schedule == gemm_dispatch::Schedule::SMALL_BATCH) {
-    gemm10::kept_residual(w_residual, w);  // checked as on every path, not needed here
     return small_batch::linear(x, w, bias, plan.tf32());
   }
   // The dispatch nn.Linear would make: TF32 (or lower) allowed means cuBLAS's TF32 GEMM, which rung 9
@@ -229,7 +230,6 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
     // x and w are their own big parts; x's small parts are made here.
-    const torch::Tensor ws = gemm10::kept_residual(w_residual, wc);
     const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), bc.data_ptr<float>()};
     if (plan.schedule == gemm_dispatch::Schedule::NARROW) {
       // 65-256 rows: w's small parts made in the kernel, where each block column is computed once or
@@ -243,7 +243,7 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
     } else {
       // w's small parts made here too, unless the caller kept them.
       gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
-          xc, tf32_operands::tf32_residual(xc), wc, ws.defined() ? ws : tf32_operands::tf32_residual(wc), store);
+          xc, tf32_operands::tf32_residual(xc), wc, kept.defined() ? kept : tf32_operands::tf32_residual(wc), store);
     }
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());

@@ -19,7 +19,9 @@ for M, N, K in ((1, 77, 36), (7, 1000, 1004), (64, 300, 2052), (33, 4096, 4096),
     x = torch.randn(M, K, device="cuda", generator=g)
     w = torch.randn(N, K, device="cuda", generator=g) / K**0.5
     b = torch.randn(N, device="cuda", generator=g)
-    for tf32 in (False, True):
+    # Above 64 rows the TF32 tier is cuBLAS's (nothing of ours to check), whose TMA-stored output initcheck
+    # cannot see written: PyTorch's float64 copy of it would be flagged.
+    for tf32 in (False, True) if M <= 64 else (False,):
         with precision.tf32(tf32):
             out = ops.linear(x, w, b)
         err = ((out.double() - (x.double() @ w.double().T + b.double())).abs().max()).item()
