@@ -29,7 +29,7 @@
 // nearest, IEEE) and restarts the chunk from zero. The per-chunk error is that of a short sum,
 // and the long sum is done in ordinary fp32 arithmetic.
 //
-// Three kernels do this:
+// Four kernels do this:
 //   - wgmma on pre-split operands (rung 9's machinery, common/gemm_wgmma.cuh), what gemm() and
 //     linear() run: an elementwise kernel splits x (and w) into big and small parts in global
 //     memory first; each stage is then four TMA boxes (x big, w big, x small, w small) and the
@@ -45,6 +45,11 @@
 //     operands are prepared on every call, the weight too: nothing derived from a weight outlives a
 //     call, so no write to it can be missed; a caller that keeps the weight's small parts on
 //     purpose hands them in (w_residual: a drop-in's freeze()).
+//   - wgmma with x pre-split and w's small parts made in shared memory by the consumers
+//     (SplitWConfig, what linear() runs at 65-256 rows of x: common/gemm_dispatch.cuh): no pass over
+//     w per call, at the price of making them once per block row, M / 128 times per element of w.
+//     At up to 256 rows that is once or twice and beats the pass; beyond it loses to it
+//     (experiments/gemm_schedules/README.md).
 //   - wgmma splitting in shared memory (gemm_split_in_smem, the first version, kept to compare):
 //     TMA brings raw fp32 tiles; the 256 consumer threads split each landed stage in place, big
 //     over the raw value and small into a ring of 3 extra buffers, then a proxy fence and a

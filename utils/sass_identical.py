@@ -10,11 +10,20 @@ from __future__ import annotations
 
 _ENGINE_TYPES = ("logs/engine_types/sass_identity.log", [  # the wgmma engine built from types (operand, scheduler, main loops)
     "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/common/hopper.cuh"])
+# The dispatch (common/gemm_dispatch.cuh) with the narrow tiles beside the kernels of gemm_10 and the fused
+# models, the engine written in its operand's k and bytes, and tc::tf32_residual moved into tensor_core.cuh:
+# every kernel a record ran is unchanged, and the host's choice changed only at 65-256 rows of x, where no
+# record timed `linear` or a whole model.
+_MID_BATCH = ("logs/gemm_schedules/sass_identity.log", [
+    "kernels/common/tensor_core.cuh", "kernels/common/tf32_operands.cuh", "kernels/common/hopper.cuh",
+    "kernels/common/gemm_wgmma.cuh", "kernels/common/gemm_wgmma_host.cuh",
+    "kernels/gemm_10_3xtf32.cu", "kernels/fused_gemm_groupnorm.cu"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
-    "nvidia-h200": [_ENGINE_TYPES],
+    "nvidia-h200": [_ENGINE_TYPES, _MID_BATCH],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
+        ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",

@@ -10,9 +10,11 @@
 //                                        is built from (common/gemm_wgmma_types.cuh): its Operand
 //                                        (what the tensor cores read) and its Scheduler (which tiles
 //                                        a block computes);
-//   Tf32Mainloop, Split3xTf32Mainloop    the main loops: what the consumers issue on one k tile,
-//                                        TF32, or 3xTF32 with promoted accumulation;
-//   Tf32Config, PresplitConfig           the configurations the rungs and the whole models run;
+//   Tf32Mainloop, Split3xTf32Mainloop,   the main loops: what the consumers issue on one k tile,
+//   SplitW3xTf32Mainloop                 TF32 (one product per k step of the operand), 3xTF32 with
+//                                        promoted accumulation, or 3xTF32 making w's small parts;
+//   Tf32Config, PresplitConfig,          the configurations the rungs, `linear` and the whole
+//   SplitWConfig                         models run;
 //   gemm_wgmma_kernel<C, Epi>            the kernel, persistent blocks ending each tile in the
 //                                        epilogue Epi.
 //
@@ -37,7 +39,7 @@
 namespace gemm_wgmma {
 
 constexpr int BM = 128;         // rows of a block tile: 2 consumer warp groups x 64 (wgmma's M)
-constexpr int BK = 32;          // k values per stage: 32 floats = 128 bytes, one row of the 128-byte swizzle (the operand's K_TILE)
+constexpr int BK = 32;          // k values per stage of an fp32 operand: 32 floats = 128 bytes, one row of the 128-byte swizzle (Tf32Operand::K_TILE; a Config's own is C::BK)
 constexpr int CONSUMERS = 2;    // consumer warp groups
 constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 and 2 consume
 constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
@@ -85,7 +87,7 @@ struct Tf32Mainloop {
     hopper::fence_operands(acc);
     hopper::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+    for (int kk = 0; kk < C::BK / C::Operand::K_PER_MMA; ++kk) {
       const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
       C::Operand::mma(acc, a_big + step, b_big + step, 1);
     }
@@ -104,7 +106,7 @@ struct Split3xTf32Mainloop {
                                               uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
     uint64_t a_small, b_small;
     if constexpr (C::PRESPLIT) {
-      a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * 64 * BK * 4);
+      a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * C::A_WG_BYTES);
       b_small = hopper::wgmma_desc_sw128(st.w_small(s));
     } else {
       const int r = it % C::RING;
@@ -116,7 +118,7 @@ struct Split3xTf32Mainloop {
       }
       hopper::fence_proxy_async();
       hopper::named_barrier(1, 128 * CONSUMERS);
-      a_small = hopper::wgmma_desc_sw128(st.ring_x(r) + c * 64 * BK * 4);
+      a_small = hopper::wgmma_desc_sw128(st.ring_x(r) + c * C::A_WG_BYTES);
       b_small = hopper::wgmma_desc_sw128(st.ring_w(r));
     }
     // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
@@ -124,7 +126,7 @@ struct Split3xTf32Mainloop {
     hopper::fence_operands(acc);
     hopper::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+    for (int kk = 0; kk < C::BK / C::Operand::K_PER_MMA; ++kk) {
       const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
       C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
       C::Operand::mma(acc, a_big + step, b_small + step, 1);
@@ -160,7 +162,7 @@ struct SplitW3xTf32Mainloop {
   template <class C, class Total>
   static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& total, const Stages<C>& st, uint64_t a_big,
                                               uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
-    const uint64_t a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * 64 * BK * 4);
+    const uint64_t a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * C::A_WG_BYTES);
     const int r = it % C::RING;
     const float4* raw = reinterpret_cast<const float4*>(st.w(s));
     float4* small = reinterpret_cast<float4*>(st.w_ring(r));
@@ -177,7 +179,7 @@ struct SplitW3xTf32Mainloop {
     hopper::fence_operands(acc);
     hopper::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < BK / C::Operand::K_PER_MMA; ++kk) {
+    for (int kk = 0; kk < C::BK / C::Operand::K_PER_MMA; ++kk) {
       const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
       C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
       C::Operand::mma(acc, a_big + step, b_small + step, 1);
@@ -221,7 +223,9 @@ struct Config {
   using Operand = Tf32Operand;                      // what the tensor cores read
   using Scheduler = PersistentTiles<BM, BN, GROUP_M>;  // which tiles a block computes, in which order
   using Mainloop = std::conditional_t<SPLIT, Split3xTf32Mainloop, Tf32Mainloop>;  // what one k tile issues
+  static constexpr int BK = Operand::K_TILE;  // k values per stage: one 128-byte swizzle row of the operand
   static constexpr int A_BYTES = BM * BK * Operand::BYTES;
+  static constexpr int A_WG_BYTES = A_BYTES / CONSUMERS;  // one consumer warp group's 64 rows of an x tile
   static constexpr int B_BYTES = BN * BK * Operand::BYTES;
   static constexpr int OPERAND_BYTES = A_BYTES + B_BYTES;  // one x tile and one w tile
   static constexpr int STAGE_BYTES = OPERAND_BYTES * (PRESPLIT ? 2 : 1);  // what TMA brings per stage
@@ -234,7 +238,7 @@ struct Config {
                                        static_cast<size_t>(STAGE_BYTES) * STAGES + static_cast<size_t>(RING_BYTES) * RING +
                                        BARRIERS * sizeof(uint64_t);
   static_assert(BN == 64 || BN == 128 || BN == 256, "wgmma wrappers exist for n64, n128 and n256");
-  static_assert(BK == Operand::K_TILE && BK % Operand::K_PER_MMA == 0, "a stage is whole wgmmas of one swizzle row");
+  static_assert(BK * Operand::BYTES == 128 && BK % Operand::K_PER_MMA == 0, "a stage is whole wgmmas of one swizzle row");
   static_assert(BN <= 256, "a TMA box is at most 256 rows");
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
@@ -363,7 +367,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int units = tiles.units;
   const int first_unit = tiles.first();
   const int unit_step = tiles.step();
-  const int k_tiles = (K + BK - 1) / BK;
+  const int k_tiles = (K + C::BK - 1) / C::BK;
   const int wg = threadIdx.x / 128;
 
   if (threadIdx.x == 0) {
@@ -399,11 +403,11 @@ __global__ void __launch_bounds__(THREADS, 1)
             hopper::mbar_wait(&empty[s], (it / C::STAGES - 1) & 1);  // every consumer is done with round - 1
           }
           hopper::mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);  // full boxes, zero-filled parts included
-          hopper::tma_load_2d(st.x(s), &tmap_x, &full[s], kt * BK, m0);
-          load_w(st.w(s), &tmap_w, &full[s], kt * BK, n0);
+          hopper::tma_load_2d(st.x(s), &tmap_x, &full[s], kt * C::BK, m0);
+          load_w(st.w(s), &tmap_w, &full[s], kt * C::BK, n0);
           if constexpr (C::PRESPLIT) {
-            hopper::tma_load_2d(st.x_small(s), &tmap_xs, &full[s], kt * BK, m0);
-            if constexpr (C::LOADS_W_SMALL) load_w(st.w_small(s), &tmap_ws, &full[s], kt * BK, n0);
+            hopper::tma_load_2d(st.x_small(s), &tmap_xs, &full[s], kt * C::BK, m0);
+            if constexpr (C::LOADS_W_SMALL) load_w(st.w_small(s), &tmap_ws, &full[s], kt * C::BK, n0);
           }
         }
       }
@@ -439,7 +443,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % C::STAGES;
         hopper::mbar_wait(&full[s], (it / C::STAGES) & 1);
-        const uint64_t a_big = hopper::wgmma_desc_sw128(st.x(s) + c * 64 * BK * 4);
+        const uint64_t a_big = hopper::wgmma_desc_sw128(st.x(s) + c * C::A_WG_BYTES);
         const uint64_t b_big = hopper::wgmma_desc_sw128(st.w(s));
         C::Mainloop::step(acc, total, st, a_big, b_big, s, it, kt, k_tiles, c, ct);  // TF32 or 3xTF32
         if (kt > 0) {

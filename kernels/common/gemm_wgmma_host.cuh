@@ -19,17 +19,18 @@
 
 namespace gemm_wgmma {
 
-// TMA's conditions on a row-major float matrix: a 16-byte-aligned start and a row stride that is
-// a multiple of 16 bytes (K % 4 == 0). Launchers take another path when they do not hold.
+// TMA's conditions on a row-major matrix: a 16-byte-aligned start and a row stride that is a
+// multiple of 16 bytes (for floats, K % 4 == 0). Launchers take another path when they do not hold.
 inline bool tma_ok(const torch::Tensor& x, const torch::Tensor& w) {
-  return x.size(1) % 4 == 0 && aligned16(x.data_ptr()) && aligned16(w.data_ptr());
+  return x.size(1) * static_cast<int64_t>(x.element_size()) % 16 == 0 && aligned16(x.data_ptr()) &&
+         aligned16(w.data_ptr());
 }
 
 // A TMA descriptor of an operand of C: a (rows, K) row-major matrix of C's element, in boxes of box_rows
 // rows and one stage's k.
 template <class C>
 inline CUtensorMap operand_map(const torch::Tensor& v, int box_rows) {
-  return hopper::make_tensor_map_2d(v.data_ptr<typename C::Operand::Element>(), v.size(0), v.size(1), box_rows, BK,
+  return hopper::make_tensor_map_2d(v.data_ptr<typename C::Operand::Element>(), v.size(0), v.size(1), box_rows, C::BK,
                                     C::Operand::TMA_TYPE);
 }
 
