@@ -12,8 +12,9 @@ The launchers are enumerated from the `// @export` lines of kernels/, kernels/pr
 kernels/exercises/ (launchers()), their arguments from the prototypes (utils.build.parameters).
 SPECS says, per launcher, how to make valid arguments at a batch size and what PyTorch gives for
 them; the rows follow from the prototype, so a new launcher gets its rows from its spec alone, and
-one without a spec fails test_every_launcher_has_a_spec. A registered op (utils/ops.py) is its
-launcher's spec, called through torch.ops.
+one without a spec fails test_every_launcher_has_a_spec. A registered op's spec comes from its
+declaration (utils/ops.py: Declaration's example and math; a whole model's from its tail's), and the
+op is its launcher's spec, called through torch.ops.
 """
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from utils import build, ops
 
-K, N_OUT = 64, 67  # a GEMM's k and its output columns (no tile's multiple)
-C, G = 128, 4  # channels and groups: 32 channels per group, a width the fused kernels take
-EPS, SLOPE = 1e-5, 0.01
+# The sizes the ops' declarations draw their examples at (no tile's multiple): a GEMM's k and its output
+# columns; channels and groups (32 channels per group, a width the fused kernels take).
+K, N_OUT, C, G, EPS, SLOPE = (ops.EXAMPLE[key] for key in ("K", "N", "C", "G", "EPS", "SLOPE"))
 BATCH = 5  # rows, where a row does not set the batch size
 # Near float32's maximum (3.4e38), a power of two so that a TF32 split keeps it whole: one such value
 # in a sum of O(1) terms cannot overflow in any order, and its square overflows.
@@ -120,11 +121,6 @@ class Spec:
     known: Mapping[str, str] = field(default_factory=dict)
 
 
-def _gamma_beta(g: torch.Generator, c: int = C) -> list:
-    sign = torch.randint(0, 2, (c,), generator=g) * 2 - 1
-    return [(torch.rand(c, generator=g) + 0.5) * sign, 0.5 * torch.randn(c, generator=g)]
-
-
 def _gemm(n, g):
     return [torch.randn(n, K, generator=g), torch.randn(N_OUT, K, generator=g) / 8]
 
@@ -133,69 +129,15 @@ def _linear(n, g):
     return [*_gemm(n, g), torch.randn(N_OUT, generator=g)]
 
 
-def _nn_linear(g, rows: int, k: int = K) -> list:
-    """nn.Linear's weight and bias as its init draws them (uniform in ±1/sqrt(k)): what rung 10's
-    linear and the fused models get from a drop-in. (Unlike torch.randn's, such values often end in
-    13 zero bits, so that their 3xTF32 small part is the stand-in ±2^-126 of common/tf32_operands.cuh:
-    the inf rows test it.)"""
-    bound = 1 / k**0.5
-    return [(torch.rand(rows, k, generator=g) * 2 - 1) * bound, (torch.rand(rows, generator=g) * 2 - 1) * bound]
-
-
-def _linear_kept(n, g):  # rung 10's linear: with the weight's small parts, as a frozen drop-in keeps them
-    x = torch.randn(n, K, generator=g)
-    w, bias = _nn_linear(g, N_OUT)
-    return [x, w, bias, ops._tf32_residual_reference(w)]
-
-
 def _pair(n, g):
     return [torch.randn(n, N_OUT, generator=g), torch.randn(n, N_OUT, generator=g)]
 
 
-def _x(n, g):  # a tail's input: a GEMM's output
-    return torch.randn(n, C, generator=g) * 2
+_x = ops.example_tail_input
 
 
 def _group_norm(n, g):
-    return [_x(n, g), G, *_gamma_beta(g), EPS]
-
-
-def _tail(name: str, n: int, g: torch.Generator) -> list:
-    """A tail op's arguments (utils/ops.py's order), x (n, C)."""
-    x, (gamma, beta), bias = _x(n, g), _gamma_beta(g), 0.5 * torch.randn(C, generator=g)
-    return {"bias_hardtanh_mish_group_norm": [x, bias, -1.0, 1.0, G, gamma, beta, EPS],
-            "swish_bias_group_norm": [x, bias, G, gamma, beta, EPS],
-            "group_norm_leaky_relu_x2": [x, G, gamma, beta, EPS, SLOPE],
-            "group_norm_min_bias": [x, G, gamma, beta, EPS, bias.view(1, C, 1, 1)]}[name]
-
-
-def _tail_backward(name: str) -> Callable:
-    def make(n, g):
-        args = _tail(name, n, g)
-        grad = torch.randn((1, C, n, 1) if name == "group_norm_min_bias" else (n, C), generator=g)
-        return [grad, *(args[:-1] if name == "group_norm_min_bias" else args)]  # the minimum's needs no bias
-    return make
-
-
-def _whole_model(name: str) -> Callable:
-    """A whole model's arguments: x (n, K) from torch.rand (the problems' inputs), nn.Linear's weight
-    at its init scale, its kept small parts, and the tail's; save_gemm_output off."""
-    def make(n, g):
-        x, (w, linear_bias) = torch.rand(n, K, generator=g), _nn_linear(g, C)
-        _, *rest = _tail(name.removeprefix("linear_"), n, g)
-        return [x, w, linear_bias, *rest, ops._tf32_residual_reference(w), False]
-    return make
-
-
-def _model(name: str) -> Callable:
-    """The model's (out, the GEMM's output or an empty tensor): reference of a whole-model launcher."""
-    math_ = ops.WHOLE_MODELS[name].tail_math
-
-    def reference(x, w, linear_bias, *rest):
-        *tail, _, save = rest
-        y = F.linear(x, w, linear_bias)
-        return math_(y, *tail), y if save else x.new_empty((0,))
-    return reference
+    return [_x(n, g), G, *ops.example_gamma_beta(g), EPS]
 
 
 def _row_min(x, num_groups, gamma, beta, eps):
@@ -220,6 +162,15 @@ def _leaky_relu_x2(x, slope):
     return y + y
 
 
+_MIN_MODEL = ops.WHOLE_MODELS["linear_group_norm_min_bias"]
+# What a declared op's spec adds to its declaration: tf32_residual's bits are exact; a tail's backward
+# gets NaN, inf and near-max values in y, the argument that makes a whole group, hence every output,
+# NaN or finite.
+DECLARED_SPEC = {"tf32_residual": {"tol": 0.0},
+                 **{f"{name}_backward": {"special": 1} for name in (
+                     "bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2",
+                     "group_norm_min_bias")}}
+
 _GEMM = Spec(_gemm, F.linear)
 _EXERCISE_GEMM = Spec(_gemm, F.linear, tol=None)  # the starting point is wrong on purpose: shapes only
 _TF32 = Spec(_gemm, F.linear, tol=1e-2)  # 1xTF32: KernelBench's TF32 tier
@@ -234,17 +185,9 @@ SPECS: dict[str, Spec] = {
     "activations:mish": Spec(lambda n, g: [_x(n, g)], F.mish),
     "groupnorm:group_norm_welford": Spec(_group_norm, F.group_norm),
     "groupnorm:group_norm_sumsq": Spec(_group_norm, F.group_norm),
-    **{f"groupnorm:{name}": Spec(lambda n, g, name=name: _tail(name, n, g), getattr(ops, f"_{name}_math"))
-       for name in ("bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2")},
     "min_bias_broadcast:group_norm_row_min": Spec(_group_norm, _row_min),
     "min_bias_broadcast:min_bias_broadcast": Spec(
         lambda n, g: [torch.randn(n, 1, generator=g), torch.randn(1, C, 1, 1, generator=g)], torch.add),
-    "min_bias_broadcast:group_norm_min_bias": Spec(lambda n, g: _tail("group_norm_min_bias", n, g),
-                                                   ops._group_norm_min_bias_math),
-    **{f"tail_backward:{name}_backward": Spec(_tail_backward(name), getattr(ops, f"_{name}_backward_reference"),
-                                              special=1)  # y: the group, hence every output, is NaN or finite
-       for name in ("bias_hardtanh_mish_group_norm", "swish_bias_group_norm", "group_norm_leaky_relu_x2",
-                    "group_norm_min_bias")},
     **{f"gemm_0{i}_{rung}:gemm": _GEMM for i, rung in enumerate(
         ("naive", "coalesced", "smem_tiled", "blocktile_1d", "blocktile_2d", "vectorized", "pipelined"), start=1)},
     "gemm_08_mma_tf32:gemm": _TF32,
@@ -252,21 +195,14 @@ SPECS: dict[str, Spec] = {
     "gemm_10_3xtf32:gemm": _GEMM,
     "gemm_10_3xtf32:gemm_split_in_smem": _GEMM,
     "gemm_10_3xtf32:gemm_mma_sync": _GEMM,
-    "gemm_10_3xtf32:tf32_residual": Spec(lambda n, g: [torch.randn(n, K, generator=g)], ops._tf32_residual_reference,
-                                         tol=0.0),
-    "gemm_10_3xtf32:linear": Spec(_linear_kept, lambda x, w, b, w_residual: F.linear(x, w, b)),
-    "gemm_10_3xtf32:linear_backward": Spec(  # (a TF32 value in w[0], small part the stand-in, meets dy[0, 0] = inf)
-        lambda n, g: [torch.randn(n, N_OUT, generator=g), torch.randn(n, K, generator=g), _nn_linear(g, N_OUT)[0],
-                      True, True],
-        lambda dy, x, w, need_dx, need_dw: (dy @ w, dy.t() @ x)),
+    # every op declared in utils/ops.py: its example and its math
+    **{f"{d.kernel}:{d.name}": Spec(d.example, d.math, **DECLARED_SPEC.get(d.name, {})) for d in ops.DECLARED.values()},
     "gemm_bias:linear_bias": Spec(_linear, F.linear),
     "gemm_bias:linear_two_biases": Spec(lambda n, g: [*_linear(n, g), torch.randn(N_OUT, generator=g)],
                                         lambda x, w, b, e: F.linear(x, w, b) + e),
-    "fused_gemm_groupnorm:fusable": Spec(lambda n, g: [*_whole_model("linear_swish_bias_group_norm")(n, g)[:2], G],
-                                         _fusable, tol=0.0),
-    **{f"fused_gemm_groupnorm:{name}": Spec(_whole_model(name), _model(name)) for name in ops.WHOLE_MODELS},
-    "fused_gemm_groupnorm:linear_group_norm_min_bias_atomic": Spec(_whole_model("linear_group_norm_min_bias"),
-                                                                   _model("linear_group_norm_min_bias")),
+    "fused_gemm_groupnorm:fusable": Spec(lambda n, g: [*_MIN_MODEL.example(n, g)[:2], G], _fusable, tol=0.0),
+    **{f"fused_gemm_groupnorm:{name}": Spec(m.example, m.math) for name, m in ops.WHOLE_MODELS.items()},
+    "fused_gemm_groupnorm:linear_group_norm_min_bias_atomic": Spec(_MIN_MODEL.example, _MIN_MODEL.math),
     "probes/read_probe:read_probe": Spec(lambda n, g: [torch.randn(n, K, generator=g)], _block_min, tol=0.0),
     "probes/wgmma_peak_probe:wgmma_peak_probe": Spec(  # fixed tiles; its output is a timing artefact: shapes only
         lambda n, g: [torch.randn(128, 32, generator=g), torch.randn(256, 32, generator=g), 1, 1],

@@ -12,8 +12,10 @@ import torch
 import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from tests import bad_inputs as bi
 from tests.test_fused_models import _args as whole_model_args
 from utils import build, ops
+from utils.check import TIERS
 
 EPS = 1e-5
 
@@ -39,7 +41,7 @@ def _args(name: str, N: int, C: int, G: int, device="cpu", seed=0) -> list:
 
 
 def _reference(name: str):
-    return getattr(ops, f"_{name}_reference")
+    return ops.DECLARED[name].reference
 
 
 def _out_shape(name: str, N: int, C: int) -> tuple:
@@ -302,7 +304,7 @@ def test_linear_runs_rung_10_with_the_bias_in_its_epilogue_at_the_default_settin
         assert torch.equal(out, ops.linear(x, w, torch.zeros_like(b)) + b)
         # the weight's small parts kept by the caller give the same bits as those made on the call
         assert torch.equal(ops.linear(x, w, b, ops.tf32_residual(w)), out)
-        assert torch.equal(ops.tf32_residual(w), ops._tf32_residual_reference(w.cpu()).to(cuda))  # every bit
+        assert torch.equal(ops.tf32_residual(w), ops.TF32_RESIDUAL.reference(w.cpu()).to(cuda))  # every bit
         assert torch.allclose(out, ref, atol=1e-4, rtol=1e-4), f"max diff {(out - ref).abs().max():.1e}"
         # a transposed view of x is copied, not misread
         xt = x.t().contiguous().t()
@@ -326,3 +328,14 @@ def test_linear_on_the_gpu_names_float32(cuda):
         _gemm10().linear(x.half(), w, b, None)
     with pytest.raises(RuntimeError, match=r"bias must have shape \(N,\)"):
         _gemm10().linear(x, w, b[:3], None)
+
+
+def test_each_declared_op_names_the_harness_tiers_and_its_spec_is_its_declaration():
+    """The declaration is the one place: every dtype's tiers are the harness's (utils.check.TIERS), and the
+    bad-input matrix's spec of each declared op is its example and its math."""
+    assert set(ops.DECLARED) >= {"linear", "linear_backward", "tf32_residual", *NAMES[1:]}
+    for name, d in ops.DECLARED.items():
+        assert all(tier in TIERS for tiers in d.accepted.values() for tier in tiers), name
+        spec = bi.SPECS[f"{d.kernel}:{d.name}"]
+        assert spec.make is d.example and spec.reference is d.math, name
+        assert bi.op_launcher(f"workbook::{name}").key == f"{d.kernel}:{d.name}"

@@ -25,7 +25,7 @@ def word(t: torch.Tensor) -> list[int]:
 
 def truncated_split(t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The operands' split of common/tf32_operands.cuh: big = t as the tensor cores read it, small = residual."""
-    return tf32.to_tf32(t, "truncate"), ops._tf32_residual_reference(t.reshape(1, -1)).view_as(t)
+    return tf32.to_tf32(t, "truncate"), ops.TF32_RESIDUAL.reference(t.reshape(1, -1)).view_as(t)
 
 
 def test_split_tf32_keeps_finite_values_as_they_were():
@@ -49,7 +49,7 @@ def test_split_tf32_puts_inf_and_nan_in_the_small_part_over_a_tiny_big_part():
 def test_the_residual_is_never_0_for_a_nonzero_value_and_has_its_sign():
     values = f32(math.inf, -math.inf, math.nan, 1.0, -1.5, NEAR_MAX, -NEAR_MAX, 0.0, -0.0,
                  1 + 3 * 2**-12, -(1 + 2**-20))
-    small = ops._tf32_residual_reference(values.view(1, -1)).view(-1)
+    small = ops.TF32_RESIDUAL.reference(values.view(1, -1)).view(-1)
     assert small[:2].tolist() == [TINY, -TINY] and abs(small[2].item()) == TINY
     assert small[3:7].tolist() == [TINY, -TINY, TINY, -TINY]  # TF32 values: the stand-in, of their sign
     assert word(small[7:9]) == [0, 0]  # ±0: 0, as before (inf·0 is NaN in fp32 too)
@@ -60,7 +60,7 @@ def test_the_residual_of_ordinary_values_is_unchanged():
     g = torch.Generator().manual_seed(5)
     w = torch.randn(64, 512, generator=g) * 10.0 ** torch.randint(-30, 30, (64, 512), generator=g)
     w[:, ::7] = tf32.to_tf32(w[:, ::7])  # TF32 values among them
-    small = ops._tf32_residual_reference(w)
+    small = ops.TF32_RESIDUAL.reference(w)
     rest = tf32.to_tf32(w - tf32.to_tf32(w, "truncate"))  # the kernel's rna(w - trunc(w)), another way
     exact = rest == 0
     assert exact[:, ::7].all() and not exact[:, 1::7].any()

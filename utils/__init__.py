@@ -25,6 +25,8 @@ sanitize_targets  what it runs: every kernel file's launchers and every solution
             full shapes, and the worker that runs one target
 ops         the fused kernels solutions/ call, as torch.library operators (namespace `workbook`): the
             whole models, the GEMM, the tails, their backward ops and their autocast kernels
+op_declaration  what each op is declared with once (its check, math, outputs, example, dtypes): its CPU
+            path, its fake and the bad-input matrix's specs derive from it
 freezing    a drop-in's opt-in freeze(): the GEMM weight's 3xTF32 small parts kept between calls
 export      a solution as one self-contained KernelBench file; KernelBench's evaluation of it
 tf32        TF32 emulated with torch: rounding, the 3xTF32 split, split GEMMs, the tensor core's accumulation

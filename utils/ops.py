@@ -68,6 +68,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from utils import build
+from utils.op_declaration import (DECLARED, EXAMPLE, FLOAT32, Declaration, example_gamma_beta, example_nn_linear,
+                                  example_tail_input)
 
 aten = torch.ops.aten
 
@@ -88,12 +90,14 @@ def _dtype_fix(names: list[str]) -> str:
 
 
 def _require(op: str, **tensors: Tensor) -> None:
-    """float32 tensors (None: an optional one left out) on one device, as the launchers require: the
-    fake implementation refuses what the CUDA kernel would, and the CPU path what the kernel's
-    float32 would not give. Arguments by the launcher's names, the first one's device the reference."""
+    """Tensors of the op's declared dtypes (None: an optional one left out) on one device, as the
+    launchers require: the fake implementation refuses what the CUDA kernel would, and the CPU path
+    what the kernel's float32 would not give. Arguments by the launcher's names, the first one's
+    device the reference."""
     given = [(name, t) for name, t in tensors.items() if t is not None]
-    if wrong := [(name, t) for name, t in given if t.dtype != torch.float32]:
-        raise TypeError(f"workbook::{op} supports float32 only: "
+    accepted = DECLARED[op].accepted if op in DECLARED else FLOAT32
+    if wrong := [(name, t) for name, t in given if t.dtype not in accepted]:
+        raise TypeError(f"workbook::{op} supports {' and '.join(str(d).removeprefix('torch.') for d in accepted)} only: "
                         + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; " + _dtype_fix([n for n, _ in wrong]))
     first, there = given[0]
     for name, t in given[1:]:
@@ -157,27 +161,26 @@ def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name=
                          f"got {tuple(weight_residual.shape)}")
 
 
-def _linear_reference(x, weight, bias, w_residual=None, **names):
-    _check_linear(x, weight, bias, w_residual, **names)
-    return F.linear(x, weight, bias)  # the residual is the GPU kernel's business: the CPU needs none
-
-
-def _linear_fake(x, weight, bias, w_residual=None, **names):
-    _check_linear(x, weight, bias, w_residual, **names)
-    return x.new_empty((x.shape[0], weight.shape[0]))
-
-
 def _linear_backward(bw, x, weight, bias, w_residual):
     dx, dw = linear_backward(bw.grad, x, weight, bw.needs[0], bw.needs[1])
     return (dx if bw.needs[0] else None, dw if bw.needs[1] else None,
             bw.grad.sum(0) if bw.needs[2] else None, None)
 
 
-linear = build.register_op("gemm_10_3xtf32", "linear", reference=_linear_reference, fake=_linear_fake,
-                           backward=_linear_backward)
+def _example_linear(n, g):
+    """x (n, K), nn.Linear's weight and bias, and the weight's small parts, as a frozen drop-in keeps them."""
+    x = torch.randn(n, EXAMPLE["K"], generator=g)
+    w, bias = example_nn_linear(g, EXAMPLE["N"])
+    return [x, w, bias, _tf32_residual_math(w)]
 
 
-def _check_linear_backward(dy, x, weight):
+LINEAR = Declaration(
+    "gemm_10_3xtf32", "linear", check=_check_linear,
+    math=lambda x, weight, bias, w_residual=None: F.linear(x, weight, bias),  # the residual is the GPU's business
+    outputs=lambda x, weight, *_: (x.shape[0], weight.shape[0]), example=_example_linear)
+
+
+def _check_linear_backward(dy, x, weight, need_dx, need_dw):
     _require("linear_backward", dy=dy, x=x, w=weight)
     if not (dy.dim() == x.dim() == weight.dim() == 2 and dy.shape == (x.shape[0], weight.shape[0])
             and x.shape[1] == weight.shape[1]):
@@ -185,19 +188,15 @@ def _check_linear_backward(dy, x, weight):
                          f"dy {tuple(dy.shape)}, x {tuple(x.shape)} and w {tuple(weight.shape)}")
 
 
-def _linear_backward_reference(dy, x, weight, need_dx, need_dw):
-    _check_linear_backward(dy, x, weight)
-    return dy @ weight if need_dx else _empty(dy), dy.t() @ x if need_dw else _empty(dy)
-
-
-def _linear_backward_fake(dy, x, weight, need_dx, need_dw):
-    _check_linear_backward(dy, x, weight)
-    return (x.new_empty(x.shape) if need_dx else _empty(dy), weight.new_empty(weight.shape) if need_dw else _empty(dy))
-
-
 # (dx, dw) of linear: dx = dy @ weight, dw = dy.T @ x, each empty when not needed
-linear_backward = build.register_op("gemm_10_3xtf32", "linear_backward", reference=_linear_backward_reference,
-                                    fake=_linear_backward_fake)
+LINEAR_BACKWARD = Declaration(
+    "gemm_10_3xtf32", "linear_backward", check=_check_linear_backward,
+    math=lambda dy, x, weight, need_dx, need_dw: (dy @ weight if need_dx else _empty(dy),
+                                                  dy.t() @ x if need_dw else _empty(dy)),
+    outputs=lambda dy, x, weight, need_dx, need_dw: [x.shape if need_dx else (0,), weight.shape if need_dw else (0,)],
+    # (a TF32 value in w[0], its small part the stand-in, meets dy[0, 0] = inf in the inf rows)
+    example=lambda n, g: [torch.randn(n, EXAMPLE["N"], generator=g), torch.randn(n, EXAMPLE["K"], generator=g),
+                          example_nn_linear(g, EXAMPLE["N"])[0], True, True])
 
 
 def _check_tf32_residual(w):
@@ -206,11 +205,10 @@ def _check_tf32_residual(w):
         raise ValueError(f"workbook::tf32_residual: w must be 2-D (N, K), got shape {tuple(w.shape)}")
 
 
-def _tf32_residual_reference(w):
-    """w's small parts, bit for bit as the kernel makes them (common/tf32_operands.cuh's residual):
+def _tf32_residual_math(w):
+    """w's small parts, bit for bit as the kernel makes them (common/tensor_core.cuh's tf32_residual):
     rna(w - trunc(w)) where that is not 0; ±2^-126 with w's sign where it is 0 but w is not (an exact
     TF32 value, ±inf, NaN); 0 where w is ±0."""
-    _check_tf32_residual(w)
     big = (w.view(torch.int32) & -8192).view(torch.float32)  # the 19 bits the tensor cores read
     rest = (w - big).view(torch.int32)
     small = ((rest + 4096) & -8192).view(torch.float32)  # to the nearest TF32, ties away from zero
@@ -219,14 +217,14 @@ def _tf32_residual_reference(w):
     return torch.where((small == 0) & (w != 0), tiny, small)
 
 
-def _tf32_residual_fake(w):
-    _check_tf32_residual(w)
-    return torch.empty_like(w, memory_format=torch.contiguous_format)
-
-
 # the small parts of a weight's 3xTF32 split, for a caller that keeps them (a drop-in's freeze())
-tf32_residual = build.register_op("gemm_10_3xtf32", "tf32_residual", reference=_tf32_residual_reference,
-                                  fake=_tf32_residual_fake)
+TF32_RESIDUAL = Declaration(
+    "gemm_10_3xtf32", "tf32_residual", check=_check_tf32_residual, math=_tf32_residual_math,
+    outputs=lambda w: w.shape, example=lambda n, g: [torch.randn(n, EXAMPLE["K"], generator=g)])
+
+linear = LINEAR.register(backward=_linear_backward)
+linear_backward = LINEAR_BACKWARD.register()
+tf32_residual = TF32_RESIDUAL.register()
 
 
 # --- the tails, and their backward ----------------------------------------------------------------
@@ -235,20 +233,42 @@ tf32_residual = build.register_op("gemm_10_3xtf32", "tf32_residual", reference=_
 # output) and the output's gradient, dy and the parameters' gradients in one pass over y. Its CPU
 # implementation is the autograd math below, written with PyTorch's own backward ops.
 
-def _register_tail(kernel: str, name: str, reference, fake, backward_reference, backward_fake, gradients: int,
-                   backward_args=lambda rest: rest):
+def _tail_examples(name: str, shape_of_grad=None, backward_args=lambda rest: rest):
+    """(the tail's example, its backward's): x (n, C), the tail's arguments (utils/ops.py's order); the
+    backward's grad of the output's shape (shape_of_grad(n, C), default x's), then y and backward_args."""
+    C, G, EPS = EXAMPLE["C"], EXAMPLE["G"], EXAMPLE["EPS"]
+
+    def tail(n, g):
+        x, (gamma, beta), bias = example_tail_input(n, g), example_gamma_beta(g), 0.5 * torch.randn(C, generator=g)
+        return {"bias_hardtanh_mish_group_norm": [x, bias, -1.0, 1.0, G, gamma, beta, EPS],
+                "swish_bias_group_norm": [x, bias, G, gamma, beta, EPS],
+                "group_norm_leaky_relu_x2": [x, G, gamma, beta, EPS, EXAMPLE["SLOPE"]],
+                "group_norm_min_bias": [x, G, gamma, beta, EPS, bias.view(1, C, 1, 1)]}[name]
+
+    def backward(n, g):
+        x, *rest = tail(n, g)
+        grad = torch.randn(*(shape_of_grad(n, C) if shape_of_grad else (n, C)), generator=g)
+        return [grad, x, *backward_args(rest)]
+    return tail, backward
+
+
+def _register_tail(tail: Declaration, backward: Declaration, gradients: int, backward_args=lambda rest: rest):
     """Registers workbook::<name>_backward (tail_backward.cu: it returns dx, then the gradients of the
     tail's other tensors, then dx summed over rows for some) and workbook::<name> (kernels/<kernel>.cu),
     whose autograd formula is the first `gradients` outputs of its backward op, one per tensor
     argument; backward_args(the tail's arguments after x): what the backward op takes after (grad, x).
     Returns (the op, its backward op)."""
-    backward_op = build.register_op("tail_backward", f"{name}_backward", reference=backward_reference,
-                                    fake=backward_fake)
+    backward_op = backward.register()
 
-    def backward(bw, x, *rest):
+    def formula(bw, x, *rest):
         return backward_op(bw.grad, x, *backward_args(rest))[:gradients]
 
-    return build.register_op(kernel, name, reference=reference, fake=fake, backward=backward), backward_op
+    return tail.register(backward=formula), backward_op
+
+
+def _like_x_and(count: int):
+    """outputs of a tail's backward: dx (x's shape), then `count` vectors of C."""
+    return lambda grad, x, *rest: [x.shape, *[(x.shape[1],)] * count]
 
 
 # --- problem 94: + bias -> Hardtanh -> Mish -> GroupNorm ----------------------------------------
@@ -257,19 +277,8 @@ def _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, g
     return F.group_norm(F.mish(F.hardtanh(x + bias, min_val, max_val)), num_groups, gamma, beta, eps)
 
 
-def _bias_hardtanh_mish_group_norm_reference(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
-    return _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, gamma, beta, eps)
-
-
-def _bias_hardtanh_mish_group_norm_fake(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_group_norm("bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
-    return x.new_empty(x.shape)
-
-
-def _bias_hardtanh_mish_group_norm_backward_reference(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
+def _bias_hardtanh_mish_group_norm_backward_math(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
     """(dx, dbias, dgamma, dbeta)."""
-    _check_tail_backward("bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     z = x + bias
     h = F.hardtanh(z, min_val, max_val)
     dm, dgamma, dbeta = _group_norm_backward(grad, F.mish(h), num_groups, gamma, beta, eps)
@@ -277,15 +286,19 @@ def _bias_hardtanh_mish_group_norm_backward_reference(grad, x, bias, min_val, ma
     return dz, dz.sum(0), dgamma, dbeta
 
 
-def _bias_hardtanh_mish_group_norm_backward_fake(grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps):
-    _check_tail_backward("bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
-    return x.new_empty(x.shape), bias.new_empty(bias.shape), gamma.new_empty(gamma.shape), beta.new_empty(beta.shape)
-
-
+_94_EXAMPLE, _94_BACKWARD_EXAMPLE = _tail_examples("bias_hardtanh_mish_group_norm")
+BIAS_HARDTANH_MISH_GROUP_NORM = Declaration(
+    "groupnorm", "bias_hardtanh_mish_group_norm",
+    check=lambda x, bias, min_val, max_val, num_groups, gamma, beta, eps: _check_group_norm(
+        "bias_hardtanh_mish_group_norm", x, num_groups, gamma, beta, channel_bias=bias),
+    math=_bias_hardtanh_mish_group_norm_math, outputs=lambda x, *_: x.shape, example=_94_EXAMPLE)
+BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD = Declaration(
+    "tail_backward", "bias_hardtanh_mish_group_norm_backward",
+    check=lambda grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps: _check_tail_backward(
+        "bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
+    math=_bias_hardtanh_mish_group_norm_backward_math, outputs=_like_x_and(3), example=_94_BACKWARD_EXAMPLE)
 bias_hardtanh_mish_group_norm, bias_hardtanh_mish_group_norm_backward = _register_tail(
-    "groupnorm", "bias_hardtanh_mish_group_norm", _bias_hardtanh_mish_group_norm_reference,
-    _bias_hardtanh_mish_group_norm_fake, _bias_hardtanh_mish_group_norm_backward_reference,
-    _bias_hardtanh_mish_group_norm_backward_fake, gradients=4)
+    BIAS_HARDTANH_MISH_GROUP_NORM, BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD, gradients=4)
 
 
 # --- problem 37: Swish -> + bias -> GroupNorm ------------------------------------------------------
@@ -294,19 +307,8 @@ def _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps):
     return F.group_norm(torch.sigmoid(x) * x + bias, num_groups, gamma, beta, eps)
 
 
-def _swish_bias_group_norm_reference(x, bias, num_groups, gamma, beta, eps):
-    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
-    return _swish_bias_group_norm_math(x, bias, num_groups, gamma, beta, eps)
-
-
-def _swish_bias_group_norm_fake(x, bias, num_groups, gamma, beta, eps):
-    _check_group_norm("swish_bias_group_norm", x, num_groups, gamma, beta, channel_bias=bias)
-    return x.new_empty(x.shape)
-
-
-def _swish_bias_group_norm_backward_reference(grad, x, bias, num_groups, gamma, beta, eps):
+def _swish_bias_group_norm_backward_math(grad, x, bias, num_groups, gamma, beta, eps):
     """(dx, dbias, dgamma, dbeta, dx summed over rows)."""
-    _check_tail_backward("swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
     s = torch.sigmoid(x)
     dz, dgamma, dbeta = _group_norm_backward(grad, s * x + bias, num_groups, gamma, beta, eps)
     # d(s·x)/dx = s + x·s·(1 - s): the product rule, as autograd applies it to torch.sigmoid(x) * x
@@ -314,15 +316,19 @@ def _swish_bias_group_norm_backward_reference(grad, x, bias, num_groups, gamma, 
     return dx, dz.sum(0), dgamma, dbeta, dx.sum(0)
 
 
-def _swish_bias_group_norm_backward_fake(grad, x, bias, num_groups, gamma, beta, eps):
-    _check_tail_backward("swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias)
-    C = x.shape[1]
-    return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(4))
-
-
+_37_EXAMPLE, _37_BACKWARD_EXAMPLE = _tail_examples("swish_bias_group_norm")
+SWISH_BIAS_GROUP_NORM = Declaration(
+    "groupnorm", "swish_bias_group_norm",
+    check=lambda x, bias, num_groups, gamma, beta, eps: _check_group_norm(
+        "swish_bias_group_norm", x, num_groups, gamma, beta, channel_bias=bias),
+    math=_swish_bias_group_norm_math, outputs=lambda x, *_: x.shape, example=_37_EXAMPLE)
+SWISH_BIAS_GROUP_NORM_BACKWARD = Declaration(
+    "tail_backward", "swish_bias_group_norm_backward",
+    check=lambda grad, x, bias, num_groups, gamma, beta, eps: _check_tail_backward(
+        "swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
+    math=_swish_bias_group_norm_backward_math, outputs=_like_x_and(4), example=_37_BACKWARD_EXAMPLE)
 swish_bias_group_norm, swish_bias_group_norm_backward = _register_tail(
-    "groupnorm", "swish_bias_group_norm", _swish_bias_group_norm_reference, _swish_bias_group_norm_fake,
-    _swish_bias_group_norm_backward_reference, _swish_bias_group_norm_backward_fake, gradients=4)
+    SWISH_BIAS_GROUP_NORM, SWISH_BIAS_GROUP_NORM_BACKWARD, gradients=4)
 
 
 # --- problem 62: GroupNorm -> LeakyReLU -> x + x ---------------------------------------------------
@@ -332,39 +338,32 @@ def _group_norm_leaky_relu_x2_math(x, num_groups, gamma, beta, eps, negative_slo
     return y + y
 
 
-def _group_norm_leaky_relu_x2_reference(x, num_groups, gamma, beta, eps, negative_slope):
-    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
-    return _group_norm_leaky_relu_x2_math(x, num_groups, gamma, beta, eps, negative_slope)
-
-
-def _group_norm_leaky_relu_x2_fake(x, num_groups, gamma, beta, eps, negative_slope):
-    _check_group_norm("group_norm_leaky_relu_x2", x, num_groups, gamma, beta)
-    return x.new_empty(x.shape)
-
-
-def _group_norm_leaky_relu_x2_backward_reference(grad, x, num_groups, gamma, beta, eps, negative_slope):
+def _group_norm_leaky_relu_x2_backward_math(grad, x, num_groups, gamma, beta, eps, negative_slope):
     """(dx, dgamma, dbeta, dx summed over rows)."""
-    _check_tail_backward("group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta)
     n = F.group_norm(x, num_groups, gamma, beta, eps)
     dn = aten.leaky_relu_backward(grad + grad, n, negative_slope, False)  # y + y: each y gets the gradient once
     dx, dgamma, dbeta = _group_norm_backward(dn, x, num_groups, gamma, beta, eps)
     return dx, dgamma, dbeta, dx.sum(0)
 
 
-def _group_norm_leaky_relu_x2_backward_fake(grad, x, num_groups, gamma, beta, eps, negative_slope):
-    _check_tail_backward("group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta)
-    C = x.shape[1]
-    return x.new_empty(x.shape), *(x.new_empty((C,)) for _ in range(3))
-
-
+_62_EXAMPLE, _62_BACKWARD_EXAMPLE = _tail_examples("group_norm_leaky_relu_x2")
+GROUP_NORM_LEAKY_RELU_X2 = Declaration(
+    "groupnorm", "group_norm_leaky_relu_x2",
+    check=lambda x, num_groups, gamma, beta, eps, negative_slope: _check_group_norm(
+        "group_norm_leaky_relu_x2", x, num_groups, gamma, beta),
+    math=_group_norm_leaky_relu_x2_math, outputs=lambda x, *_: x.shape, example=_62_EXAMPLE)
+GROUP_NORM_LEAKY_RELU_X2_BACKWARD = Declaration(
+    "tail_backward", "group_norm_leaky_relu_x2_backward",
+    check=lambda grad, x, num_groups, gamma, beta, eps, negative_slope: _check_tail_backward(
+        "group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta),
+    math=_group_norm_leaky_relu_x2_backward_math, outputs=_like_x_and(3), example=_62_BACKWARD_EXAMPLE)
 group_norm_leaky_relu_x2, group_norm_leaky_relu_x2_backward = _register_tail(
-    "groupnorm", "group_norm_leaky_relu_x2", _group_norm_leaky_relu_x2_reference, _group_norm_leaky_relu_x2_fake,
-    _group_norm_leaky_relu_x2_backward_reference, _group_norm_leaky_relu_x2_backward_fake, gradients=3)
+    GROUP_NORM_LEAKY_RELU_X2, GROUP_NORM_LEAKY_RELU_X2_BACKWARD, gradients=3)
 
 
 # --- problem 75: GroupNorm -> min over channels -> + bias(1, C, 1, 1) ------------------------------
 
-def _check_min_bias(x, num_groups, gamma, beta, bias, op="group_norm_min_bias"):
+def _check_min_bias(x, num_groups, gamma, beta, eps, bias, op="group_norm_min_bias"):
     _check_group_norm(op, x, num_groups, gamma, beta, bias=bias)
     C = x.shape[1]
     if tuple(bias.shape) != (1, C, 1, 1):
@@ -377,18 +376,7 @@ def _group_norm_min_bias_math(x, num_groups, gamma, beta, eps, bias):
     return torch.min(F.group_norm(x, num_groups, gamma, beta, eps), dim=1, keepdim=True)[0] + bias
 
 
-def _group_norm_min_bias_reference(x, num_groups, gamma, beta, eps, bias):
-    _check_min_bias(x, num_groups, gamma, beta, bias)
-    return _group_norm_min_bias_math(x, num_groups, gamma, beta, eps, bias)
-
-
-def _group_norm_min_bias_fake(x, num_groups, gamma, beta, eps, bias):
-    _check_min_bias(x, num_groups, gamma, beta, bias)
-    N, C = x.shape
-    return x.new_empty((1, C, N, 1))  # (N, 1) + (1, C, 1, 1) broadcasts to (1, C, N, 1)
-
-
-def _check_min_bias_backward(grad, x, num_groups, gamma, beta):
+def _check_min_bias_backward(grad, x, num_groups, gamma, beta, eps):
     _check_group_norm("group_norm_min_bias_backward", x, num_groups, gamma, beta, x_name="y", grad=grad)
     N, C = x.shape
     if tuple(grad.shape) != (1, C, N, 1):
@@ -396,9 +384,8 @@ def _check_min_bias_backward(grad, x, num_groups, gamma, beta):
                          f"got {tuple(grad.shape)}")
 
 
-def _group_norm_min_bias_backward_reference(grad, x, num_groups, gamma, beta, eps):
+def _group_norm_min_bias_backward_math(grad, x, num_groups, gamma, beta, eps):
     """(dx, dgamma, dbeta, dbias, dx summed over rows)."""
-    _check_min_bias_backward(grad, x, num_groups, gamma, beta)
     n = F.group_norm(x, num_groups, gamma, beta, eps)
     index = torch.min(n, dim=1, keepdim=True)[1]
     # out[0, c, i, 0] = rowmin[i] + bias[c]: rowmin[i] collects its row of the gradient over c,
@@ -409,16 +396,19 @@ def _group_norm_min_bias_backward_reference(grad, x, num_groups, gamma, beta, ep
     return dx, dgamma, dbeta, grad.sum(dim=2, keepdim=True), dx.sum(0)
 
 
-def _group_norm_min_bias_backward_fake(grad, x, num_groups, gamma, beta, eps):
-    _check_min_bias_backward(grad, x, num_groups, gamma, beta)
-    C = x.shape[1]
-    return (x.new_empty(x.shape), x.new_empty((C,)), x.new_empty((C,)), x.new_empty((1, C, 1, 1)),
-            x.new_empty((C,)))
-
-
+_75_EXAMPLE, _75_BACKWARD_EXAMPLE = _tail_examples(
+    "group_norm_min_bias", shape_of_grad=lambda n, C: (1, C, n, 1), backward_args=lambda rest: rest[:-1])
+GROUP_NORM_MIN_BIAS = Declaration(
+    "min_bias_broadcast", "group_norm_min_bias", check=_check_min_bias, math=_group_norm_min_bias_math,
+    outputs=lambda x, *_: (1, x.shape[1], x.shape[0], 1),  # (N, 1) + (1, C, 1, 1) broadcasts to (1, C, N, 1)
+    example=_75_EXAMPLE)
+GROUP_NORM_MIN_BIAS_BACKWARD = Declaration(
+    "tail_backward", "group_norm_min_bias_backward", check=_check_min_bias_backward,
+    math=_group_norm_min_bias_backward_math,
+    outputs=lambda grad, x, *_: [x.shape, (x.shape[1],), (x.shape[1],), (1, x.shape[1], 1, 1), (x.shape[1],)],
+    example=_75_BACKWARD_EXAMPLE)
 group_norm_min_bias, group_norm_min_bias_backward = _register_tail(
-    "min_bias_broadcast", "group_norm_min_bias", _group_norm_min_bias_reference, _group_norm_min_bias_fake,
-    _group_norm_min_bias_backward_reference, _group_norm_min_bias_backward_fake, gradients=4,
+    GROUP_NORM_MIN_BIAS, GROUP_NORM_MIN_BIAS_BACKWARD, gradients=4,
     backward_args=lambda rest: rest[:-1])  # the minimum's backward needs no bias
 
 
@@ -440,18 +430,32 @@ class WholeModel:
     """One whole-model op: its tail (a tail op above), and how the tail's backward maps onto the
     op's arguments. Calling it runs the op and returns the model's output."""
 
-    def __init__(self, name: str, tail, tail_math, tail_reference, tail_fake, tail_backward, num_groups_at: int,
-                 gradients, backward_args=lambda rest: rest):
-        """name: the launcher of fused_gemm_groupnorm.cu; num_groups_at: where num_groups sits among the
-        tail's arguments; gradients(tail_backward's outputs) -> (dy, the gradients of the tail's tensor
-        arguments in their order, the linear bias's gradient); backward_args(the tail's arguments): what
-        tail_backward takes after (grad, y)."""
-        self.name, self.tail, self.tail_math, self.num_groups_at = name, tail, tail_math, num_groups_at
-        self.tail_arity = len(inspect.signature(tail_math).parameters) - 1  # the tail's arguments after x
-        self._tail_reference, self._tail_fake, self._tail_backward, self._gradients, self._backward_args = (
-            tail_reference, tail_fake, tail_backward, gradients, backward_args)
-        self.op = build.register_op(FUSED, name, reference=self._reference, fake=self._fake,
+    def __init__(self, tail: Declaration, tail_op, tail_backward, num_groups_at: int, gradients,
+                 backward_args=lambda rest: rest):
+        """tail: the tail's declaration (the model is linear_<its name>, a launcher of fused_gemm_groupnorm.cu),
+        tail_op and tail_backward its ops; num_groups_at: where num_groups sits among the tail's arguments;
+        gradients(tail_backward's outputs) -> (dy, the gradients of the tail's tensor arguments in their
+        order, the linear bias's gradient); backward_args(the tail's arguments): what tail_backward takes
+        after (grad, y)."""
+        self.name, self.tail, self.tail_math, self.num_groups_at = f"linear_{tail.name}", tail_op, tail.math, num_groups_at
+        self.tail_arity = len(inspect.signature(tail.math).parameters) - 1  # the tail's arguments after x
+        self.declaration = tail
+        self._tail_backward, self._gradients, self._backward_args = tail_backward, gradients, backward_args
+        self.op = build.register_op(FUSED, self.name, reference=self._reference, fake=self._fake,
                                     backward=self._backward, keep_outputs=(1,), elsewhere=self._unfused)
+
+    def example(self, n: int, g: torch.Generator) -> list:
+        """Valid arguments with n rows: x (n, K) from torch.rand (the problems' inputs), nn.Linear's weight
+        at its init scale, its kept small parts, and the tail's; save_gemm_output off."""
+        x, (w, linear_bias) = torch.rand(n, EXAMPLE["K"], generator=g), example_nn_linear(g, EXAMPLE["C"])
+        _, *rest = self.declaration.example(n, g)
+        return [x, w, linear_bias, *rest, _tf32_residual_math(w), False]
+
+    def math(self, x, weight, linear_bias, *rest):
+        """(the model's output, the GEMM's output or an empty tensor), in PyTorch ops."""
+        *tail, _, save = rest
+        y = F.linear(x, weight, linear_bias)
+        return self.tail_math(y, *tail), y if save else _empty(x)
 
     def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
         """The model's output; the GEMM's output is kept when autograd will need it."""
@@ -473,8 +477,9 @@ class WholeModel:
 
     def _reference(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        y = _linear_reference(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
-        return self._tail_reference(y, *rest), y if save else _empty(x)
+        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
+        y = F.linear(x, weight, linear_bias)
+        return self.declaration.reference(y, *rest), y if save else _empty(x)
 
     def _unfused(self, *args):
         """Off sm_90 (the fused kernel's file builds for sm_90a alone): the ops linear (cuBLAS's addmm
@@ -485,8 +490,9 @@ class WholeModel:
 
     def _fake(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        y = _linear_fake(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
-        return self._tail_fake(y, *rest), y if save else _empty(x)
+        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
+        y = x.new_empty((x.shape[0], weight.shape[0]))
+        return self.declaration.fake(y, *rest), y if save else _empty(x)
 
     def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):
         *rest, _, save = rest_residual_save
@@ -505,24 +511,16 @@ class WholeModel:
 # The tail's backward returns (dy, its tensors' gradients, [dy summed over rows]); for 94 the linear
 # bias's gradient is the second bias's (both are added to the GEMM's output before anything else).
 linear_bias_hardtanh_mish_group_norm = WholeModel(  # problem 94: tail (bias, lo, hi, G, gamma, beta, eps)
-    "linear_bias_hardtanh_mish_group_norm", bias_hardtanh_mish_group_norm, _bias_hardtanh_mish_group_norm_math,
-    _bias_hardtanh_mish_group_norm_reference,
-    _bias_hardtanh_mish_group_norm_fake, bias_hardtanh_mish_group_norm_backward, 3,
+    BIAS_HARDTANH_MISH_GROUP_NORM, bias_hardtanh_mish_group_norm, bias_hardtanh_mish_group_norm_backward, 3,
     lambda g: (g[0], (g[1], g[2], g[3]), g[1]))
 linear_swish_bias_group_norm = WholeModel(  # problem 37: tail (bias, G, gamma, beta, eps)
-    "linear_swish_bias_group_norm", swish_bias_group_norm, _swish_bias_group_norm_math,
-    _swish_bias_group_norm_reference,
-    _swish_bias_group_norm_fake, swish_bias_group_norm_backward, 1,
+    SWISH_BIAS_GROUP_NORM, swish_bias_group_norm, swish_bias_group_norm_backward, 1,
     lambda g: (g[0], (g[1], g[2], g[3]), g[4]))
 linear_group_norm_leaky_relu_x2 = WholeModel(  # problem 62: tail (G, gamma, beta, eps, slope)
-    "linear_group_norm_leaky_relu_x2", group_norm_leaky_relu_x2, _group_norm_leaky_relu_x2_math,
-    _group_norm_leaky_relu_x2_reference,
-    _group_norm_leaky_relu_x2_fake, group_norm_leaky_relu_x2_backward, 0,
+    GROUP_NORM_LEAKY_RELU_X2, group_norm_leaky_relu_x2, group_norm_leaky_relu_x2_backward, 0,
     lambda g: (g[0], (g[1], g[2]), g[3]))
 linear_group_norm_min_bias = WholeModel(  # problem 75: tail (G, gamma, beta, eps, bias)
-    "linear_group_norm_min_bias", group_norm_min_bias, _group_norm_min_bias_math,
-    _group_norm_min_bias_reference,
-    _group_norm_min_bias_fake, group_norm_min_bias_backward, 0,
+    GROUP_NORM_MIN_BIAS, group_norm_min_bias, group_norm_min_bias_backward, 0,
     lambda g: (g[0], (g[1], g[2], g[3]), g[4]), backward_args=lambda rest: rest[:4])  # its backward needs no bias
 
 # name -> op, in the order above (the GEMM, then the tails of 94, 37, 62, 75)
