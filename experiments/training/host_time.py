@@ -11,8 +11,10 @@ ones, so the time measured is the CPU's alone), the layers in turn over ten roun
 - the op as the module calls it (utils.ops.WholeModel: whether to keep the GEMM's output);
 - the module, by default and frozen (the forward, freeze()'s checks).
 Then cProfile of the module's calls, the 25 costliest functions, into OUT/host_profile.txt.
+With --rows, at that many rows of x instead (below 257 the whole model runs as `linear` and its tail:
+both are timed alone too), and with --tf32 at the TF32 tier.
 
-    python -m experiments.training.host_time --out OUT [--problems 94 75 37 62]
+    python -m experiments.training.host_time --out OUT [--problems 94 75 37 62] [--rows 128] [--tf32]
 """
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ from pathlib import Path
 import torch
 
 from experiments.training.training_probe import _op_args, _op_name
-from utils import build, ops
+from utils import build, ops, precision
 from utils.chapters import session as chapter
 from utils.problems import get_problem
 
@@ -52,10 +54,12 @@ def host_us(layers: dict, calls: int = 100, rounds: int = 10) -> dict:
     return {name: sorted(t)[len(t) // 2] * 1e6 for name, t in times.items()}
 
 
-def rows_for(pid: int, out: Path) -> list[dict]:
+def rows_for(pid: int, out: Path, rows: int | None = None) -> list[dict]:
     _, new = chapter.solution_pair(pid, "full", "cuda")
     frozen = chapter.solution_pair(pid, "full", "cuda")[1].freeze()
     x = get_problem(pid).get_inputs("full")[0].cuda()
+    if rows is not None:
+        x = x.repeat(-(-rows // x.shape[0]), 1)[:rows].contiguous()
     name = _op_name(pid)
     args = _op_args(new)
     launcher = build.launcher(ops.FUSED, name)
@@ -73,8 +77,13 @@ def rows_for(pid: int, out: Path) -> list[dict]:
               "ops.<whole model>": lambda: whole(x, *args),
               "module": lambda: new(x),
               "module, frozen": lambda: frozen(x)}
+    if rows is not None:  # the two ops the launcher calls where it does not fuse
+        weight, linear_bias, *tail_args = args
+        y = ops.linear(x, weight, linear_bias)
+        layers["ops.linear"] = lambda: ops.linear(x, weight, linear_bias)
+        layers["the tail's op"] = lambda: whole.tail(y, *tail_args)
     with torch.no_grad():
-        rows = [{"problem": pid, "layer": layer, "host_us": us} for layer, us in host_us(layers).items()]
+        rows = [{"problem": pid, "rows": x.shape[0], "layer": layer, "host_us": us} for layer, us in host_us(layers).items()]
         for label, model in (("default", new), ("frozen", frozen)):
             prof = cProfile.Profile()
             prof.enable()
@@ -94,13 +103,18 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--problems", type=int, nargs="*", default=[94, 75, 37, 62])
     ap.add_argument("--commit", default="unknown", help="the commit the sources are at (the device has no .git)")
+    ap.add_argument("--rows", type=int, default=None, help="rows of x (default: KernelBench's batch)")
+    ap.add_argument("--tf32", action="store_true", help="at the TF32 tier (default: strict)")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = [r for pid in args.problems for r in rows_for(pid, args.out)]
+    with precision.tf32(args.tf32):
+        rows = [r for pid in args.problems for r in rows_for(pid, args.out, args.rows)]
     for r in rows:
-        print(f"{r['problem']:>3} {r['layer']:<40} {r['host_us']:8.1f} µs")
-    record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit, "rows": rows}
-    (args.out / "host_time.json").write_text(json.dumps(record, indent=1))
+        print(f"{r['problem']:>3} {r['rows']:>6} rows {r['layer']:<40} {r['host_us']:8.1f} µs")
+    record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,
+              "tier": "tf32" if args.tf32 else "strict", "rows": rows}
+    name = f"host_time_{args.rows}_{'tf32' if args.tf32 else 'strict'}" if args.rows else "host_time"
+    (args.out / f"{name}.json").write_text(json.dumps(record, indent=1))
     return 0
 
 
