@@ -101,26 +101,11 @@ struct Tf32Mainloop {
 // either from the stage's own boxes (PRESPLIT) or split here in shared memory (the kernel's comment
 // says how), and every PROMOTE k tiles the accumulators added into fp32 totals.
 struct Split3xTf32Mainloop {
+  // The three products of one k tile, on the descriptors of its big and small parts, and the
+  // promotion (SplitW3xTf32Mainloop's too).
   template <class C, class Total>
-  static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& total, const Stages<C>& st, uint64_t a_big,
-                                              uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
-    uint64_t a_small, b_small;
-    if constexpr (C::PRESPLIT) {
-      a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * C::A_WG_BYTES);
-      b_small = hopper::wgmma_desc_sw128(st.w_small(s));
-    } else {
-      const int r = it % C::RING;
-      float4* raw = reinterpret_cast<float4*>(st.x(s));  // the whole stage: x tile, then w tile
-      float4* small = reinterpret_cast<float4*>(st.ring_x(r));
-#pragma unroll 4
-      for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
-        tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
-      }
-      hopper::fence_proxy_async();
-      hopper::named_barrier(1, 128 * CONSUMERS);
-      a_small = hopper::wgmma_desc_sw128(st.ring_x(r) + c * C::A_WG_BYTES);
-      b_small = hopper::wgmma_desc_sw128(st.ring_w(r));
-    }
+  static __device__ __forceinline__ void products(float (&acc)[C::ACC], Total& total, uint64_t a_small, uint64_t a_big,
+                                                  uint64_t b_small, uint64_t b_big, int kt, int k_tiles) {
     // The first k tile of a chunk starts from D = 0 (scale-d = 0); the others accumulate.
     const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
     hopper::fence_operands(acc);
@@ -145,6 +130,29 @@ struct Split3xTf32Mainloop {
     } else {
       hopper::wgmma_wait<1>();
     }
+  }
+
+  template <class C, class Total>
+  static __device__ __forceinline__ void step(float (&acc)[C::ACC], Total& total, const Stages<C>& st, uint64_t a_big,
+                                              uint64_t b_big, int s, int it, int kt, int k_tiles, int c, int ct) {
+    uint64_t a_small, b_small;
+    if constexpr (C::PRESPLIT) {
+      a_small = hopper::wgmma_desc_sw128(st.x_small(s) + c * C::A_WG_BYTES);
+      b_small = hopper::wgmma_desc_sw128(st.w_small(s));
+    } else {
+      const int r = it % C::RING;
+      float4* raw = reinterpret_cast<float4*>(st.x(s));  // the whole stage: x tile, then w tile
+      float4* small = reinterpret_cast<float4*>(st.ring_x(r));
+#pragma unroll 4
+      for (int i = ct; i < C::STAGE_BYTES / 16; i += 128 * CONSUMERS) {
+        tc::split_tf32x4(raw[i], raw[i], small[i]);  // big over the raw value, in place
+      }
+      hopper::fence_proxy_async();
+      hopper::named_barrier(1, 128 * CONSUMERS);
+      a_small = hopper::wgmma_desc_sw128(st.ring_x(r) + c * C::A_WG_BYTES);
+      b_small = hopper::wgmma_desc_sw128(st.ring_w(r));
+    }
+    products<C>(acc, total, a_small, a_big, b_small, b_big, kt, k_tiles);
   }
 };
 
@@ -175,29 +183,7 @@ struct SplitW3xTf32Mainloop {
     hopper::fence_proxy_async();
     hopper::named_barrier(1, 128 * CONSUMERS);
     const uint64_t b_small = hopper::wgmma_desc_sw128(st.w_ring(r));
-    const int chunk_start = C::PROMOTE > 0 ? kt % C::PROMOTE == 0 : kt == 0;
-    hopper::fence_operands(acc);
-    hopper::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < C::BK / C::Operand::K_PER_MMA; ++kk) {
-      const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
-      C::Operand::mma(acc, a_small + step, b_big + step, kk == 0 && chunk_start ? 0 : 1);
-      C::Operand::mma(acc, a_big + step, b_small + step, 1);
-      C::Operand::mma(acc, a_big + step, b_big + step, 1);
-    }
-    hopper::wgmma_commit();
-    hopper::fence_operands(acc);
-    if (C::PROMOTE > 0 && ((kt + 1) % C::PROMOTE == 0 || kt + 1 == k_tiles)) {
-      hopper::wgmma_wait<0>();
-      hopper::fence_operands(acc);
-#pragma unroll
-      for (int i = 0; i < (C::PROMOTE > 0 ? C::ACC : 1); ++i) {
-        total[i] += acc[i];
-      }
-      hopper::fence_operands(acc);
-    } else {
-      hopper::wgmma_wait<1>();
-    }
+    Split3xTf32Mainloop::products<C>(acc, total, a_small, a_big, b_small, b_big, kt, k_tiles);
   }
 };
 
