@@ -266,11 +266,6 @@ def _register_tail(tail: Declaration, backward: Declaration, gradients: int, bac
     return tail.register(backward=formula), backward_op
 
 
-def _like_x_and(count: int):
-    """outputs of a tail's backward: dx (x's shape), then `count` vectors of C."""
-    return lambda grad, x, *rest: [x.shape, *[(x.shape[1],)] * count]
-
-
 # --- problem 94: + bias -> Hardtanh -> Mish -> GroupNorm ----------------------------------------
 
 def _bias_hardtanh_mish_group_norm_math(x, bias, min_val, max_val, num_groups, gamma, beta, eps):
@@ -296,7 +291,9 @@ BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD = Declaration(
     "tail_backward", "bias_hardtanh_mish_group_norm_backward",
     check=lambda grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps: _check_tail_backward(
         "bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
-    math=_bias_hardtanh_mish_group_norm_backward_math, outputs=_like_x_and(3), example=_94_BACKWARD_EXAMPLE)
+    math=_bias_hardtanh_mish_group_norm_backward_math,
+    outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 3],  # dx; dbias, dgamma, dbeta (C each)
+    example=_94_BACKWARD_EXAMPLE)
 bias_hardtanh_mish_group_norm, bias_hardtanh_mish_group_norm_backward = _register_tail(
     BIAS_HARDTANH_MISH_GROUP_NORM, BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD, gradients=4)
 
@@ -326,7 +323,9 @@ SWISH_BIAS_GROUP_NORM_BACKWARD = Declaration(
     "tail_backward", "swish_bias_group_norm_backward",
     check=lambda grad, x, bias, num_groups, gamma, beta, eps: _check_tail_backward(
         "swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
-    math=_swish_bias_group_norm_backward_math, outputs=_like_x_and(4), example=_37_BACKWARD_EXAMPLE)
+    math=_swish_bias_group_norm_backward_math,
+    outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 4],  # dx; dbias, dgamma, dbeta, dx's row sum (C each)
+    example=_37_BACKWARD_EXAMPLE)
 swish_bias_group_norm, swish_bias_group_norm_backward = _register_tail(
     SWISH_BIAS_GROUP_NORM, SWISH_BIAS_GROUP_NORM_BACKWARD, gradients=4)
 
@@ -356,7 +355,9 @@ GROUP_NORM_LEAKY_RELU_X2_BACKWARD = Declaration(
     "tail_backward", "group_norm_leaky_relu_x2_backward",
     check=lambda grad, x, num_groups, gamma, beta, eps, negative_slope: _check_tail_backward(
         "group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta),
-    math=_group_norm_leaky_relu_x2_backward_math, outputs=_like_x_and(3), example=_62_BACKWARD_EXAMPLE)
+    math=_group_norm_leaky_relu_x2_backward_math,
+    outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 3],  # dx; dgamma, dbeta, dx's row sum (C each)
+    example=_62_BACKWARD_EXAMPLE)
 group_norm_leaky_relu_x2, group_norm_leaky_relu_x2_backward = _register_tail(
     GROUP_NORM_LEAKY_RELU_X2, GROUP_NORM_LEAKY_RELU_X2_BACKWARD, gradients=3)
 
