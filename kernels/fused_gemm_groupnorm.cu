@@ -38,7 +38,9 @@
 //
 // Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
 // (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
-// each launcher asks it first: where it does not hold, the model runs as two ops, workbook::linear
+// each launcher asks it first, and whether x has more than 256 rows (its plan, common/gemm_dispatch.cuh:
+// fewer leave these 128-row tiles too few for the SMs): where either does not hold, the model runs
+// as two ops, workbook::linear
 // and then the tail's op, found in PyTorch's dispatcher (utils/ops.py registers them; these
 // launchers are those ops' CUDA kernels). Without them (this file loaded alone, an export) and for
 // anything else, the launcher rejects its inputs with an error naming the condition.

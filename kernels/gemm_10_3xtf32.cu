@@ -238,7 +238,9 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
     const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), bc.data_ptr<float>()};
     if (plan.schedule == gemm_dispatch::Schedule::NARROW) {
       // 65-256 rows: w's small parts made in the kernel, where each block column is computed once or
-      // twice (a kept w_residual is not faster there).
+      // twice. A kept w_residual goes unread here: it would be faster only on a pre-split 64-wide
+      // configuration this file does not build (0.167 against 0.220 ms at 128 rows on an H200,
+      // experiments/gemm_schedules/README.md).
       const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(xc.get_device());
       if (gemm_dispatch::narrow_width(xc.size(0), wc.size(0), sms) == 64) {
         gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xc, tf32_operands::tf32_residual(xc), wc, store);
