@@ -43,9 +43,9 @@ RESULTS_README = REPO / "results" / "README.md"  # the tables; README.md keeps t
 CPU_TIMES = {
     "make lab": "13 s to serve, `.venv/` set up already (measured on a busy machine)",
     "make run": None,
-    "make test": "13-15 min on a clean clone (12:47 at c11ae67 and 14:43 at c9105e9, pytest 636 s and 717 s of it, on "
-                 "two workers; 15:02-17:33 in four runs before the readers' kernels built without PyTorch's headers), the "
-                 "setup of `.venv/` and every kernel's cold build included",
+    "make test": "13-16 min on a clean clone (15:19 at 54a9b36 and 14:38 at b896d57, run one after the other on the "
+                 "same machine, pytest 752 s and 738 s of it, on two workers; 12:47 at c11ae67 and 14:43 at c9105e9 on "
+                 "earlier days), the setup of `.venv/` and every kernel's cold build included",
 }
 
 RENDERERS: dict[str, Callable[[dict], str]] = {
