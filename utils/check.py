@@ -82,6 +82,7 @@ from torch import Tensor, nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from utils import precision
+from utils.op_declaration import FLOAT32
 from utils.precision import ieee_fp32
 from utils.problems import Problem, get_problem
 
@@ -213,9 +214,11 @@ class CheckReport:
 
 
 def _resolve_tier(tier: str) -> str:
-    """"auto": the tf32 tier when the caller lets fp32 matmuls use TF32 (or bf16), else strict."""
+    """"auto": the tier the ops declare for float32 (utils/op_declaration.py's FLOAT32): their TF32 one when
+    the caller lets fp32 matmuls use TF32 (or bf16), else their IEEE one (strict)."""
     if tier == "auto":
-        return "tf32" if precision.tf32_allowed() else "strict"
+        ieee, tf32 = FLOAT32[torch.float32]
+        return tf32 if precision.tf32_allowed() else ieee
     if tier not in TIERS:
         raise ValueError(f"tier must be 'auto' or one of {sorted(TIERS)}, not {tier!r}")
     return tier
