@@ -235,6 +235,7 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
     // x and w are their own big parts; x's small parts are made here.
+    const torch::Tensor xs = tf32_operands::tf32_residual(xc);
     const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), bc.data_ptr<float>()};
     if (plan.schedule == gemm_dispatch::Schedule::NARROW) {
       // 65-256 rows: w's small parts made in the kernel, where each block column is computed once or
@@ -243,14 +244,14 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
       // experiments/gemm_schedules/README.md).
       const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(xc.get_device());
       if (gemm_dispatch::narrow_width(xc.size(0), wc.size(0), sms) == 64) {
-        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xc, tf32_operands::tf32_residual(xc), wc, store);
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xc, xs, wc, store);
       } else {
-        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW128Config>(xc, tf32_operands::tf32_residual(xc), wc, store);
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW128Config>(xc, xs, wc, store);
       }
     } else {
       // w's small parts made here too, unless the caller kept them.
       gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
-          xc, tf32_operands::tf32_residual(xc), wc, kept.defined() ? kept : tf32_operands::tf32_residual(wc), store);
+          xc, xs, wc, kept.defined() ? kept : tf32_operands::tf32_residual(wc), store);
     }
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());

@@ -9,7 +9,7 @@ outputs), the bad-input matrix's specs (tests/bad_inputs.py) and the dtype check
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import torch
@@ -35,11 +35,7 @@ class Declaration:
     math: Callable  # the computation in PyTorch ops
     outputs: Callable  # the arguments -> the output's shape, or a list of the outputs' shapes
     example: Callable[[int, torch.Generator], list]  # valid arguments with n rows, on the CPU
-    dtypes: Mapping[torch.dtype, tuple[str, ...]] = None  # None: FLOAT32
-
-    @property
-    def accepted(self) -> Mapping[torch.dtype, tuple[str, ...]]:
-        return self.dtypes or FLOAT32
+    dtypes: Mapping[torch.dtype, tuple[str, ...]] = field(default_factory=lambda: FLOAT32)
 
     def reference(self, *args):
         self.check(*args)

@@ -95,7 +95,7 @@ def _require(op: str, **tensors: Tensor) -> None:
     what the kernel's float32 would not give. Arguments by the launcher's names, the first one's
     device the reference."""
     given = [(name, t) for name, t in tensors.items() if t is not None]
-    accepted = DECLARED[op].accepted if op in DECLARED else FLOAT32
+    accepted = DECLARED[op].dtypes if op in DECLARED else FLOAT32
     if wrong := [(name, t) for name, t in given if t.dtype not in accepted]:
         raise TypeError(f"workbook::{op} supports {' and '.join(str(d).removeprefix('torch.') for d in accepted)} only: "
                         + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; " + _dtype_fix([n for n, _ in wrong]))
