@@ -17,8 +17,8 @@
 // purpose: a drop-in's freeze()). With TF32 allowed
 // (torch.backends.cuda.matmul.allow_tf32, or set_float32_matmul_precision("high")) the GEMM is
 // rung 9's 1xTF32 (the tf32 tier), as nn.Linear's cuBLAS GEMM would then be. The setting is read
-// once on every call (common/gemm_dispatch.cuh, which also sends up to 256 rows of x to `linear` and
-// the tail).
+// once on every call (common/gemm_dispatch.cuh, which also picks narrower tiles for 65-256 rows of x
+// at the TF32 tier, and sends the rest of up to 256 rows to `linear` and the tail).
 // @precision: fp32
 // @arch: 9.0a
 // @ops: its launchers are operators' kernels (utils/ops.py registers them)
@@ -38,9 +38,9 @@
 //
 // Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
 // (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
-// each launcher asks it first, and whether x has more than 256 rows (its plan, common/gemm_dispatch.cuh:
-// fewer leave these 128-row tiles too few for the SMs): where either does not hold, the model runs
-// as two ops, workbook::linear
+// each launcher asks it first, and its plan (common/gemm_dispatch.cuh; fused_here below: more than
+// 256 rows of x, or more than 64 at the TF32 tier): where either says no, the model runs as two ops,
+// workbook::linear
 // and then the tail's op, found in PyTorch's dispatcher (utils/ops.py registers them; these
 // launchers are those ops' CUDA kernels). Without them (this file loaded alone, an export) and for
 // anything else, the launcher rejects its inputs with an error naming the condition.
@@ -132,12 +132,14 @@ struct Operands {
   torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
   bool save;                 // keep the GEMM's output for the backward
   bool tf32;                 // the tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
+  int narrow;                // 65-256 rows at the TF32 tier (the plan's NARROW schedule): the block
+                             // width, 64 or 128 (gemm_dispatch::narrow_width); 0: the wide tiles
 };
 
 inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
                                   int64_t num_groups, const torch::Tensor& gamma, const torch::Tensor& beta,
                                   double eps, const c10::optional<torch::Tensor>& w_residual, bool save,
-                                  gemm_dispatch::Tier tier) {
+                                  const gemm_dispatch::Plan& plan) {
   CHECK_CUDA(x);
   CHECK_CUDA(w);
   CHECK_FLOAT(x);
@@ -170,22 +172,33 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
   const torch::Tensor wc = tma_ready(w);
-  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, tier == gemm_dispatch::Tier::TF32};
+  const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()
+                         ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
+                                                       device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
+                         : 0;
+  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, plan.tf32(), narrow};
 }
 
-// Whether the whole model runs in this file's kernels: `fusable`, and the plan's WIDE schedule (more
-// than 256 rows of x: common/gemm_dispatch.cuh). Up to 64 rows the time is one read of w, which
-// `linear`'s small-batch schedule makes close to the device's bandwidth; up to 256, `linear`'s narrow
-// tiles give every SM work. These kernels, 128 x 128 or 128 x 256 tiles, would leave most SMs idle
-// there (experiments/gemm_schedules/README.md): the model runs as workbook::linear and its tail. Its
-// arguments are checked here first, so that an error names them as this file's kernels would (linear
-// would call linear_bias "bias").
+// Whether the whole model runs in this file's kernels: `fusable`, and the plan's tiles
+// (common/gemm_dispatch.cuh): the wide ones (over 256 rows of x) at either tier, the narrow ones
+// (65-256 rows) at the TF32 tier. Elsewhere the model runs as workbook::linear and its tail:
+//   1-64 rows    the time is one read of w, which `linear`'s small-batch schedule makes and these
+//                kernels' 128-row tiles would not;
+//   65-256 rows, strict: on `linear`'s narrow tiles the GEMM alone takes 0.217-0.367 ms, and the
+//                tail in its epilogue saved nothing (0.222 against 0.217 + the tail's 0.005 at 65-128
+//                rows) or lost (0.398 against 0.364 at 129-192), problem 62 on an H200
+//                (experiments/gemm_schedules/README.md). At the TF32 tier the fused kernel is one
+//                launch where `linear` + the tail are cuBLAS's and the tail's, and the host's time
+//                between them showed at these sizes.
+// Its arguments are checked here first, so that an error names them as this file's kernels would
+// (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,
                        const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
                        const torch::Tensor& beta, double eps, const c10::optional<torch::Tensor>& w_residual) {
   if (!fusable_inputs(x, w, num_groups)) return false;
   if (plan.schedule == gemm_dispatch::Schedule::WIDE) return true;
-  check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false, plan.tier);
+  if (plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()) return true;
+  check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false, plan);
   return false;
 }
 
@@ -197,17 +210,32 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
               shape_string(bias));
 }
 
-// x @ w.T through `epi`, at the tier the launcher's plan read.
-template <class Epi3, class Epi1>
-void run_gemm(const Operands& o, const Epi3& strict, const Epi1& tf32) {
+// x @ w.T through `epi`, at the tier and on the tiles the launcher's plan chose:
+//   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows)
+//   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
+// x and w are their own big parts (common/tf32_operands.cuh); x's small parts are made here. On the
+// narrow tiles x is padded with zero rows to whole tiles first (rows_padded_to_tiles: the TMA boxes
+// then read nothing out of bounds, which is slow where w's read bounds the time).
+template <class Epi>
+void run_gemm(const Operands& o, const Epi& epi) {
+  using namespace gemm_wgmma;
   if (o.tf32) {
-    gemm_wgmma::run_epilogue<gemm_wgmma::Tf32Config>(o.x, o.w, tf32);
-  } else {
-    // x and w are their own big parts (common/tf32_operands.cuh); their small parts are made here,
-    // w's unless the caller kept them.
-    const torch::Tensor ws = o.w_residual.defined() ? o.w_residual : tf32_operands::tf32_residual(o.w);
-    gemm_wgmma::run_parts_epilogue<gemm_wgmma::PresplitConfig<>>(o.x, tf32_operands::tf32_residual(o.x), o.w, ws, strict);
+    const torch::Tensor x = o.narrow != 0 ? rows_padded_to_tiles(o.x) : o.x;
+    switch (o.narrow) {
+      case 64: run_epilogue<Tf32NarrowConfig<64>>(x, o.w, epi, o.x.size(0)); break;
+      case 128: run_epilogue<Tf32NarrowConfig<128>>(x, o.w, epi, o.x.size(0)); break;
+      default: run_epilogue<Tf32Config>(x, o.w, epi);
+    }
+    return;
   }
+  TORCH_INTERNAL_ASSERT(o.narrow == 0, "the strict tier's fused kernels take the wide tiles only (fused_here)");
+  const torch::Tensor ws = o.w_residual.defined() ? o.w_residual : tf32_operands::tf32_residual(o.w);
+  run_parts_epilogue<PresplitConfig<>>(o.x, tf32_operands::tf32_residual(o.x), o.w, ws, epi);
+}
+// The width of run_gemm's block tiles: a ROW_MIN epilogue leaves one value per row and tile.
+inline int64_t block_width(const Operands& o) {
+  if (o.narrow != 0) return o.narrow;
+  return o.tf32 ? gemm_wgmma::Tf32Config::BN : gemm_wgmma::PresplitConfig<>::BN;
 }
 
 // The GEMM's output x @ w.T + lb, kept for the backward when o.save; an empty tensor otherwise.
@@ -233,7 +261,7 @@ std::tuple<torch::Tensor, torch::Tensor> store_model(const Operands& o, const to
                                                      beta.data_ptr<float>(), static_cast<float>(eps), post,
                                                      out.data_ptr<float>(), nullptr,
                                                      o.save ? saved.data_ptr<float>() : nullptr};
-    run_gemm(o, epi, epi);
+    run_gemm(o, epi);
   });
   return {out, saved};
 }
@@ -251,8 +279,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
   torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
   torch::Tensor saved = saved_output(o);
   if (M == 0) return {broadcast_add(rowmin, bias, /*dependent=*/false), saved};
-  const int64_t tiles = o.tf32 ? gemm_wgmma::tiles_n<gemm_wgmma::Tf32Config>(C)
-                             : gemm_wgmma::tiles_n<gemm_wgmma::PresplitConfig<>>(C);
+  const int64_t tiles = (C + block_width(o) - 1) / block_width(o);
   torch::Tensor partials, keys;
   if (atomic) {
     keys = torch::empty({M}, o.x.options().dtype(torch::kInt)).fill_(gemm_epilogue::kInfinityKey);
@@ -265,7 +292,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
         lb.data_ptr<float>(), Identity{}, gamma.data_ptr<float>(), beta.data_ptr<float>(), static_cast<float>(eps),
         Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr,
         o.save ? saved.data_ptr<float>() : nullptr};
-    run_gemm(o, epi, epi);
+    run_gemm(o, epi);
   });
   const int threads = 256;
   const dim3 grid(static_cast<unsigned>((M + threads - 1) / threads));
@@ -306,7 +333,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                              w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   fused::check_bias(x, w, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
   const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
@@ -322,7 +349,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
                                              w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   fused::check_bias(x, w, bias);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{bias.data_ptr<float>()},
                             Identity{});
@@ -337,7 +364,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, Identity{},
                             LeakyReluX2{nullptr, static_cast<float>(negative_slope)});
 }
@@ -351,7 +378,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
                                              w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan.tier);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/false);
 }
 
@@ -359,8 +386,8 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
 std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias_atomic(torch::Tensor x, torch::Tensor w, torch::Tensor linear_bias, int64_t num_groups,
                                          torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                          c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
-  const gemm_dispatch::Tier tier = gemm_dispatch::current_tier();
+  const gemm_dispatch::Plan wide{gemm_dispatch::current_tier(), gemm_dispatch::Schedule::WIDE};  // the wide tiles at any M
   const fused::Operands o =
-      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, tier);
+      fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, wide);
   return fused::min_model(o, linear_bias, num_groups, gamma, beta, eps, bias, /*atomic=*/true);
 }

@@ -123,8 +123,8 @@ using SmemSplitConfig = gemm_wgmma::Config</*BN*/ 128, /*STAGES*/ 4, /*SPLIT*/ t
 using PresplitConfig = gemm_wgmma::PresplitConfig<PROMOTE>;
 // 65-256 rows of x (common/gemm_dispatch.cuh): x pre-split, w's small parts made in shared memory, in
 // blocks 64 or 128 columns wide.
-using SplitW64Config = gemm_wgmma::SplitWConfig</*BN*/ 64, /*STAGES*/ 4, PROMOTE>;
-using SplitW128Config = gemm_wgmma::SplitWConfig</*BN*/ 128, /*STAGES*/ 3, PROMOTE>;
+using SplitW64Config = gemm_wgmma::SplitWNarrowConfig</*BN*/ 64, PROMOTE>;
+using SplitW128Config = gemm_wgmma::SplitWNarrowConfig</*BN*/ 128, PROMOTE>;
 
 // The small parts of w that the caller kept (a drop-in's freeze()), or none.
 using tf32_operands::kept_residual;
@@ -235,23 +235,26 @@ torch::Tensor linear(torch::Tensor x, torch::Tensor w, torch::Tensor bias, c10::
   }
   if (GEMM10_WGMMA && gemm_wgmma::tma_ok(xc, wc)) {
     // x and w are their own big parts; x's small parts are made here.
-    const torch::Tensor xs = tf32_operands::tf32_residual(xc);
     const gemm_wgmma::StoreEpilogue store{out.data_ptr<float>(), bc.data_ptr<float>()};
     if (plan.schedule == gemm_dispatch::Schedule::NARROW) {
       // 65-256 rows: w's small parts made in the kernel, where each block column is computed once or
       // twice. A kept w_residual goes unread here: it would be faster only on a pre-split 64-wide
       // configuration this file does not build (0.167 against 0.220 ms at 128 rows on an H200,
-      // experiments/gemm_schedules/README.md).
+      // experiments/gemm_schedules/README.md). x is padded with zero rows to whole tiles first (no
+      // TMA box then reads out of bounds, which is slow where w's read bounds the time:
+      // common/gemm_wgmma_host.cuh), and its small parts are made from the padded x.
       const int sms = device_attribute<cudaDevAttrMultiProcessorCount>(xc.get_device());
+      const torch::Tensor xp = gemm_wgmma::rows_padded_to_tiles(xc);
+      const torch::Tensor xs = tf32_operands::tf32_residual(xp);
       if (gemm_dispatch::narrow_width(xc.size(0), wc.size(0), sms) == 64) {
-        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xc, xs, wc, store);
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW64Config>(xp, xs, wc, store, xc.size(0));
       } else {
-        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW128Config>(xc, xs, wc, store);
+        gemm_wgmma::run_split_w_epilogue<gemm10::SplitW128Config>(xp, xs, wc, store, xc.size(0));
       }
     } else {
       // w's small parts made here too, unless the caller kept them.
       gemm_wgmma::run_parts_epilogue<gemm10::PresplitConfig>(
-          xc, xs, wc, kept.defined() ? kept : tf32_operands::tf32_residual(wc), store);
+          xc, tf32_operands::tf32_residual(xc), wc, kept.defined() ? kept : tf32_operands::tf32_residual(wc), store);
     }
   } else {
     gemm_mma::run<gemm_mma::Split3Config, /*SPLIT*/ true, gemm10::PROMOTE>(xc, wc, out, bc.data_ptr<float>());

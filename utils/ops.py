@@ -419,9 +419,10 @@ group_norm_min_bias, group_norm_min_bias_backward = _register_tail(
 # epilogue: the GEMM's output goes to memory only when the backward will need it. Its tier follows
 # PyTorch's fp32 matmul setting like `linear`: 3xTF32 (strict) by default, rung 9's 1xTF32 with TF32
 # allowed. Where the kernel does not apply (the launcher's `fusable` says no: not an sm_90 GPU,
-# K % 4 != 0, a group width it has no instance for) and at up to 256 rows of x (where `linear`'s
-# small-batch schedule and narrow tiles keep every SM busy and the fused kernel's 128-row tiles would
-# not: kernels/common/gemm_dispatch.cuh), the launcher
+# K % 4 != 0, a group width it has no instance for), at up to 64 rows of x (where the time is one
+# read of the weight, which `linear`'s small-batch schedule makes and the fused kernel's 128-row tiles
+# would not) and at 65-256 rows on the strict tier (where the fused kernel measured no faster:
+# kernels/common/gemm_dispatch.cuh, fused_gemm_groupnorm.cu's fused_here), the launcher
 # runs the ops `linear` and the tail above instead, through the dispatcher: the same result, two kernels.
 
 FUSED = "fused_gemm_groupnorm"  # the kernel file of the whole models

@@ -26,4 +26,11 @@ for M, N, K in ((1, 77, 36), (7, 1000, 1004), (64, 300, 2052), (33, 4096, 4096),
             out = ops.linear(x, w, b)
         err = ((out.double() - (x.double() @ w.double().T + b.double())).abs().max()).item()
         print(f"M={M} N={N} K={K} tf32={tf32}: max error {err:.1e}", flush=True)
+for name, model in ops.WHOLE_MODELS.items():
+    for M in (100, 129, 200):
+        args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in model.example(M, torch.Generator().manual_seed(M))]
+        with precision.tf32(True):
+            out, _ = model.op(*args)
+        ref, _ = model.math(*[a.double() if isinstance(a, torch.Tensor) else a for a in args])
+        print(f"{name} M={M} tf32=True: max error {(out.double() - ref).abs().max().item():.1e}", flush=True)
 torch.cuda.synchronize()

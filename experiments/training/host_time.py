@@ -10,7 +10,9 @@ ones, so the time measured is the CPU's alone), the layers in turn over ten roun
   and the same under torch.inference_mode() (which skips the autograd kernel: what that kernel costs);
 - the op as the module calls it (utils.ops.WholeModel: whether to keep the GEMM's output);
 - the module, by default and frozen (the forward, freeze()'s checks).
-Then cProfile of the module's calls, the 25 costliest functions, into OUT/host_profile.txt.
+Then cProfile of the module's calls, the 25 costliest functions, into OUT/host_profile.txt; with
+--trace, torch.profiler's table of the same calls (the launcher's ATen ops and CUDA runtime calls, by
+CPU time) into OUT/host_trace.txt.
 With --rows, at that many rows of x instead (below 257 the whole model runs as `linear` and its tail:
 both are timed alone too), and with --tf32 at the TF32 tier.
 
@@ -54,7 +56,7 @@ def host_us(layers: dict, calls: int = 100, rounds: int = 10) -> dict:
     return {name: sorted(t)[len(t) // 2] * 1e6 for name, t in times.items()}
 
 
-def rows_for(pid: int, out: Path, rows: int | None = None) -> list[dict]:
+def rows_for(pid: int, out: Path, rows: int | None = None, trace: bool = False) -> list[dict]:
     _, new = chapter.solution_pair(pid, "full", "cuda")
     frozen = chapter.solution_pair(pid, "full", "cuda")[1].freeze()
     x = get_problem(pid).get_inputs("full")[0].cuda()
@@ -82,6 +84,9 @@ def rows_for(pid: int, out: Path, rows: int | None = None) -> list[dict]:
         y = ops.linear(x, weight, linear_bias)
         layers["ops.linear"] = lambda: ops.linear(x, weight, linear_bias)
         layers["the tail's op"] = lambda: whole.tail(y, *tail_args)
+        linear_op = torch.ops.workbook.linear.default
+        layers["linear's op, no autograd kernel"] = inference(lambda: linear_op(x, weight, linear_bias, None))
+        layers["F.linear (eager's GEMM)"] = lambda: torch.nn.functional.linear(x, weight, linear_bias)
     with torch.no_grad():
         rows = [{"problem": pid, "rows": x.shape[0], "layer": layer, "host_us": us} for layer, us in host_us(layers).items()]
         for label, model in (("default", new), ("frozen", frozen)):
@@ -95,6 +100,20 @@ def rows_for(pid: int, out: Path, rows: int | None = None) -> list[dict]:
             pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
             with open(out / "host_profile.txt", "a") as f:
                 f.write(f"=== problem {pid}, {label}\n{text.getvalue()}\n")
+        if trace:
+            # the C++ side of a call: each ATen op and CUDA runtime call the launcher makes, with its
+            # CPU time (what cProfile above sees as one built-in call)
+            from torch.profiler import ProfilerActivity, profile
+            for _ in range(20):
+                new(x)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                for _ in range(200):
+                    new(x)
+                torch.cuda.synchronize()
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=30, max_name_column_width=70)
+            with open(out / "host_trace.txt", "a") as f:
+                f.write(f"=== problem {pid}, {x.shape[0]} rows, 200 calls of the module\n{table}\n")
     return rows
 
 
@@ -105,10 +124,12 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default="unknown", help="the commit the sources are at (the device has no .git)")
     ap.add_argument("--rows", type=int, default=None, help="rows of x (default: KernelBench's batch)")
     ap.add_argument("--tf32", action="store_true", help="at the TF32 tier (default: strict)")
+    ap.add_argument("--trace", action="store_true",
+                    help="also torch.profiler's table of the module's calls (ATen ops, CUDA runtime calls) into OUT/host_trace.txt")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     with precision.tf32(args.tf32):
-        rows = [r for pid in args.problems for r in rows_for(pid, args.out, args.rows)]
+        rows = [r for pid in args.problems for r in rows_for(pid, args.out, args.rows, args.trace)]
     for r in rows:
         print(f"{r['problem']:>3} {r['rows']:>6} rows {r['layer']:<40} {r['host_us']:8.1f} µs")
     record = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit,

@@ -4,13 +4,14 @@
 //
 //   rows of x    strict tier (3xTF32)                           TF32 tier
 //   1-64         the small-batch schedule (common/gemm_small_batch.cuh): w read once, either tier
-//   65-256       wgmma, w's small parts made in shared memory,  cuBLAS's TF32 GEMM (linear);
-//                at the width the waves pick (narrow_width)     the whole models: linear + their tail
-//   257-         wgmma on pre-split operands (a pass over w     cuBLAS (linear); the whole models'
-//                per call, unless the caller kept it)           one kernel, 128 x 256 tiles
+//   65-256       wgmma, w's small parts made in shared memory,  cuBLAS's TF32 GEMM (linear); the
+//                at the width the waves pick (narrow_width);    whole models: wgmma at the width
+//                the whole models: linear + their tail          the waves pick, the tail fused
+//   257-         wgmma on pre-split operands (a pass over w     cuBLAS (linear); the whole models:
+//                per call, unless the caller kept it)           wgmma, 128 x 256 tiles
 //
-// The whole models run in one kernel (fused_gemm_groupnorm.cu) only on the last row: up to 256 rows
-// their 128-row block tiles leave most SMs idle, and they run as `linear` and their tail.
+// The whole models run in one kernel (fused_gemm_groupnorm.cu) where the table says so; elsewhere
+// as `linear` and their tail (fused_gemm_groupnorm.cu's fused_here says why, with the figures).
 // Measured: experiments/gemm_schedules/README.md (65-256 rows and beyond),
 // results/nvidia-h100-80gb-hbm3/logs/small_batch/README.md (1-64).
 

@@ -253,6 +253,14 @@ struct SplitWConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
                                        static_cast<size_t>(RING_BYTES) * RING + Base::BARRIERS * sizeof(uint64_t);
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
 };
+// 65-256 rows of x (common/gemm_dispatch.cuh's NARROW schedule, at the width narrow_width picks, 64
+// or 128): tiles narrow enough that the few block rows still give every SM work. TF32: 6 stages;
+// 3xTF32: w's small parts made in the kernel, 4 stages at width 64 and 3 at 128 (what fits beside the
+// ring). Measured against the wide tiles and cuBLAS: experiments/gemm_schedules/README.md.
+template <int BN_>
+using Tf32NarrowConfig = Config<BN_, /*STAGES*/ 6, /*SPLIT*/ false, /*PROMOTE*/ 0>;
+template <int BN_, int PROMOTE_ = PROMOTE_K / BK>
+using SplitWNarrowConfig = SplitWConfig<BN_, /*STAGES*/ BN_ == 64 ? 4 : 3, PROMOTE_>;
 // An epilogue's per-column parameters for one tile (Epi::param), spread over THREADS_ threads
 // (thread t takes values t, t + THREADS_, ...): loaded into registers when the tile's main loop
 // starts, so the loads land while the wgmmas run, and stored to shared memory after it, where

@@ -6,7 +6,8 @@
 //                                        another epilogue;
 //   split_parts, run_presplit,           the pre-split path of 3xTF32: the operands split into big
 //   run_parts_epilogue                   and small parts before the kernel (PRESPLIT configs);
-//   run_split_w_epilogue                 x split before the kernel, w's small parts made in it (SplitWConfig).
+//   run_split_w_epilogue                 x split before the kernel, w's small parts made in it (SplitWConfig);
+//   rows_padded_to_tiles                 x padded with zero rows to whole tiles (no box read out of bounds).
 
 #pragma once
 
@@ -59,18 +60,30 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   LAUNCH_CHECK();
 }
 
-// Tiles of the output in N, for epilogues that keep one value per row and tile (a row minimum).
-template <class C>
-inline int64_t tiles_n(int64_t N) {
-  return (N + C::BN - 1) / C::BN;
+// x with zero rows added up to whole BM-row tiles (a copy), or x itself where it has them. TMA fills
+// the rows of a box past the tensor's end with zeros, but slowly: where the weight's read bounds the
+// time, at 65 rows of x (63 of each box's 128 out of bounds), the TF32 kernel at width 64 took 0.145
+// ms against 0.078 on x padded to 128 rows, and at 129 rows 0.176 against 0.112 (H200,
+// experiments/gemm_schedules/README.md). The copy is M x K floats, a few microseconds. The launchers
+// pad at up to 256 rows (the narrow tiles), where that read bounds the time, and pass x's own rows as
+// `rows` below: the kernel computes and writes those alone.
+inline torch::Tensor rows_padded_to_tiles(const torch::Tensor& x) {
+  const int64_t M = x.size(0);
+  const int64_t pad = (BM - M % BM) % BM;
+  if (pad == 0) return x;
+  torch::Tensor padded = torch::empty({M + pad, x.size(1)}, x.options());
+  padded.narrow(0, 0, M).copy_(x);
+  padded.narrow(0, M, pad).zero_();
+  return padded;
 }
 
-// Computes x @ w.T and hands each tile to `epi`. x and w checked, tma_ok(x, w), M, N, K > 0.
+// Computes x @ w.T and hands each tile to `epi`. x and w checked, tma_ok(x, w), M, N, K > 0. rows: the
+// rows of out to compute (the first of x's: rows_padded_to_tiles), or -1 for all of x's.
 template <class C, class Epi>
-void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi) {
+void run_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi, int64_t rows = -1) {
   static_assert(!C::PRESPLIT, "pre-split operands go through run_presplit");
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t M = x.size(0);
+  const int64_t M = rows < 0 ? x.size(0) : rows;
   const int64_t N = w.size(0);
   const int64_t K = x.size(1);
   const CUtensorMap tmap_x = operand_map<C>(x, BM);
@@ -140,13 +153,14 @@ void run_parts_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small
 }
 
 // x @ w.T with x given part by part (x_big (M, K), which may be x itself, and x_small) and w raw
-// (N, K): w's small parts are made in the kernel, in shared memory (SplitWConfig). M, N, K > 0.
+// (N, K): w's small parts are made in the kernel, in shared memory (SplitWConfig). M, N, K > 0. rows:
+// as run_epilogue's.
 template <class C, class Epi>
 void run_split_w_epilogue(const torch::Tensor& x_big, const torch::Tensor& x_small, const torch::Tensor& w,
-                          const Epi& epi) {
+                          const Epi& epi, int64_t rows = -1) {
   static_assert(C::PRESPLIT && !C::LOADS_W_SMALL, "run_split_w takes x's parts and w raw");
   const c10::cuda::CUDAGuard guard(x_big.device());
-  const int64_t M = x_big.size(0);
+  const int64_t M = rows < 0 ? x_big.size(0) : rows;
   const int64_t N = w.size(0);
   const int64_t K = x_big.size(1);
   TORCH_CHECK(w.size(1) == K && x_small.sizes() == x_big.sizes() && K % 4 == 0,
