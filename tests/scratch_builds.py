@@ -19,6 +19,7 @@ def texts() -> list[tuple[str, str, Path]]:
     """(name, text, folder) of each starter and each answer."""
     import test_groupnorm_epilogue_exercise as t09
     import test_memory_bound_exercises as t0607
+    import test_split_k_exercise as t11
     import test_tiled_sgemm_exercise as t03
     from utils.chapters import memory_exercises as mx
 
@@ -30,7 +31,7 @@ def texts() -> list[tuple[str, str, Path]]:
         (f"answer_{mx.MIN_BIAS_KERNEL}", t0607.MIN_BIAS_ANSWER, ANSWERS),
         ("group_norm_stats", t0607.welford_with(t0607.WELFORD_ANSWER_REGION), ANSWERS),
         ("gn_epilogue", t09.starter(), STARTERS), ("gn_epilogue_answer", t09.ANSWER, ANSWERS),
-    ]
+    ] + [(t11.NAME, t11.text(v), t11.folder(v)) for v in t11.VARIANTS]  # 11's shortcuts too: its compile tests build them
 
 
 def gpu_texts() -> list[tuple[str, str, Path]]:

@@ -73,21 +73,26 @@ def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tm
 
 
 def test_a_chapter_split_off_another_reads_the_copies_of_every_name_its_cells_ran_under(tmp_path):
-    """Chapter 11 was part of 10: its cells' recorded outputs are also in the copies named 10_fused_solutions
-    from before the split, those first and its own last, so that the newest wins."""
-    new = "11_dropins_in_real_code.ipynb"
-    assert run.RECORDED_AS[new] == ("10_fused_solutions.ipynb",)
-    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-b", "10_fused_solutions.ipynb"),
-                                        ("gpu-a", "10_fused_solutions.ipynb")]):
+    """Chapter 12 was part of 10, then chapter 11 until a chapter was inserted before it: its cells' recorded
+    outputs are also in the copies named 10_fused_solutions from before the split and in those named
+    11_dropins_in_real_code from before the renumbering, oldest name first and its own last, so that the
+    newest wins."""
+    new, split, renumbered = "12_dropins_in_real_code.ipynb", "10_fused_solutions.ipynb", "11_dropins_in_real_code.ipynb"
+    assert run.RECORDED_AS[new] == (split, renumbered)
+    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-a", renumbered), ("gpu-b", renumbered),
+                                        ("gpu-b", split), ("gpu-a", split)]):
         path = tmp_path / device / "notebooks" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
         os.utime(path, (1000 + i, 1000 + i))
     copies = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(new, tmp_path)]
-    assert copies == ["gpu-b/notebooks/10_fused_solutions.ipynb", "gpu-a/notebooks/10_fused_solutions.ipynb",
-                      f"gpu-a/notebooks/{new}"]
-    ten = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies("10_fused_solutions.ipynb", tmp_path)]
-    assert ten == copies[:2]  # chapter 10 kept its name, and reads no copy of chapter 11
+    assert copies == [f"gpu-b/notebooks/{split}", f"gpu-a/notebooks/{split}", f"gpu-a/notebooks/{renumbered}",
+                      f"gpu-b/notebooks/{renumbered}", f"gpu-a/notebooks/{new}"]
+    ten = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(split, tmp_path)]
+    assert ten == copies[:2]  # chapter 10 kept its name, and reads no copy of chapter 12
+    # the chapter now numbered 11 has a name of its own, and reads no copy of the one that was 11 before it
+    assert run.recorded_copies("11_every_batch_size.ipynb", tmp_path) == []
+    assert not any(renumbered in formers for name, formers in run.RECORDED_AS.items() if name != new)
 
 
 def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
@@ -98,7 +103,8 @@ def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
         for former in formers:
             assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
     assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded runs of the fused solutions
-    assert len(run.recorded_copies("11_dropins_in_real_code.ipynb")) >= 2  # its own, and the H200's under 10's name
+    # chapter 12's copies are all under its former names until `make run` records it as 12: 11's on each device
+    assert len(run.recorded_copies("12_dropins_in_real_code.ipynb")) >= 2
 
 
 def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):

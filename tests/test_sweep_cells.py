@@ -1,4 +1,4 @@
-"""The sweep cells of chapters 02, 04, 05, 07 and 08 run only on a GPU, so nbval on a CPU machine sees them skip.
+"""The sweep cells of chapters 02, 04, 05, 07, 08 and 11 run only on a GPU, so nbval on a CPU machine sees them skip.
 Here each runs end to end on the CPU with the GPU's parts stood in for: the kernels by the PyTorch math they
 replace, `.cuda()` by the tensor itself, the timer by fixed times, torch.compile by the function. What is
 real: the loop over the sizes, each size's check against the reference, the rows the cell builds (validated
@@ -137,3 +137,39 @@ def test_08_refuses_a_rung_that_misses_its_tier(gpu_faked):
     with pytest.raises(AssertionError, match="gemm_08_mma_tf32 misses the tf32 tier at M = 1"):
         run_cells(gpu_faked, "08_tensor_cores_and_precision.ipynb", ["nb08-sweep-setup", "nb08-sweep-run"], names,
                   [("range(15)", "range(2)"), ("N_SWEEP = K_SWEEP = 8192", "N_SWEEP = K_SWEEP = 256"), ON_CPU])
+
+
+def test_11_sweeps_linear_cublas_and_problem_94_over_m_at_both_tiers(gpu_faked):
+    """Chapter 11's sweep: every contender checked against float64 at its tier, then timed, at each M and tier;
+    recorded as sweep_regimes; one plot and one table of ratios per tier, with the floor."""
+    from utils.problems import get_problem
+
+    p = get_problem(94)
+    dims = p.dims("small")
+    pair = lambda pid, scale, device: (p.make_model("small", seed=0).eval(), p.make_model("small", seed=0).eval())
+    names = {"chapter": types.SimpleNamespace(solution_pair=pair), "ops": types.SimpleNamespace(linear=F.linear),
+             "build": types.SimpleNamespace(builds_here=lambda name: True), "N": dims.out_features,
+             "K": dims.in_features, "ceil_rec": None, "ceilings": bench.DATASHEET_H100}
+    shown = run_cells(gpu_faked, "11_every_batch_size.ipynb", ["nb11-sweep-run", "nb11-sweep-plot"], names,
+                      [("[1, 2, 4, 8, 16, 32, 64, 65, 96, 128, 129, 192, 256, 512, 1024, 2048, 4096, 8192, 16384]",
+                        "[1, 65, 129]"), ON_CPU, ('"full", "cuda"', '"small", "cpu"')])
+    rows = recorded(gpu_faked, "sweep_regimes")
+    assert {(r["tier"], r["M"]) for r in rows} == {(t, m) for t in ("strict", "tf32") for m in (1, 65, 129)}
+    assert {r["contender"] for r in rows} == {"cuBLAS (F.linear)", "ours: linear", "eager: model 94", "ours: model 94"}
+    tables = [o for o in shown if isinstance(o, pd.DataFrame)]
+    assert len(tables) == 2 and all("ours (linear) over the floor" in t.columns for t in tables)
+
+
+def test_11_refuses_a_contender_that_misses_its_tier(gpu_faked):
+    from utils.problems import get_problem
+
+    p = get_problem(94)
+    dims = p.dims("small")
+    pair = lambda pid, scale, device: (p.make_model("small", seed=0).eval(), p.make_model("small", seed=0).eval())
+    names = {"chapter": types.SimpleNamespace(solution_pair=pair),
+             "ops": types.SimpleNamespace(linear=lambda x, w, b: F.linear(x, w, b) + 1e-3),  # outside the strict tier
+             "build": types.SimpleNamespace(builds_here=lambda name: True), "N": dims.out_features, "K": dims.in_features}
+    with pytest.raises(AssertionError, match="ours: linear misses strict at M=1"):
+        run_cells(gpu_faked, "11_every_batch_size.ipynb", ["nb11-sweep-run"], names,
+                  [("[1, 2, 4, 8, 16, 32, 64, 65, 96, 128, 129, 192, 256, 512, 1024, 2048, 4096, 8192, 16384]", "[1]"),
+                   ON_CPU, ('"full", "cuda"', '"small", "cpu"')])

@@ -3,7 +3,7 @@
     python experiments/full_run/check_order.py results/<device> <commit>
 
 For each executed chapter and each record it reads, the record carries <commit> and was written before
-the cell that reads it started (papermill's start_time): before the chapter's first cell, or, for 11's
+the cell that reads it started (papermill's start_time): before the chapter's first cell, or, for 12's
 final scoreboard of 10's `solutions`, before that cell. Prints one line per pair; exits 1 on any miss.
 """
 import json
@@ -16,8 +16,10 @@ READS = {
     "00": ["ceilings"], "01": [], "02": ["ceilings", "scoreboard"], "03": ["ceilings", "profile", "scoreboard"],
     "04": ["ceilings", "eager_profile", "scoreboard"], "05": ["ceilings", "scoreboard"],
     "06": ["ceilings", "scoreboard"], "07": ["ceilings", "scoreboard"], "08": ["ceilings"], "09": ["ceilings", "profile", "tensor_cores"],
-    "10": ["ceilings", "whole_model_fusion"], "11": ["ceilings", "scoreboard", "training", "solutions@show_final"],
+    "10": ["ceilings", "whole_model_fusion"], "11": ["ceilings"],
+    "12": ["ceilings", "scoreboard", "training", "solutions@show_final"],
 }
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def start_of(nb: dict, marker: str | None) -> datetime:
@@ -31,6 +33,9 @@ def start_of(nb: dict, marker: str | None) -> datetime:
 def main(root: Path, commit: str) -> int:
     misses = 0
     for nb_path in sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if not (NOTEBOOKS / nb_path.name).is_file():  # a copy under a chapter's former name (utils/run.py's RECORDED_AS)
+            print(f"skip {nb_path.stem}: no chapter has this name now")
+            continue
         nb = json.loads(nb_path.read_text())
         for read in READS[nb_path.stem[:2]]:
             kind, _, marker = read.partition("@")

@@ -5,7 +5,7 @@ two notebooks would otherwise each define lives here, tested (tests/test_chapter
     S = session(DEVICE, SCALE, REPS, RESULTS_DIR)                 # a notebook's parameters, resolved
     ref, new = solution_pair(94, "full", "cuda")                 # Model and ModelNew, the same weights
     rows = measure_solutions([94, 75, 37, 62], reps=50)           # notebook 10's side-by-side run of the forward
-    rows = measure_training([94, 75, 37, 62], reps=50)            # 11's of a training step; measure_autocast: autocast
+    rows = measure_training([94, 75, 37, 62], reps=50)            # 12's of a training step; measure_autocast: autocast
     display(ratio_table(rows, lambda r: ("vs_compile", 2.0, 2.5)))  # ratios, targets and verdicts, a DataFrame
     print(harness_summary(reports))                               # one line per check_model report
 """
@@ -28,7 +28,7 @@ from utils.problems import get_problem
 from utils.report.records import FRAMES, INTROS, to_markdown
 from utils.run import skip
 
-# The contenders of notebooks 10 and 11, in timing order. torch.compile's "max-autotune" mode would also
+# The contenders of notebooks 10 and 12, in timing order. torch.compile's "max-autotune" mode would also
 # capture CUDA graphs, which no other contender gets; "-no-cudagraphs" autotunes the same kernels.
 COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 PROTOCOLS = {"steady": False, "per_call": True}  # protocol -> bench.time_ms(sync_each=...)
@@ -367,7 +367,7 @@ RATIO_NAMES = {"vs_compile": "compile", "vs_eager": "eager"}  # ratio_table's na
 
 def ratio_table(entries: list[dict], target: Callable[[dict], tuple | None], *, predicted: Callable[[dict], str] | None = None,
                 contenders=("ours",), protocols=("steady",), tf32_column: bool = True) -> pd.DataFrame:
-    """Notebooks 10 and 11's predicted-against-measured tables, a DataFrame: a row per problem, contender and TF32
+    """Notebooks 10 and 12's predicted-against-measured tables, a DataFrame: a row per problem, contender and TF32
     setting of a side-by-side record ("solutions", "training", "autocast"; solution_ratios' rows): its ratio to
     the faster torch.compile mode in each of `protocols` (a column each, "× compile, <protocol>"), to eager with
     the same TF32 setting ("× eager"), `predicted(row)` if given, and `target(row)` -> (the ratio it is on,
