@@ -88,7 +88,7 @@ struct Tf32Mainloop {
     hopper::wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < C::BK / C::Operand::K_PER_MMA; ++kk) {
-      const uint64_t step = kk * hopper::WGMMA_DESC_K8_STEP;
+      const uint64_t step = kk * C::Operand::DESC_STEP;
       C::Operand::mma(acc, a_big + step, b_big + step, 1);
     }
     hopper::wgmma_commit();
@@ -199,14 +199,14 @@ struct SplitW3xTf32Mainloop {
 //   other's main loop. cuBLAS runs a 128 x 128 tile per warp group at 32768 x 4096 x 1024. Here it
 //   was 19-24% slower than one 128 x 256 tile per block, held by the L2 (Nsight Compute: 80% busy):
 //   a 128 x 128 tile asks a third more L2 bytes per multiply-add (the README's "Ping-pong").
-template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false>
-struct Config {
-  static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (128 or 256)
+template <class Operand_, int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_>
+struct ConfigOf {
+  static constexpr int BN = BN_;          // columns of a block tile: the wgmma's N (64, 128 or 256)
   static constexpr int STAGES = STAGES_;  // TMA ring depth
   static constexpr bool SPLIT = SPLIT_;   // 3xTF32 (see the kernel)
   static constexpr int PROMOTE = PROMOTE_;  // k tiles per promoted chunk; 0 = never
   static constexpr bool PRESPLIT = PRESPLIT_;  // 3xTF32 on operands split before the kernel (see the kernel)
-  using Operand = Tf32Operand;                      // what the tensor cores read
+  using Operand = Operand_;                         // what the tensor cores read
   using Scheduler = PersistentTiles<BM, BN, GROUP_M>;  // which tiles a block computes, in which order
   using Mainloop = std::conditional_t<SPLIT, Split3xTf32Mainloop, Tf32Mainloop>;  // what one k tile issues
   static constexpr int BK = Operand::K_TILE;  // k values per stage: one 128-byte swizzle row of the operand
@@ -229,7 +229,12 @@ struct Config {
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
   static_assert(PROMOTE >= 0 && (PROMOTE == 0 || SPLIT), "promotion is part of the 3xTF32 path");
   static_assert(!PRESPLIT || SPLIT, "pre-split operands are a 3xTF32 path");
+  static_assert(!SPLIT || std::is_same_v<Operand, Tf32Operand>, "3xTF32 splits fp32 operands");
 };
+// The configurations of fp32 operands (the rungs and the drop-ins): a type of its own, so that their
+// kernels keep their names.
+template <int BN_, int STAGES_, bool SPLIT_, int PROMOTE_, bool PRESPLIT_ = false>
+struct Config : ConfigOf<Tf32Operand, BN_, STAGES_, SPLIT_, PROMOTE_, PRESPLIT_> {};
 
 // The two configurations the rungs run (and the whole-model kernels with them):
 // rung 9, TF32: block 128 x 256, 4 stages of 48 KB;
@@ -253,6 +258,10 @@ struct SplitWConfig : Config<BN_, STAGES_, true, PROMOTE_, true> {
                                        static_cast<size_t>(RING_BYTES) * RING + Base::BARRIERS * sizeof(uint64_t);
   static_assert(SMEM_BYTES <= 227 * 1024, "more shared memory than a block may have on sm_90");
 };
+// 16-bit operands (bf16 or fp16: Bf16Operand, Fp16Operand) on the TF32 rung's schedule and main loop,
+// block 128 x BN: the same bytes per stage (64 values of k per row), 4 stages at width 256.
+template <class Operand, int BN_ = 256, int STAGES_ = 4>
+using Half16Config = ConfigOf<Operand, BN_, STAGES_, /*SPLIT*/ false, /*PROMOTE*/ 0, /*PRESPLIT*/ false>;
 // 65-256 rows of x (common/gemm_dispatch.cuh's NARROW schedule, at the width narrow_width picks, 64
 // or 128): tiles narrow enough that the few block rows still give every SM work. TF32: 6 stages;
 // 3xTF32: w's small parts made in the kernel, 4 stages at width 64 and 3 at 128 (what fits beside the

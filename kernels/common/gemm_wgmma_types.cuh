@@ -1,9 +1,9 @@
 // kernels/common/gemm_wgmma_types.cuh: the parts the Hopper GEMM (common/gemm_wgmma.cuh) is built
 // from, each a type of its own, in the manner of CUTLASS's collectives and tile schedulers:
 //
-//   Tf32Operand        the operand trait: the element the tensor cores read, its size, the k of one
-//                      wgmma, the k of one pipeline stage, the TMA element type, and which wgmma to
-//                      issue for a block tile's width;
+//   Tf32Operand        the operand traits: the element the tensor cores read, its size, the k of one
+//   Bf16Operand,       wgmma, the k of one pipeline stage, the TMA element type, and which wgmma to
+//   Fp16Operand        issue for a block tile's width;
 //   PersistentTiles    the tile scheduler: which BM x BN tiles of out a block computes and in which
 //                      order (persistent blocks over a grouped raster), on the device for the producer
 //                      and the consumers alike, and on the host how many blocks to launch.
@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
 #include <cuda.h>  // CUtensorMapDataType
 
 #include "common/hopper.cuh"
@@ -35,6 +37,7 @@ struct Tf32Operand {
   static constexpr int BYTES = 4;                  // one element in memory
   static constexpr int K_PER_MMA = 8;              // k of one wgmma m64nNk8
   static constexpr int K_TILE = 128 / BYTES;       // k per stage: 32, one swizzle row
+  static constexpr uint64_t DESC_STEP = K_PER_MMA * BYTES / 16;  // a descriptor's advance per wgmma (16-byte units)
   static constexpr CUtensorMapDataType TMA_TYPE = CU_TENSOR_MAP_DATA_TYPE_FLOAT32;
 
   // d[N] += a (64 x 8) . b (8 x 2N) from shared memory (the descriptors), or d = a . b with scale_d 0:
@@ -52,6 +55,37 @@ struct Tf32Operand {
     }
   }
 };
+
+// bf16 or fp16 in memory and in the tensor cores, which read them exactly: wgmma's .bf16 and .f16
+// kinds multiply k = 16 per instruction into fp32 accumulators, both operands K-major. One stage holds
+// 128 bytes of k per row (64 values), one row of the 128-byte swizzle as for Tf32Operand, and a k16
+// step is the same 32 bytes of a row as TF32's k8 step: the kernel, its ring and its descriptors are
+// unchanged, only the instruction differs.
+template <class T, CUtensorMapDataType TYPE, bool BF16>
+struct Half16Operand {
+  using Element = T;
+  static constexpr int BYTES = 2;
+  static constexpr int K_PER_MMA = 16;             // k of one wgmma m64nNk16
+  static constexpr int K_TILE = 128 / BYTES;       // k per stage: 64, one swizzle row
+  static constexpr uint64_t DESC_STEP = K_PER_MMA * BYTES / 16;
+  static constexpr CUtensorMapDataType TMA_TYPE = TYPE;
+
+  template <int N>
+  static __device__ __forceinline__ void mma(float (&d)[N], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(N == 32 || N == 64 || N == 128, "wgmma wrappers exist for n64, n128 and n256");
+    if constexpr (BF16) {
+      if constexpr (N == 32) hopper::wgmma_m64n64k16_bf16(d, desc_a, desc_b, scale_d);
+      else if constexpr (N == 64) hopper::wgmma_m64n128k16_bf16(d, desc_a, desc_b, scale_d);
+      else hopper::wgmma_m64n256k16_bf16(d, desc_a, desc_b, scale_d);
+    } else {
+      if constexpr (N == 32) hopper::wgmma_m64n64k16_f16(d, desc_a, desc_b, scale_d);
+      else if constexpr (N == 64) hopper::wgmma_m64n128k16_f16(d, desc_a, desc_b, scale_d);
+      else hopper::wgmma_m64n256k16_f16(d, desc_a, desc_b, scale_d);
+    }
+  }
+};
+using Bf16Operand = Half16Operand<c10::BFloat16, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, true>;
+using Fp16Operand = Half16Operand<c10::Half, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, false>;
 
 // ---- the tile scheduler --------------------------------------------------------------------------
 
