@@ -6,7 +6,8 @@ First every contender is checked against float64 at shapes no tile divides (x an
 values exactly, so the reference is their exact product): ours (fp32 out) and cuBLAS's (`F.linear`, the output
 in the operands' dtype, and `torch.mm(..., out_dtype=torch.float32)` where torch has it). Then, side by side
 (bench.time_interleaved: L2 flushed, medians), at 1024 x 8192 x 8192 and 32768 x 4096 x 1024 (issue "bf16 and
-fp16"'s two shapes) and 8192^3. Prints one line per point; OUT/bf16_probe.json holds every row.
+fp16"'s two shapes) and 8192^3. Ours writes fp32, or (16-bit out) its operands' dtype rounded in the epilogue,
+directly or with the pairs exchanged within each quad first (quad_writer.cuh). Prints one line per point; OUT/bf16_probe.json holds every row.
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ CHECKS = [(1000, 1000, 1000), (129, 4099, 1032), (1, 8, 8), (300, 257, 4104)]
 
 
 def contenders(g, dtype):
-    fns = {"ours bn=256": lambda x, w: g.gemm16(x, w, 256), "ours bn=128": lambda x, w: g.gemm16(x, w, 128),
+    fns = {"ours bn=256": lambda x, w: g.gemm16(x, w, 256, 0), "ours bn=128": lambda x, w: g.gemm16(x, w, 128, 0),
+           "ours bn=256 16-bit out": lambda x, w: g.gemm16(x, w, 256, 1),
+           "ours bn=256 16-bit out, quad exchange": lambda x, w: g.gemm16(x, w, 256, 2),
            f"cuBLAS {dtype} out": lambda x, w: F.linear(x, w)}
     try:
         torch.mm(torch.ones(8, 8, dtype=dtype, device="cuda"), torch.ones(8, 8, dtype=dtype, device="cuda"),

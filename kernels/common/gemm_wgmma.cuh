@@ -470,7 +470,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         params.store(epi_smem, ct);
         hopper::named_barrier(2, 128 * CONSUMERS);  // this tile's are all in place
       }
-      const DirectWriter writer{epi.out, t.row, t.col, M, N};
+      const typename WriterOf<Epi>::type writer{epi.out, t.row, t.col, M, N};
       if constexpr (C::PROMOTE > 0) {
         epi.template finish<C>(total, ahead, t, epi_smem, writer);
       } else {

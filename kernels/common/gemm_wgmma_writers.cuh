@@ -2,12 +2,17 @@
 // (common/gemm_wgmma.cuh's kernel; the rungs 9 and 10 and the whole-model kernels).
 //
 //   EpilogueTile    where a consumer thread's registers sit in the output;
-//   DirectWriter    stores a lane's pairs from registers: the kernel's writer;
-//   StoreEpilogue   the plain epilogue: out = acc (+ bias).
+//   DirectWriter    stores a lane's pairs from registers: the kernel's writer (Direct16Writer: the
+//                   same, rounded to bf16 or fp16; WriterOf: which one an epilogue takes);
+//   StoreEpilogue   the plain epilogue: out = acc (+ bias) (Store16Epilogue: into a 16-bit out).
 
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "common/tensor_core.cuh"
 
@@ -53,6 +58,55 @@ struct DirectWriter {
       if (n + 1 < N) dst[n + 1] = v1;
     }
   }
+};
+
+// DirectWriter's pairs rounded to a 16-bit output (T: __nv_bfloat16 or __half, to nearest even), 4
+// bytes per lane: a warp's store writes 16 bytes of each of 8 rows, half a 32-byte sector, and measured
+// slower than the fp32 output's full sectors (experiments/bf16/README.md, which tries a fix).
+template <class T>
+struct Direct16Writer {
+  T* out;
+  int row, col, M, N;  // EpilogueTile's
+
+  static __device__ __forceinline__ T one(float v) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      return __float2bfloat16_rn(v);
+    } else {
+      return __float2half_rn(v);
+    }
+  }
+
+  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
+    const int m = row + 8 * h;
+    const int n = col + 8 * j;
+    if (m >= M) {
+      return;
+    }
+    T* dst = out + static_cast<int64_t>(m) * N;
+    if (N % 2 == 0) {
+      if (n < N) {  // N even and n even: n + 1 < N too, and the pair 4-byte aligned
+        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+          *reinterpret_cast<__nv_bfloat162*>(dst + n) = __floats2bfloat162_rn(v0, v1);
+        } else {
+          *reinterpret_cast<__half2*>(dst + n) = __floats2half2_rn(v0, v1);
+        }
+      }
+    } else {
+      if (n < N) dst[n] = one(v0);
+      if (n + 1 < N) dst[n + 1] = one(v1);
+    }
+  }
+};
+
+// The writer the kernel hands an epilogue's values to: Epi::Writer where the epilogue names one (a
+// 16-bit output), else DirectWriter (float).
+template <class Epi, class = void>
+struct WriterOf {
+  using type = DirectWriter;
+};
+template <class Epi>
+struct WriterOf<Epi, std::void_t<typename Epi::Writer>> {
+  using type = typename Epi::Writer;
 };
 
 // out = acc (+ bias (N,), when not null): the GEMM's own epilogue.
@@ -108,6 +162,13 @@ struct StoreEpilogue {
       }
     }
   }
+};
+
+// The same into a 16-bit output (T: __nv_bfloat16 or __half), rounded once, after the bias.
+template <class T>
+struct Store16Epilogue : StoreEpilogue {
+  using Writer = Direct16Writer<T>;
+  T* out;  // (M, N), hides StoreEpilogue's float out (left null)
 };
 
 }  // namespace gemm_wgmma
