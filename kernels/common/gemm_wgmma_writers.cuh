@@ -38,41 +38,28 @@ struct EpilogueTile {
 //               time goes"). The fastest of the four ways measured: the three others staged the
 //               tile in shared memory and were 5-8% slower at K = 8192 (the README's "The
 //               epilogue through shared memory", which also says where their writer went).
-struct DirectWriter {
-  float* out;
-  int row, col, M, N;  // EpilogueTile's
-
-  __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
-    const int m = row + 8 * h;
-    const int n = col + 8 * j;
-    if (m >= M) {
-      return;
-    }
-    float* dst = out + static_cast<int64_t>(m) * N;
-    if (N % 2 == 0) {
-      if (n < N) {  // N even and n even: n + 1 < N too
-        *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);
-      }
-    } else {
-      if (n < N) dst[n] = v0;
-      if (n + 1 < N) dst[n + 1] = v1;
-    }
-  }
-};
-
-// DirectWriter's pairs rounded to a 16-bit output (T: __nv_bfloat16 or __half, to nearest even), 4
-// bytes per lane: a warp's store writes 16 bytes of each of 8 rows, half a 32-byte sector, and measured
-// slower than the fp32 output's full sectors (experiments/bf16/README.md, which tries a fix).
 template <class T>
-struct Direct16Writer {
+struct DirectWriterOf {
   T* out;
   int row, col, M, N;  // EpilogueTile's
 
+  // One value, and a pair at an even column, as T: float as is, bf16 and fp16 rounded to nearest even.
   static __device__ __forceinline__ T one(float v) {
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       return __float2bfloat16_rn(v);
-    } else {
+    } else if constexpr (std::is_same_v<T, __half>) {
       return __float2half_rn(v);
+    } else {
+      return v;
+    }
+  }
+  static __device__ __forceinline__ void pair(T* dst, float v0, float v1) {
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+      *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
+    } else if constexpr (std::is_same_v<T, __half>) {
+      *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(v0, v1);
+    } else {
+      *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
     }
   }
 
@@ -84,12 +71,8 @@ struct Direct16Writer {
     }
     T* dst = out + static_cast<int64_t>(m) * N;
     if (N % 2 == 0) {
-      if (n < N) {  // N even and n even: n + 1 < N too, and the pair 4-byte aligned
-        if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-          *reinterpret_cast<__nv_bfloat162*>(dst + n) = __floats2bfloat162_rn(v0, v1);
-        } else {
-          *reinterpret_cast<__half2*>(dst + n) = __floats2half2_rn(v0, v1);
-        }
+      if (n < N) {  // N even and n even: n + 1 < N too, and the pair aligned
+        pair(dst + n, v0, v1);
       }
     } else {
       if (n < N) dst[n] = one(v0);
@@ -97,6 +80,12 @@ struct Direct16Writer {
     }
   }
 };
+using DirectWriter = DirectWriterOf<float>;
+// The same pairs rounded to a 16-bit output (T: __nv_bfloat16 or __half), 4 bytes per lane: a warp's
+// store writes 16 bytes of each of 8 rows, half a 32-byte sector, and measured slower than the fp32
+// output's full sectors (experiments/bf16/README.md, which tries a fix).
+template <class T>
+using Direct16Writer = DirectWriterOf<T>;
 
 // The writer the kernel hands an epilogue's values to: Epi::Writer where the epilogue names one (a
 // 16-bit output), else DirectWriter (float).
