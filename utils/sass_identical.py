@@ -28,14 +28,19 @@ _FUSED_NARROW = ("logs/gemm_schedules/sass_identity_506610f.log", [
 # nothing the records ran changed.
 _HALF16 = ("logs/bf16/sass_identity_5699b86.log", [
     "kernels/common/hopper.cuh", "kernels/common/gemm_wgmma.cuh"])  # (gemm_wgmma_types.cuh is newer than the records)
+# The wgmma wrappers written from one macro, the kernel's writer chosen by its epilogue (WriterOf), the float
+# writer as DirectWriterOf<float>: the same machine code again.
+_HALF16_FOLD = ("logs/bf16/sass_identity_1a94f63.log", ["kernels/common/hopper.cuh", "kernels/common/gemm_wgmma.cuh",
+                                                          "kernels/common/gemm_wgmma_writers.cuh"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
-    "nvidia-h200": [_ENGINE_TYPES, _MID_BATCH, _FUSED_NARROW, _HALF16],
+    "nvidia-h200": [_ENGINE_TYPES, _MID_BATCH, _FUSED_NARROW, _HALF16, _HALF16_FOLD],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
         ("../nvidia-h200/" + _FUSED_NARROW[0], _FUSED_NARROW[1]),
         ("../nvidia-h200/" + _HALF16[0], _HALF16[1]),
+        ("../nvidia-h200/" + _HALF16_FOLD[0], _HALF16_FOLD[1]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",
