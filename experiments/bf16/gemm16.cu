@@ -6,6 +6,7 @@
 // @arch: 9.0a
 
 #include "common/gemm_wgmma_host.cuh"
+#include "common/gemm_wgmma_writers16.cuh"
 #include "quad_writer.cuh"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #pragma once
 
-#include "common/gemm_wgmma_writers.cuh"
+#include "common/gemm_wgmma_writers16.cuh"
 
 namespace gemm_wgmma {
 

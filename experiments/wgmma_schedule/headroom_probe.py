@@ -61,8 +61,8 @@ PATCHES = {
                    "      return;\n    }\n")],
     # the DirectWriter's stores marked streaming (st.global.cs: evict first), so that the output's
     # lines leave L2 before the operands' do
-    "streaming stores": [("        *reinterpret_cast<float2*>(dst + n) = make_float2(v0, v1);",
-                          "        __stcs(reinterpret_cast<float2*>(dst + n), make_float2(v0, v1));")],
+    "streaming stores": [("    *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);",
+                          "    __stcs(reinterpret_cast<float2*>(dst), make_float2(v0, v1));")],
     # a TMA ring of 3 stages instead of 4 (48 KB freed): what the main loop loses with less prefetch,
     # the price of a staging buffer for the epilogue beside the ring
     "3 stages": [("using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 4,", "using Tf32Config = Config</*BN*/ 256, /*STAGES*/ 3,")],

@@ -2,14 +2,12 @@
 // (common/gemm_wgmma.cuh's kernel; the rungs 9 and 10 and the whole-model kernels).
 //
 //   EpilogueTile    where a consumer thread's registers sit in the output;
-//   DirectWriter    stores a lane's pairs from registers: the kernel's writer (Direct16Writer: the
-//                   same, rounded to bf16 or fp16; WriterOf: which one an epilogue takes);
-//   StoreEpilogue   the plain epilogue: out = acc (+ bias) (Store16Epilogue: into a 16-bit out).
+//   DirectWriter    stores a lane's pairs from registers: the kernel's writer (DirectWriterOf<T> for
+//                   another output type, common/gemm_wgmma_writers16.cuh; WriterOf: which one an
+//                   epilogue takes);
+//   StoreEpilogue   the plain epilogue: out = acc (+ bias).
 
 #pragma once
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -38,30 +36,23 @@ struct EpilogueTile {
 //               time goes"). The fastest of the four ways measured: the three others staged the
 //               tile in shared memory and were 5-8% slower at K = 8192 (the README's "The
 //               epilogue through shared memory", which also says where their writer went).
+// How a writer stores one value and one pair (at an even column) of its output's element type: float
+// here; the 16-bit types in common/gemm_wgmma_writers16.cuh, which only 16-bit launchers include (so
+// that the fp32 drop-ins, exported as one file, hold no conversion to a narrower type).
+template <class T>
+struct OutputElement;
+template <>
+struct OutputElement<float> {
+  static __device__ __forceinline__ float one(float v) { return v; }
+  static __device__ __forceinline__ void pair(float* dst, float v0, float v1) {
+    *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+  }
+};
+
 template <class T>
 struct DirectWriterOf {
   T* out;
   int row, col, M, N;  // EpilogueTile's
-
-  // One value, and a pair at an even column, as T: float as is, bf16 and fp16 rounded to nearest even.
-  static __device__ __forceinline__ T one(float v) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      return __float2bfloat16_rn(v);
-    } else if constexpr (std::is_same_v<T, __half>) {
-      return __float2half_rn(v);
-    } else {
-      return v;
-    }
-  }
-  static __device__ __forceinline__ void pair(T* dst, float v0, float v1) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-      *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(v0, v1);
-    } else if constexpr (std::is_same_v<T, __half>) {
-      *reinterpret_cast<__half2*>(dst) = __floats2half2_rn(v0, v1);
-    } else {
-      *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-    }
-  }
 
   __device__ __forceinline__ void put(int h, int j, float v0, float v1) const {
     const int m = row + 8 * h;
@@ -72,20 +63,15 @@ struct DirectWriterOf {
     T* dst = out + static_cast<int64_t>(m) * N;
     if (N % 2 == 0) {
       if (n < N) {  // N even and n even: n + 1 < N too, and the pair aligned
-        pair(dst + n, v0, v1);
+        OutputElement<T>::pair(dst + n, v0, v1);
       }
     } else {
-      if (n < N) dst[n] = one(v0);
-      if (n + 1 < N) dst[n + 1] = one(v1);
+      if (n < N) dst[n] = OutputElement<T>::one(v0);
+      if (n + 1 < N) dst[n + 1] = OutputElement<T>::one(v1);
     }
   }
 };
 using DirectWriter = DirectWriterOf<float>;
-// The same pairs rounded to a 16-bit output (T: __nv_bfloat16 or __half), 4 bytes per lane: a warp's
-// store writes 16 bytes of each of 8 rows, half a 32-byte sector, and measured slower than the fp32
-// output's full sectors (experiments/bf16/README.md, which tries a fix).
-template <class T>
-using Direct16Writer = DirectWriterOf<T>;
 
 // The writer the kernel hands an epilogue's values to: Epi::Writer where the epilogue names one (a
 // 16-bit output), else DirectWriter (float).
@@ -151,13 +137,6 @@ struct StoreEpilogue {
       }
     }
   }
-};
-
-// The same into a 16-bit output (T: __nv_bfloat16 or __half), rounded once, after the bias.
-template <class T>
-struct Store16Epilogue : StoreEpilogue {
-  using Writer = Direct16Writer<T>;
-  T* out;  // (M, N), hides StoreEpilogue's float out (left null)
 };
 
 }  // namespace gemm_wgmma
