@@ -8,7 +8,7 @@
 
 namespace gemm_wgmma {
 
-// Direct16Writer (common/gemm_wgmma_writers.cuh) with full sectors: its warp stores write 16 bytes of
+// Direct16Writer (common/gemm_wgmma_writers16.cuh) with full sectors: its warp stores write 16 bytes of
 // each of 8 rows, half a 32-byte sector, and measured slower than the fp32 output (README.md). Here the pairs of blocks j - 1 and j (held until odd j arrives: the
 // epilogues call put with j ascending, h inside) are exchanged within each quad, lane t taking
 // columns 4t..4t + 3 of the 16: one 8-byte store per lane, 32 bytes of each row per warp store.
