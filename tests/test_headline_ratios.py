@@ -24,12 +24,14 @@ STALE = {
                              "after a pause at a higher clock), where chapters 09 and 10 time theirs in turn "
                              "(bench.time_interleaved); measure it again on the H100: python -m utils.chapters.scoreboard",
 }
-# Devices whose quoting records were measured on different cards of one machine (strict, as STALE).
-SPLIT_ACROSS_CARDS = {
-    "nvidia-h200": "the run on four H200s of one host timed the scoreboard on one card and whole_model_fusion "
-                   "(chapter 09) on another: 1.6-3.3% apart, beyond either run's spread; measure both on one card",
+# Devices whose quoting records disagree for a cause not found yet (strict, as STALE).
+UNEXPLAINED = {
+    "nvidia-h200": "the run on four H200s of one host timed the scoreboard and whole_model_fusion (chapter 09) on one "
+                   "card, minutes apart: the fused kernel agrees within 0.2%, eager and torch.compile came out 2-4% "
+                   "slower in 09's run. On a lone H200, eager 94 took 2.945 ms (the scoreboard's figure) alone, beside "
+                   "tensor-core or SIMT GEMMs, and after 90 s of heat (logs/final_run/eager_neighbours)",
 }
-EXPECTED_TO_DISAGREE = STALE | SPLIT_ACROSS_CARDS
+EXPECTED_TO_DISAGREE = STALE | UNEXPLAINED
 
 
 def quoting_devices(root=ROOT) -> list[str]:
