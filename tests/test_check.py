@@ -423,7 +423,7 @@ def test_arguments_are_validated():
     with pytest.raises(ValueError, match="at least 5 trials"):
         check_model(62, hacks.Faithful, device="cpu", trials=3)
     with pytest.raises(ValueError, match="tier"):
-        check_model(62, hacks.Faithful, device="cpu", tier="bf16")
+        check_model(62, hacks.Faithful, device="cpu", tier="fp8")
 
 
 # -- the report --------------------------------------------------------------------------------

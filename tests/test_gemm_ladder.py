@@ -1,5 +1,5 @@
 """The GEMM ladder: every rung compiles, computes x @ w.T at its declared precision's tier (fp32:
-strict, tf32: tf32) on shapes that are multiples of nothing, writes every element, and refuses bad
+strict, tf32: tf32, bf16: bf16 on bf16 operands) on shapes that are multiples of nothing, writes every element, and refuses bad
 input. The tensor-core rungs (8 on) have more tests in test_gemm_tensor_cores.py."""
 import pytest
 import torch
@@ -43,7 +43,8 @@ def test_each_rung_declares_a_known_precision(name):
 
 def test_the_simt_rungs_are_fp32_and_tf32_is_declared():
     assert {ladder.tier_of(n) for n in ladder.rungs()} == {"strict"}
-    expected = {"gemm_08_mma_tf32": "tf32", "gemm_09_wgmma_tf32": "tf32", "gemm_10_3xtf32": "fp32"}
+    expected = {"gemm_08_mma_tf32": "tf32", "gemm_09_wgmma_tf32": "tf32", "gemm_10_3xtf32": "fp32",
+                "gemm_11_wgmma_bf16": "bf16"}
     assert {n: ladder.precision_of(n) for n in expected if n in RUNGS} == {n: p for n, p in expected.items() if n in RUNGS}
 
 
@@ -51,8 +52,9 @@ def test_declared_precision_reads_one_mark():
     assert ladder.declared_precision("// no mark\n") == "fp32"
     assert ladder.declared_precision("// a header\n// @precision: tf32\n#include <x>\n") == "tf32"
     assert ladder.declared_precision("  //  @precision:  fp32 \n") == "fp32"
-    with pytest.raises(ValueError, match="k.cu: `// @precision: bf16` is not one of"):
-        ladder.declared_precision("// @precision: bf16\n", "k.cu")
+    assert ladder.declared_precision("// @precision: bf16\n") == "bf16"
+    with pytest.raises(ValueError, match="k.cu: `// @precision: fp8` is not one of"):
+        ladder.declared_precision("// @precision: fp8\n", "k.cu")
     with pytest.raises(ValueError, match="more than one"):
         ladder.declared_precision("// @precision: tf32\n// @precision: fp32\n", "k.cu")
 
@@ -60,7 +62,8 @@ def test_declared_precision_reads_one_mark():
 def test_groups_pair_each_tier_with_its_cublas():
     names = ["gemm_07_pipelined", *ladder.rungs("tensor_cores")]
     grouped = ladder.groups(names)
-    assert [(tier, ref) for tier, ref, _ in grouped] == [("strict", "cuBLAS"), ("tf32", "cuBLAS TF32")][:len(grouped)]
+    assert [(tier, ref) for tier, ref, _ in grouped] == [("strict", "cuBLAS"), ("tf32", "cuBLAS TF32"),
+                                                         ("bf16", "cuBLAS bf16")][:len(grouped)]
     assert sorted(n for _, _, group in grouped for n in group) == sorted(names)
     for tier, _, group in grouped:
         assert all(ladder.tier_of(n) == tier for n in group)
@@ -77,7 +80,7 @@ def test_each_rung_compiles(name):
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("name", RUNGS)
 def test_rung_matches_float64_linear(name, shape):
-    x, w = ladder.operands(*shape, seed=sum(shape))
+    x, w = (t.to(ladder.dtype_of(name)) for t in ladder.operands(*shape, seed=sum(shape)))
     ok, detail = ladder.verify(ladder.load(name), x, w, ladder.tier_of(name))
     assert ok, f"{name} at {shape} ({ladder.tier_of(name)} tier): {detail}"
 
@@ -87,8 +90,9 @@ def test_rung_matches_float64_linear(name, shape):
 def test_rung_through_the_harness(name):
     gemm = ladder.load(name)
 
-    def operands(g):  # 37 x 129 x 65: no tile divides any dimension
-        return [torch.rand(37, 65, generator=g), torch.rand(129, 65, generator=g) * 2 - 1]
+    def operands(g):  # 37 x 129 x 65: no tile divides any dimension; in the rung's dtype
+        return [t.to(ladder.dtype_of(name)) for t in (torch.rand(37, 65, generator=g),
+                                                       torch.rand(129, 65, generator=g) * 2 - 1)]
 
     # A raw kernel: its launcher refuses strided inputs with a clear error (solutions call .contiguous()).
     report = check.check_fn(gemm, F.linear, operands, name=name, contiguous_only=True, tier=ladder.tier_of(name))
@@ -98,21 +102,21 @@ def test_rung_through_the_harness(name):
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", RUNGS)
 def test_rung_degenerate_shapes(name, cuda):
-    gemm = ladder.load(name)
-    assert gemm(torch.rand(0, 8, device=cuda), torch.rand(5, 8, device=cuda)).shape == (0, 5)
-    assert gemm(torch.rand(3, 8, device=cuda), torch.rand(0, 8, device=cuda)).shape == (3, 0)
-    assert torch.equal(gemm(torch.rand(3, 0, device=cuda), torch.rand(5, 0, device=cuda)), torch.zeros(3, 5, device=cuda))
+    gemm, like = ladder.load(name), {"device": cuda, "dtype": ladder.dtype_of(name)}
+    assert gemm(torch.rand(0, 8, **like), torch.rand(5, 8, **like)).shape == (0, 5)
+    assert gemm(torch.rand(3, 8, **like), torch.rand(0, 8, **like)).shape == (3, 0)
+    assert torch.equal(gemm(torch.rand(3, 0, **like), torch.rand(5, 0, **like)), torch.zeros(3, 5, **like))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", RUNGS)
 def test_rung_rejects_bad_input(name, cuda):
-    gemm = ladder.load(name)
-    x, w = torch.rand(4, 8, device=cuda), torch.rand(5, 8, device=cuda)
-    for bad, message in [((x, torch.rand(5, 7, device=cuda)), r"\[4, 8\].*\[5, 7\]"),
-                         ((x.double(), w), "float32"),
+    gemm, like = ladder.load(name), {"device": cuda, "dtype": ladder.dtype_of(name)}
+    x, w = torch.rand(4, 8, **like), torch.rand(5, 8, **like)
+    for bad, message in [((x, torch.rand(5, 7, **like)), r"\[4, 8\].*\[5, 7\]"),
+                         ((x.double(), w), "float32" if like["dtype"] == torch.float32 else "bfloat16"),
                          ((x.cpu(), w), "CUDA"),
-                         ((torch.rand(8, 4, device=cuda).t(), w), "contiguous"),
+                         ((torch.rand(8, 4, **like).t(), w), "contiguous"),
                          ((x[0], w), "2-D|2D|dim")]:
         with pytest.raises(RuntimeError, match=message):
             gemm(*bad)

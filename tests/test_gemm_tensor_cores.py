@@ -1,5 +1,5 @@
 """The tensor-core rungs of the GEMM ladder (8: mma.sync TF32, 9: wgmma TF32, 10: 3xTF32 with
-promoted accumulation): they build (on CI too: nvcc, no GPU), contain the instructions they are
+promoted accumulation, 11: wgmma on bf16 and fp16 operands): they build (on CI too: nvcc, no GPU), contain the instructions they are
 about, and on a GPU compute x @ w.T at their tier for every element on shapes that are multiples
 of nothing, misaligned views, K % 4 != 0 and degenerate shapes, and refuse bad input clearly.
 Rung 10 meets the strict tier at the problems' full shapes on data like the problems'.
@@ -18,13 +18,15 @@ import torch
 
 from utils import build, ladder, precision, toolchain
 
-RUNG8, RUNG9, RUNG10 = "gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32"
-KERNELS = (RUNG8, RUNG9, RUNG10)
-EXPORTS = {RUNG8: {"gemm"}, RUNG9: {"gemm"}, RUNG10: {"gemm", "gemm_mma_sync", "gemm_split_in_smem"}}
+RUNG8, RUNG9, RUNG10, RUNG11 = "gemm_08_mma_tf32", "gemm_09_wgmma_tf32", "gemm_10_3xtf32", "gemm_11_wgmma_bf16"
+KERNELS = (RUNG8, RUNG9, RUNG10, RUNG11)
+EXPORTS = {RUNG8: {"gemm"}, RUNG9: {"gemm"}, RUNG10: {"gemm", "gemm_mma_sync", "gemm_split_in_smem"}, RUNG11: {"gemm"}}
 PATHS = [(k, e) for k in KERNELS for e in sorted(EXPORTS[k])]  # every exported kernel path of x @ w.T
 # rung 10's third export, x @ w.T + bias for the solutions (workbook::linear; tests/test_ops.py)
 OTHER_EXPORTS = {RUNG10: {"linear", "linear_backward", "tf32_residual"}}
-TIER = {RUNG8: "tf32", RUNG9: "tf32", RUNG10: "strict"}
+TIER = {RUNG8: "tf32", RUNG9: "tf32", RUNG10: "strict", RUNG11: "bf16"}
+# rung 11 takes fp16 operands too, checked at the fp16 tier
+FP16_PATHS = [(RUNG11, "gemm")]
 
 # (M, N, K, which operand starts one float past a 16-byte boundary)
 SHAPES = [
@@ -53,12 +55,19 @@ def fn_of(modules, kernel, export):
 
 
 def misaligned_copy(t: torch.Tensor) -> torch.Tensor:
-    """t's values in a contiguous tensor whose data starts 4 bytes past a 16-byte boundary."""
+    """t's values in a contiguous tensor whose data starts one element past a 16-byte boundary."""
     flat = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)
     view = flat[1:].view_as(t)
     view.copy_(t)
-    assert view.is_contiguous() and view.data_ptr() % 16 == 4
+    assert view.is_contiguous() and view.data_ptr() % 16 == t.element_size()
     return view
+
+
+def operands_of(kernel, M, N, K, seed, dtype=None):
+    """ladder.operands in the rung's dtype (or `dtype`): float32, or rounded to bf16 (fp16) for rung 11."""
+    x, w = ladder.operands(M, N, K, seed=seed)
+    dtype = dtype or ladder.dtype_of(kernel)
+    return x.to(dtype), w.to(dtype)
 
 
 # ---------------------------------------------------------------------------- CPU
@@ -88,6 +97,7 @@ def test_wgmma_rungs_ask_for_sm_90a_and_rung_8_does_not():
     assert build.required_arch(build.kernel_source(RUNG8)) is None
     assert build.required_arch(build.kernel_source(RUNG9)) == "9.0a"
     assert build.required_arch(build.kernel_source(RUNG10)) == "9.0a"
+    assert build.required_arch(build.kernel_source(RUNG11)) == "9.0a"
 
 
 def test_promotion_interval_is_a_build_knob():
@@ -125,6 +135,8 @@ SASS = {
     RUNG8: [r"HMMA\.1688\.F32\.TF32"],
     RUNG9: [r"HGMMA\.64x256x8\.F32\.TF32", r"HMMA\.1688\.F32\.TF32"],  # and its fallback, rung 8's kernel
     RUNG10: [r"HGMMA\.64x128x8\.F32\.TF32", r"HMMA\.1688\.F32\.TF32"],
+    # bf16 and fp16 (f16 is HGMMA's default kind: no suffix), and the quad writer's 8-byte stores
+    RUNG11: [r"HGMMA\.64x256x16\.F32\.BF16", r"HGMMA\.64x256x16\.F32 ", r"STG\.E\.64"],
 }
 
 
@@ -149,7 +161,7 @@ def test_sass_has_the_tensor_core_instructions(modules, kernel):
 @pytest.mark.parametrize("kernel,export", PATHS)
 def test_matches_float64_at_its_tier(modules, kernel, export, shape):
     M, N, K, misaligned = shape
-    x, w = ladder.operands(M, N, K, seed=M + N + K)
+    x, w = operands_of(kernel, M, N, K, seed=M + N + K)
     if misaligned == "x":
         x = misaligned_copy(x)
     elif misaligned == "w":
@@ -159,13 +171,30 @@ def test_matches_float64_at_its_tier(modules, kernel, export, shape):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s[:3])) + (f"-{s[3]}-misaligned" if s[3] else ""))
+@pytest.mark.parametrize("kernel,export", FP16_PATHS)
+def test_rung_11_on_fp16_at_the_fp16_tier(modules, kernel, export, shape):
+    """Rung 11's other operand type: fp16 in, fp16 out, every element against float64 of the fp16 values."""
+    M, N, K, misaligned = shape
+    x, w = operands_of(kernel, M, N, K, seed=M + N + K, dtype=torch.float16)
+    if misaligned == "x":
+        x = misaligned_copy(x)
+    elif misaligned == "w":
+        w = misaligned_copy(w)
+    ok, detail = ladder.verify(fn_of(modules, kernel, export), x, w, "fp16")
+    assert ok, f"{kernel}.{export} at {shape} (fp16 tier): {detail}"
+    with pytest.raises(RuntimeError, match="both bfloat16 or both float16"):
+        fn_of(modules, kernel, export)(x, w.bfloat16())
+
+
+@pytest.mark.gpu
 @pytest.mark.large
 @pytest.mark.parametrize("shape", FULL, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("kernel,export", PATHS)
 def test_full_shapes(modules, kernel, export, shape):
     """At the problems' shapes, on data like theirs (x = torch.rand, w = nn.Linear's U(±1/√K)): the
     TF32 rungs inside the tf32 tier, rung 10 (both kernels) inside the strict tier."""
-    x, w = ladder.operands(*shape, seed=11)
+    x, w = operands_of(kernel, *shape, seed=11)
     ok, detail = ladder.verify(fn_of(modules, kernel, export), x, w, TIER[kernel])
     assert ok, f"{kernel}.{export} at {shape} ({TIER[kernel]} tier): {detail}"
 
@@ -175,30 +204,31 @@ def test_full_shapes(modules, kernel, export, shape):
 def test_repeatable(modules, kernel, export):
     """Deterministic: no atomics, a fixed order of accumulation (a race would show here)."""
     fn = fn_of(modules, kernel, export)
-    x, w = ladder.operands(300, 260, 1028, seed=5)
+    x, w = operands_of(kernel, 300, 260, 1028, seed=5)
     assert torch.equal(fn(x, w), fn(x, w))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel,export", PATHS)
 def test_degenerate_shapes(modules, kernel, export, cuda):
-    fn = fn_of(modules, kernel, export)
-    assert fn(torch.rand(0, 8, device=cuda), torch.rand(5, 8, device=cuda)).shape == (0, 5)
-    assert fn(torch.rand(3, 8, device=cuda), torch.rand(0, 8, device=cuda)).shape == (3, 0)
-    assert torch.equal(fn(torch.rand(3, 0, device=cuda), torch.rand(5, 0, device=cuda)), torch.zeros(3, 5, device=cuda))
+    fn, like = fn_of(modules, kernel, export), {"device": cuda, "dtype": ladder.dtype_of(kernel)}
+    assert fn(torch.rand(0, 8, **like), torch.rand(5, 8, **like)).shape == (0, 5)
+    assert fn(torch.rand(3, 8, **like), torch.rand(0, 8, **like)).shape == (3, 0)
+    assert torch.equal(fn(torch.rand(3, 0, **like), torch.rand(5, 0, **like)), torch.zeros(3, 5, **like))
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("kernel,export", PATHS)
 def test_rejects_bad_input(modules, kernel, export, cuda):
-    fn = fn_of(modules, kernel, export)
-    x, w = torch.rand(4, 8, device=cuda), torch.rand(5, 8, device=cuda)
-    for bad, message in [((x, torch.rand(5, 7, device=cuda)), r"same K.*\[4, 8\].*\[5, 7\]"),
-                         ((x.double(), w), "float32"),
-                         ((x, w.double()), "float32"),
+    fn, like = fn_of(modules, kernel, export), {"device": cuda, "dtype": ladder.dtype_of(kernel)}
+    dtype_message = "float32" if like["dtype"] == torch.float32 else "both bfloat16 or both float16"
+    x, w = torch.rand(4, 8, **like), torch.rand(5, 8, **like)
+    for bad, message in [((x, torch.rand(5, 7, **like)), r"same K.*\[4, 8\].*\[5, 7\]"),
+                         ((x.double(), w), dtype_message),
+                         ((x, w.double()), dtype_message),
                          ((x.cpu(), w), "CUDA"),
-                         ((torch.rand(8, 4, device=cuda).t(), w), "contiguous"),
-                         ((x, torch.rand(8, 5, device=cuda).t()), "contiguous"),
+                         ((torch.rand(8, 4, **like).t(), w), "contiguous"),
+                         ((x, torch.rand(8, 5, **like).t()), "contiguous"),
                          ((x[0], w), "2-D")]:
         with pytest.raises(RuntimeError, match=message):
             fn(*bad)

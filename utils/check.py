@@ -106,13 +106,18 @@ class Tier:
 # a drop-in's gradients within 9e-4 of float64's norm at the strict tier; with TF32, eager's own reach
 # 1.4e-2 (62) and ours 1.5e-2, a few times the strict tier's because a flipped kink (LeakyReLU's
 # zero, Hardtanh's clip) costs a whole element and TF32's forward moves a thousand times more of them.
-TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2)}
+# bf16, fp16: results computed in 16 bits, or whose GEMM is (bf16 keeps 8 significant bits, fp16 11): a model
+# or a GEMM in that dtype (rung 11), and one under torch.autocast in that dtype, whose reference itself runs its
+# GEMM there (its error against float64: up to 2.2e-2 for bf16 at the small scale, 62's output left in bf16 on
+# the CPU).
+TIERS = {"strict": Tier(atol=1e-4, rtol=1e-4), "tf32": Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2),
+         "bf16": Tier(atol=5e-2, rtol=5e-2, gradient_band=1e-1, noise=5e-2),
+         "fp16": Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2)}
+FP32_TIERS = ("strict", "tf32")  # the tiers of float32 results, as PyTorch's fp32 matmul setting picks one
 
-# Under torch.autocast the reference itself runs its GEMM in bf16 or fp16 (its error against float64:
-# up to 2.2e-2 for bf16 at the small scale, 62's output left in bf16 on the CPU), so the tier a
-# drop-in must meet there is the autocast dtype's: bf16 keeps 8 significant bits, fp16 11.
-AUTOCAST_TIERS = {torch.bfloat16: Tier(atol=5e-2, rtol=5e-2, gradient_band=1e-1, noise=5e-2),
-                  torch.float16: Tier(atol=1e-2, rtol=1e-2, gradient_band=5e-2, noise=1e-2)}
+# The tier of each 16-bit dtype, for a model in that dtype and under torch.autocast in it.
+TIER_OF_DTYPE = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+AUTOCAST_TIERS = {dtype: TIERS[tier] for dtype, tier in TIER_OF_DTYPE.items()}
 
 
 def autocast_tier(dtype: torch.dtype) -> Tier:

@@ -12,12 +12,14 @@ on tensor cores (notebooks 08-09): `rungs()` is the first family, `rungs("tensor
 `all_rungs()` both.
 
 Each rung declares its precision in a line of its own, `// @precision: tf32` (absent: fp32). Its
-tier (utils.check.TIERS) follows: fp32 -> strict (atol = rtol = 1e-4), tf32 -> tf32 (1e-2). The
-runner loads every rung, checks it against torch.nn.functional.linear in float64 (every element,
-at the rung's tier) on inputs like the problems' (x = torch.rand, w as nn.Linear initialises it),
-refuses to time a rung that is wrong, then times the rungs against the cuBLAS of their precision:
-fp32 rungs with cuBLAS SGEMM (TF32 off, contender "cuBLAS"), tf32 rungs with cuBLAS with TF32 on
-("cuBLAS TF32"), each group in one run. It records kind "ladder" (the SIMT ladder) or
+tier (utils.check.TIERS) follows: fp32 -> strict (atol = rtol = 1e-4), tf32 -> tf32 (1e-2), bf16 ->
+bf16 (5e-2; a bf16 rung takes bf16 operands and returns bf16, as F.linear does). The runner loads
+every rung, checks it against torch.nn.functional.linear in float64 (every element, at the rung's
+tier) on inputs like the problems' (x = torch.rand, w as nn.Linear initialises it; rounded to bf16
+for a bf16 rung, the reference then the exact product of the rounded values), refuses to time a rung
+that is wrong, then times the rungs against the cuBLAS of their precision: fp32 rungs with cuBLAS
+SGEMM (TF32 off, contender "cuBLAS"), tf32 rungs with cuBLAS with TF32 on ("cuBLAS TF32"), bf16 rungs
+with cuBLAS's bf16 GEMM ("cuBLAS bf16"), each group in one run. It records kind "ladder" (the SIMT ladder) or
 "ladder_tensor_cores" under results/<device>/, with TFLOP/s and % of the reference per rung.
 
 --tune rebuilds rung 7 (kernels/common/gemm_pipelined.cuh) for every slice depth BK and number
@@ -45,8 +47,9 @@ TENSOR_CORES_FROM = 8  # rungs 1-7 run on the FP32 units (notebooks 02-03), 8 on
 FAMILIES = ("simt", "tensor_cores", "all")
 
 # A rung's declared precision -> the tier it is verified at, and the cuBLAS it is timed against.
-TIER_OF_PRECISION = {"fp32": "strict", "tf32": "tf32"}
-REFERENCE_OF_TIER = {"strict": REFERENCE, "tf32": TF32_REFERENCE}
+TIER_OF_PRECISION = {"fp32": "strict", "tf32": "tf32", "bf16": "bf16"}
+REFERENCE_OF_TIER = {"strict": REFERENCE, "tf32": TF32_REFERENCE, "bf16": "cuBLAS bf16"}
+DTYPE_OF_TIER = {"strict": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16}  # the operands
 _PRECISION_MARK = re.compile(r"^[ \t]*//[ \t]*@precision:[ \t]*(?P<precision>\S+)[ \t]*$", re.MULTILINE)
 
 
@@ -84,7 +87,7 @@ def declared_precision(source: str, filename: str = "<kernel source>") -> str:
 
 
 def precision_of(name: str) -> str:
-    """A rung's declared precision: "fp32" or "tf32"."""
+    """A rung's declared precision: "fp32", "tf32" or "bf16"."""
     return declared_precision(build.kernel_source(name), f"kernels/{name}.cu")
 
 
@@ -98,11 +101,16 @@ def groups(names: list[str]) -> list[tuple[str, str, list[str]]]:
     given order: what measure() times together."""
     tiers = {name: tier_of(name) for name in names}
     return [(tier, REFERENCE_OF_TIER[tier], [n for n in names if tiers[n] == tier])
-            for tier in ("strict", "tf32") if tier in tiers.values()]
+            for tier in REFERENCE_OF_TIER if tier in tiers.values()]
 
 
 def load(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     return build.load_kernel(name).gemm
+
+
+def dtype_of(name: str) -> torch.dtype:
+    """The dtype of a rung's operands and output: float32, or bfloat16 for a bf16 rung."""
+    return DTYPE_OF_TIER[tier_of(name)]
 
 
 def operands(M: int, N: int, K: int, *, seed: int = 0, device: str = "cuda") -> tuple[torch.Tensor, torch.Tensor]:
@@ -115,16 +123,18 @@ def operands(M: int, N: int, K: int, *, seed: int = 0, device: str = "cuda") -> 
 
 def verify(fn, x: torch.Tensor, w: torch.Tensor, tier: str = "strict", *,
            reference: torch.Tensor | None = None) -> tuple[bool, str]:
-    """fn(x, w) against x @ w.T in float64, every element, at `tier` (a key of utils.check.TIERS);
-    the output is poisoned first (NaN left in the allocator's cache) so an element never written fails.
+    """fn(x, w) against x @ w.T in float64, every element, at `tier` (a key of utils.check.TIERS), the
+    output in x's dtype; the output is poisoned first (NaN of that dtype left in the allocator's cache) so
+    an element never written fails.
     `reference`, a float64 product computed once, replaces x @ w.T: the exact product of other operands
     (raw ones, where x and w are rounded copies), or one shared by several checks."""
     tolerance = TIERS[tier]
     ref = torch.nn.functional.linear(x.double(), w.double()) if reference is None else reference
-    torch.full((x.shape[0], w.shape[0]), float("nan"), device=x.device)  # freed at once: a NaN block in the cache
+    # freed at once: a NaN block in the cache (in the output's dtype: a float32 NaN is a NaN and a zero in bf16)
+    torch.full((x.shape[0], w.shape[0]), float("nan"), dtype=x.dtype, device=x.device)
     out = fn(x, w)
-    if out.shape != ref.shape or out.dtype != torch.float32:
-        return False, f"shape {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} float32"
+    if out.shape != ref.shape or out.dtype != x.dtype:
+        return False, f"shape {tuple(out.shape)} {out.dtype}, expected {tuple(ref.shape)} {x.dtype}"
     close = torch.isclose(out.double(), ref, atol=tolerance.atol, rtol=tolerance.rtol)
     err = (out.double() - ref).abs()
     detail = f"max abs err {err.max().item():.1e}, {int((~close).sum())} of {close.numel()} elements off"
@@ -134,15 +144,17 @@ def verify(fn, x: torch.Tensor, w: torch.Tensor, tier: str = "strict", *,
 def measure(shape=SHAPE, *, reps: int = 20, names: list[str] | None = None, ceilings: bench.Ceilings | None = None,
             progress: bool = True) -> list[dict]:
     """Verify every rung at `shape` at its tier, then time each precision's rungs and their cuBLAS in
-    one run (fp32 rungs with TF32 off, tf32 rungs with TF32 on). Default: the SIMT ladder (rungs()).
+    one run (fp32 rungs with TF32 off, tf32 rungs with TF32 on, bf16 rungs on the operands rounded to bf16).
+    Default: the SIMT ladder (rungs()).
     Rows in ladder order, each group's reference after it; each row has its tier, its reference
     and pct_of_cublas, the % of that reference."""
     M, N, K = shape
     names = names or rungs()
     modules = build.load_kernels(names)  # the cold builds side by side, before anything is timed
-    x, w = operands(M, N, K)
+    x32, w32 = operands(M, N, K)
     rows = []
     for tier, reference, group in groups(names):
+        x, w = x32.to(DTYPE_OF_TIER[tier]), w32.to(DTYPE_OF_TIER[tier])
         flags = precision.ieee_fp32() if tier == "strict" else precision.tf32(True)
         with flags:  # the comparison is like against like: SIMT/3xTF32 against SGEMM, TF32 against TF32
             contenders = {}
@@ -155,9 +167,12 @@ def measure(shape=SHAPE, *, reps: int = 20, names: list[str] | None = None, ceil
                     raise AssertionError(f"{name} is wrong at {M}x{N}x{K} ({detail}); not timing a wrong kernel")
                 contenders[name] = lambda fn=fn: fn(x, w)
             contenders[reference] = lambda: torch.nn.functional.linear(x, w)
-            timed = bench.compare(contenders, cost=bench.gemm_cost(M, N, K), ceilings=ceilings, baseline=reference,
+            # bench's costs and ceilings are fp32's and TF32's: a bf16 group gets its TFLOP/s and no floor
+            cost = bench.gemm_cost(M, N, K) if DTYPE_OF_TIER[tier] == torch.float32 else None
+            timed = bench.compare(contenders, cost=cost, ceilings=ceilings, baseline=reference,
                                   reps=reps, progress=progress)
         for row in timed:
+            row.setdefault("tflops", 2 * M * N * K / (row["median_ms"] * 1e-3) / 1e12)
             row["shape"] = [M, N, K]
             row["tier"] = tier
             row["reference"] = reference

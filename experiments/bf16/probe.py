@@ -6,8 +6,8 @@ First every contender is checked against float64 at shapes no tile divides (x an
 values exactly, so the reference is their exact product): ours (fp32 out) and cuBLAS's (`F.linear`, the output
 in the operands' dtype, and `torch.mm(..., out_dtype=torch.float32)` where torch has it). Then, side by side
 (bench.time_interleaved: L2 flushed, medians), at 1024 x 8192 x 8192 and 32768 x 4096 x 1024 (issue "bf16 and
-fp16"'s two shapes) and 8192^3. Ours writes fp32, or (16-bit out) its operands' dtype rounded in the epilogue,
-directly or with the pairs exchanged within each quad first (quad_writer.cuh). Prints one line per point; OUT/bf16_probe.json holds every row.
+fp16"'s two shapes) and 8192^3. Ours writes fp32 (at two block widths), or, as the ladder's rung 11, its operands'
+dtype rounded in the epilogue (Quad16Writer). Prints one line per point; OUT/bf16_probe.json holds every row.
 """
 from __future__ import annotations
 
@@ -27,10 +27,9 @@ SHAPES = [(1024, 8192, 8192), (32768, 4096, 1024), (8192, 8192, 8192)]
 CHECKS = [(1000, 1000, 1000), (129, 4099, 1032), (1, 8, 8), (300, 257, 4104)]
 
 
-def contenders(g, dtype):
+def contenders(g, rung11, dtype):
     fns = {"ours bn=256": lambda x, w: g.gemm16(x, w, 256, 0), "ours bn=128": lambda x, w: g.gemm16(x, w, 128, 0),
-           "ours bn=256 16-bit out": lambda x, w: g.gemm16(x, w, 256, 1),
-           "ours bn=256 16-bit out, quad exchange": lambda x, w: g.gemm16(x, w, 256, 2),
+           "rung 11 (16-bit out)": lambda x, w: rung11.gemm(x, w),
            f"cuBLAS {dtype} out": lambda x, w: F.linear(x, w)}
     try:
         torch.mm(torch.ones(8, 8, dtype=dtype, device="cuda"), torch.ones(8, 8, dtype=dtype, device="cuda"),
@@ -47,10 +46,11 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    g = build.load_kernels({"g": build.Variant("gemm16", kernels_dir=HERE)})["g"]
+    built = build.load_kernels({"g": build.Variant("gemm16", kernels_dir=HERE), "rung11": "gemm_11_wgmma_bf16"})
+    g, rung11 = built["g"], built["rung11"]
     rows = []
     for dtype in (torch.bfloat16, torch.float16):
-        fns = contenders(g, dtype)
+        fns = contenders(g, rung11, dtype)
         for M, N, K in CHECKS:
             gen = torch.Generator(device="cuda").manual_seed(M + N + K)
             x = torch.randn(M, K, device="cuda", generator=gen).to(dtype)

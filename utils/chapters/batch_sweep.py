@@ -44,7 +44,7 @@ from torch import nn
 
 from utils import bench, env, ops, precision, results
 from utils.chapters.session import COMPILE_MODES, solution_pair
-from utils.check import TIERS
+from utils.check import FP32_TIERS, TIERS
 from utils.problems import Dims, all_problems, get_problem
 
 MS = tuple(2**i for i in range(15))  # 1, 2, 4, ..., 16384
@@ -156,7 +156,7 @@ def measure(pids, tiers, ms, *, reps: int = 30, ceilings: bench.Ceilings, modes=
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m utils.chapters.batch_sweep", description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, nargs="*", default=[p.id for p in all_problems()])
-    ap.add_argument("--tiers", nargs="*", default=list(TIERS), choices=list(TIERS))
+    ap.add_argument("--tiers", nargs="*", default=list(FP32_TIERS), choices=list(FP32_TIERS))
     ap.add_argument("--ms", type=int, nargs="*", default=list(MS))
     ap.add_argument("--shapes", nargs="*", default=list(SHAPES), choices=list(SHAPES),
                     help="own: each problem's K and C; the others: K x C for every problem whose groups divide C")

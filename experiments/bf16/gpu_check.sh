@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Rung 11 on a GPU: its GPU tests, the ladder against cuBLAS's bf16 GEMM at the rung target's two shapes (not
+# recorded), compute-sanitizer's four tools over sanitize_rung11.py; then chapter 09's measurement of problem 94
+# on this lone card (experiments/full_run/fusion_on_one_card.py). Logs under $OUT.
+set -u
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl pytest 2>&1 | tail -1
+python3 -c "from utils import build; build.load_kernels(['gemm_08_mma_tf32', 'gemm_09_wgmma_tf32', 'gemm_10_3xtf32',
+  'gemm_11_wgmma_bf16', 'fused_gemm_groupnorm', 'groupnorm', 'min_bias_broadcast'])" > "$OUT/build.log" 2>&1
+echo "build rc=$?"
+WORKBOOK_PREBUILD=0 python3 -m pytest tests/test_gemm_tensor_cores.py tests/test_gemm_ladder.py -m gpu -k "gemm_11" -q \
+  -p no:cacheprovider > "$OUT/pytest_rung11.log" 2>&1
+echo "pytest rc=$?"; tail -3 "$OUT/pytest_rung11.log"
+for shape in "1024 8192 8192" "32768 4096 1024"; do
+  python3 -m utils.ladder --rungs gemm_11_wgmma_bf16 --shape $shape --reps 30 --no-record 2>&1 | grep -v "^W11"
+done > "$OUT/ladder_rung11.log"; cat "$OUT/ladder_rung11.log"
+for tool in memcheck racecheck initcheck synccheck; do
+  PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool $tool --error-exitcode 3 \
+    python3 experiments/bf16/sanitize_rung11.py > "$OUT/sanitize_$tool.log" 2>&1
+  echo "$tool rc=$? $(grep -c "ERROR SUMMARY: 0" "$OUT/sanitize_$tool.log") $(tail -1 "$OUT/sanitize_$tool.log")"
+done
+timeout "${FUSION_S:-150}" python3 experiments/full_run/fusion_on_one_card.py --out "$OUT" > "$OUT/fusion_on_one_card.log" 2>&1
+echo "fusion rc=$?"; grep -v "^W11" "$OUT/fusion_on_one_card.log" | tail -12
