@@ -4,7 +4,7 @@
 # on this lone card (experiments/full_run/fusion_on_one_card.py). Logs under $OUT.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl pytest 2>&1 | tail -1
+python3 -c "import pytest, IPython" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl pytest ipykernel 2>&1 | tail -1
 python3 -c "from utils import build; build.load_kernels(['gemm_08_mma_tf32', 'gemm_09_wgmma_tf32', 'gemm_10_3xtf32',
   'gemm_11_wgmma_bf16', 'fused_gemm_groupnorm', 'groupnorm', 'min_bias_broadcast'])" > "$OUT/build.log" 2>&1
 echo "build rc=$?"
