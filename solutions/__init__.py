@@ -51,7 +51,9 @@ Each module follows the drop-in contract (docs/ARCHITECTURE.md, "The drop-in con
 - Every op has, besides its CUDA implementation, the reference PyTorch math on the CPU (so the
   module moves between devices like any nn.Module), a fake implementation for
   torch.compile(fullgraph=True), and an autograd formula whose steps are ops too.
-- float32 only outside autocast: other dtypes get an error naming it.
+- float32 outside autocast, and float64: a model wholly in float64 (`.double()`, and a float64 x) runs
+  the reference math on either device, Model's own ops, so that a gradcheck or a reference run works as
+  with Model. Other dtypes (bf16, fp16 without autocast) get an error naming what to convert.
 
 To take one into code of your own without this repository, export it as one self-contained
 KernelBench file:

@@ -3,7 +3,7 @@
 
 On the CPU (CI): construction and state_dict parity with the reference, the harness on the CPU
 path (the reference math), the edge cases (batch 0, 1 and odd, strided and transposed inputs,
-other dtypes) and torch.compile(fullgraph=True) tracing through the registered ops. On the GPU:
+other dtypes, float64 as the reference math) and torch.compile(fullgraph=True) tracing through the registered ops. On the GPU:
 the harness at both tiers, at small, odd and full scale, on 5 seeds, with random γ/β and biases;
 the edge cases on CUDA; torch.compile with inductor; moving between devices.
 """
@@ -86,6 +86,40 @@ def test_other_dtypes_get_an_error_naming_float32(pid, dtype):
     new = new.to(dtype)
     with torch.no_grad(), pytest.raises(TypeError, match=f"float32 only: x is {dtype}"):
         new(_x(pid, 4).to(dtype))
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_float64_runs_the_reference_math(pid):
+    """A drop-in wholly in float64 gives Model's float64 output, bit for bit (the same ops), and its gradients."""
+    ref, new = solution_pair(pid)
+    ref, new = ref.double(), new.double()
+    x = _x(pid, 37).double().requires_grad_()
+    out, want = new(x), ref(x)
+    assert out.dtype == torch.float64 and torch.equal(out, want)
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, [x, *new.parameters()], grad)
+    expected = torch.autograd.grad(want, [x, *ref.parameters()], grad)
+    assert all(torch.equal(g, e) for g, e in zip(got, expected))
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_float64_passes_gradcheck(pid):
+    """What float64 is for: torch.autograd.gradcheck of the input's and the weight's gradients (fast mode: the
+    Jacobian along random directions, as the weight alone has 262,144 elements)."""
+    _, new = solution_pair(pid)
+    new = new.double()
+    x = _x(pid, 3).double().requires_grad_()
+    name, linear = next((n, m) for n, m in new.named_modules() if isinstance(m, torch.nn.Linear))
+    assert torch.autograd.gradcheck(lambda x, w: torch.func.functional_call(new, {f"{name}.weight": w}, (x,)),
+                                    (x, linear.weight.detach().clone().requires_grad_()), eps=1e-6, atol=1e-5,
+                                    fast_mode=True)
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_a_float32_model_names_what_to_convert_for_a_float64_input(pid):
+    _, new = solution_pair(pid)
+    with torch.no_grad(), pytest.raises(TypeError, match=r"x is torch.float64; convert the input: x.float\(\)"):
+        new(_x(pid, 4).double())
 
 
 @pytest.mark.parametrize("pid", PIDS)
@@ -181,6 +215,17 @@ def test_a_cpu_input_to_a_gpu_model_gets_an_error_naming_the_device(pid, cuda):
     for grad in (False, True):  # past the autograd kernel and through it
         with torch.set_grad_enabled(grad), pytest.raises(RuntimeError, match="must be a CUDA tensor, got one on cpu"):
             new(_x(pid, 4))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("pid", PIDS)
+def test_float64_on_the_gpu_runs_the_reference_math(pid, cuda):
+    ref, new = solution_pair(pid, device=cuda)
+    ref, new = ref.double(), new.double()
+    x = _x(pid, 37, cuda).double()
+    with torch.no_grad():
+        out, want = new(x), ref(x)
+    assert out.dtype == torch.float64 and out.device == want.device and torch.allclose(out, want, atol=1e-12, rtol=1e-12)
 
 
 @pytest.mark.gpu

@@ -53,9 +53,10 @@ runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice o
 nothing derived from a weight is kept between calls unless the caller keeps it on purpose and
 hands it back as `weight_residual` (a drop-in's freeze(): utils/freezing.py).
 
-Only float32 is supported, on both devices, and every other dtype gets an error that says so: the
+The ops take float32 only, on both devices, and every other dtype gets an error that says so: the
 kernels are written for float32, and a CPU path that accepted float16 would make a model that works
-on the CPU and fails on the GPU. Under torch.autocast the ops do what the reference does there
+on the CPU and fails on the GPU. A whole model in float64 (its input and nn.Linear's weight) runs the
+reference math instead, on either device (WholeModel.__call__), as Model would. Under torch.autocast the ops do what the reference does there
 (the autocast section at the end registers it): the GEMM in the autocast dtype, the rest as the
 reference's dtypes are.
 """
@@ -86,7 +87,7 @@ def _dtype_fix(names: list[str]) -> str:
         fixes.append(f"convert the input: {inputs[0]}.float()")
     if params := [n for n in names if n in _PARAMETERS]:
         fixes.append(f"convert the module: model.float() (its {', '.join(params)})")
-    return " and ".join(fixes) + "; the kernels are float32"
+    return " and ".join(fixes) + "; the kernels are float32 (a drop-in wholly in float64, x and the module, runs the reference math)"
 
 
 def _require(op: str, **tensors: Tensor) -> None:
@@ -460,7 +461,12 @@ class WholeModel:
         return self.tail_math(y, *tail), y if save else _empty(x)
 
     def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
-        """The model's output; the GEMM's output is kept when autograd will need it."""
+        """The model's output; the GEMM's output is kept when autograd will need it. A model wholly in
+        float64 (x and nn.Linear's weight) runs the reference math, on any device."""
+        if x.dtype == weight.dtype == torch.float64:
+            # The kernels are float32's; float64 is what a gradcheck or a reference run asks for, and the
+            # reference math is its answer: the same PyTorch ops as Model's, so the same result.
+            return self.tail_math(F.linear(x, weight, linear_bias), *rest)
         save = torch.is_grad_enabled() and any(
             isinstance(t, Tensor) and t.requires_grad for t in (x, weight, linear_bias, *rest))
         if save or torch.compiler.is_compiling():
