@@ -95,14 +95,7 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
               "x and w must both be bfloat16 or both float16, got ", x.scalar_type(), " and ", w.scalar_type());
   CHECK_CONTIGUOUS(x);
   CHECK_CONTIGUOUS(w);
-  TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and w must be 2-D, x (M, K) and w (N, K), got x ", shape_string(x),
-              " and w ", shape_string(w));
-  TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K, got x ", shape_string(x),
-              " and w ", shape_string(w));
-  CHECK_SAME_DEVICE(x, w);
-  TORCH_CHECK(x.size(0) <= GEMM_MAX_DIM && w.size(0) <= GEMM_MAX_DIM && x.size(1) <= GEMM_MAX_DIM,
-              "M, N and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ",
-              shape_string(w));
+  check_gemm_shapes(x, w);
   TORCH_CHECK(is_sm90(x.get_device()), "rung 11 runs on sm_90 GPUs only (wgmma)");
   const c10::cuda::CUDAGuard guard(x.device());
   if (x.size(1) == 0) return torch::zeros({x.size(0), w.size(0)}, x.options());  // every element an empty sum

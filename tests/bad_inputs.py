@@ -174,6 +174,8 @@ DECLARED_SPEC = {"tf32_residual": {"tol": 0.0},
 _GEMM = Spec(_gemm, F.linear)
 _EXERCISE_GEMM = Spec(_gemm, F.linear, tol=None)  # the starting point is wrong on purpose: shapes only
 _TF32 = Spec(_gemm, F.linear, tol=1e-2)  # 1xTF32: KernelBench's TF32 tier
+# rung 11: bf16 operands and output, at the bf16 tier (utils.check.TIERS)
+_BF16 = Spec(lambda n, g: [t.bfloat16() for t in _gemm(n, g)], F.linear, tol=5e-2)
 
 SPECS: dict[str, Spec] = {
     "vector_add:vector_add": Spec(_pair, torch.add),
@@ -193,6 +195,7 @@ SPECS: dict[str, Spec] = {
     "gemm_08_mma_tf32:gemm": _TF32,
     "gemm_09_wgmma_tf32:gemm": _TF32,
     "gemm_10_3xtf32:gemm": _GEMM,
+    "gemm_11_wgmma_bf16:gemm": _BF16,
     "gemm_10_3xtf32:gemm_split_in_smem": _GEMM,
     "gemm_10_3xtf32:gemm_mma_sync": _GEMM,
     # every op declared in utils/ops.py: its example and its math

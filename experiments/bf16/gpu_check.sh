@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rung 11 on a GPU: its GPU tests, the ladder against cuBLAS's bf16 GEMM at the rung target's two shapes (not
-# recorded), compute-sanitizer's four tools over sanitize_rung11.py; then chapter 09's measurement of problem 94
-# on this lone card (experiments/full_run/fusion_on_one_card.py). Logs under $OUT.
+# recorded), compute-sanitizer's four tools over sanitize_rung11.py; the bf16 and fp16 models in one kernel
+# (fused16_probe.py); then chapter 09's measurement of problem 94 on this lone card
+# (experiments/full_run/fusion_on_one_card.py). Logs under $OUT.
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -c "import pytest, IPython" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl pytest ipykernel 2>&1 | tail -1
@@ -19,5 +20,8 @@ for tool in memcheck racecheck initcheck synccheck; do
     python3 experiments/bf16/sanitize_rung11.py > "$OUT/sanitize_$tool.log" 2>&1
   echo "$tool rc=$? $(grep -c "ERROR SUMMARY: 0" "$OUT/sanitize_$tool.log") $(tail -1 "$OUT/sanitize_$tool.log")"
 done
+python3 experiments/bf16/fused16_probe.py --out "$OUT" --commit "$(git rev-parse --short HEAD 2>/dev/null)" \
+  > "$OUT/fused16_probe.log" 2>&1
+echo "fused16 rc=$?"; grep -v "^W11" "$OUT/fused16_probe.log" | tail -24
 timeout "${FUSION_S:-150}" python3 experiments/full_run/fusion_on_one_card.py --out "$OUT" > "$OUT/fusion_on_one_card.log" 2>&1
 echo "fusion rc=$?"; grep -v "^W11" "$OUT/fusion_on_one_card.log" | tail -12

@@ -77,10 +77,14 @@ def main(argv=None) -> int:
                       f"{tflops:6.0f} TFLOP/s, {best / v.median:.2f}x the faster cuBLAS", flush=True)
                 rows.append({"dtype": str(dtype)[6:], "M": M, "N": N, "K": K, "contender": name, "check": False,
                              "median_ms": v.median, "p20_ms": v.p20, "p80_ms": v.p80, "tflops": tflops})
-    (args.out / "bf16_probe.json").write_text(json.dumps(
-        {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": args.commit, "rows": rows},
-        indent=1))
+    write_rows(args.out / "bf16_probe.json", args.commit, rows)
     return 0
+
+
+def write_rows(path: Path, commit: str, rows: list[dict]) -> None:
+    """A probe's rows as JSON, with the device, torch and the commit they ran at (fused16_probe.py's too)."""
+    path.write_text(json.dumps({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "commit": commit,
+                                "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Did a kernel file's change alter the machine code of the kernels it already had?
 
-    python experiments/reader_works/sass_identity.py --old OLD_KERNELS_DIR --new kernels FILE.cu ...
+    python experiments/reader_works/sass_identity.py --old OLD_KERNELS_DIR --new kernels FILE.cu ... \
+        [--rename PATTERN REPLACEMENT]
 
 Each FILE (a path under kernels/) is compiled twice with the flags utils.build uses (its `// @arch`, -O3,
 torch's include paths), once from OLD_KERNELS_DIR (a copy of kernels/ as an earlier commit had it) and
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--old", type=Path, required=True)
     ap.add_argument("--new", type=Path, default=build.KERNELS_DIR)
     ap.add_argument("files", nargs="+")
+    ap.add_argument("--rename", nargs=2, action="append", default=[], metavar=("PATTERN", "REPLACEMENT"),
+                    help="rewrite the new build's function names (re.sub) before matching them with the old: a "
+                         "template that gained parameters with defaults mangles its old instances under new names")
     args = ap.parse_args(argv)
     differ = 0
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -63,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                 jobs[rel, side] = pool.submit(sass_by_function, root / rel, root, work)
         for rel in dict.fromkeys(r for r, _ in jobs):
             old, new = jobs[rel, "old"].result(), jobs[rel, "new"].result()
+            for pattern, replacement in args.rename:
+                new = {re.sub(pattern, replacement, name): sass for name, sass in new.items()}
             for name, sass in old.items():
                 verdict = "identical" if new.get(name) == sass else ("gone" if name not in new else "DIFFERS")
                 differ += verdict != "identical"

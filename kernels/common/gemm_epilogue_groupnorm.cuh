@@ -38,6 +38,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "common/activations.cuh"
 #include "common/dependent_launch.cuh"
@@ -68,19 +69,25 @@ enum class Sink {
   ROW_MIN,  // the minimum of each row: partials (tiles_n, M), or keys (M,) when keys != nullptr
 };
 
-// The whole-model epilogue for groups of D channels (D a multiple of 8 dividing the tile's BN).
-template <int D, class Pre, class Post, Sink SINK>
+// The whole-model epilogue for groups of D channels (D a multiple of 8 dividing the tile's BN). P: the
+// element of the model's parameters, T: of its output (and of the kept GEMM output): float, or bf16 or
+// fp16 for a model in that dtype (its launcher includes common/gemm_wgmma_writers16.cuh). The arithmetic
+// is float32 whatever P and T are: the parameters are read as floats, the output rounded as it is stored.
+template <int D, class Pre, class Post, Sink SINK, class P = float, class T = float>
 struct GroupNormEpilogue {
   // STORE writes a tile of `out` through the kernel's writer; ROW_MIN writes its own few values.
-  const float* linear_bias;  // (N,): nn.Linear's bias
-  Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh)
-  const float* gamma;        // (N,): GroupNorm's weight
-  const float* beta;         // (N,): GroupNorm's bias
+  using Writer = typename gemm_wgmma::WriterFor<T>::type;
+  const P* linear_bias;      // (N,): nn.Linear's bias
+  Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh; a P pointer
+                             // held as its float one: param() reads it as P's)
+  const P* gamma;            // (N,): GroupNorm's weight
+  const P* beta;             // (N,): GroupNorm's bias
   float eps;
   Post post;                 // after GroupNorm
-  float* out;                // STORE: (M, N); ROW_MIN: the partials (tiles_n, M), unless keys
+  std::conditional_t<SINK == Sink::STORE, T*, float*> out;  // STORE: (M, N); ROW_MIN: the partials
+                                                            // (tiles_n, M), unless keys
   int* keys;                 // ROW_MIN, atomic: (M,) ordered keys, each starting at kInfinityKey
-  float* saved;              // (M, N): the GEMM's output with nn.Linear's bias, kept for the
+  T* saved;                  // (M, N): the GEMM's output with nn.Linear's bias, kept for the
                              // backward (training); nullptr: not kept (inference)
 
   // The per-column parameters, staged in shared memory for the tile's BN columns (loaded when the
@@ -99,8 +106,8 @@ struct GroupNormEpilogue {
   __device__ __forceinline__ float param(int i, int n0, int N) const {
     const int p = i / C::BN;
     const int n = n0 + i % C::BN;
-    const float* src = p == 0 ? linear_bias : p == 1 ? gamma : p == 2 ? beta : pre.bias;
-    return n < N ? __ldg(src + n) : 0.0f;
+    const P* src = p == 0 ? linear_bias : p == 1 ? gamma : p == 2 ? beta : reinterpret_cast<const P*>(pre.bias);
+    return n < N ? gemm_wgmma::ParamElement<P>::load(src + n) : 0.0f;
   }
 
   struct Ahead {};
@@ -113,6 +120,8 @@ struct GroupNormEpilogue {
   __device__ __forceinline__ void finish(const float (&acc)[C::ACC], Ahead, const gemm_wgmma::EpilogueTile& t,
                                          const float* params, const Writer& writer) const {
     static_assert(D % 8 == 0 && C::BN % D == 0, "a group must be whole n8 blocks inside one tile");
+    static_assert(std::is_same_v<T, float> || D % 16 == 0,
+                  "the 16-bit writer stores n8 blocks in pairs: a group must be whole pairs");
     constexpr int JD = D / 8;  // n8 blocks per group
     // this lane's two columns of n8 block j, parameter p: params[p * BN + 2t + 8j], a float2
     const float* lane_params = params + (t.col - t.n0);
@@ -125,7 +134,7 @@ struct GroupNormEpilogue {
       // floats: 3x the MUFU instructions), so one value's exp could no longer overlap the next's,
       // and the TF32 epilogue cost about three times as much (the record of notebook 09's
       // whole-model run, kind whole_model_fusion, has the epilogue's price now).
-      const gemm_wgmma::DirectWriter keep{saved, t.row, t.col, t.M, t.N};
+      const Writer keep{saved, t.row, t.col, t.M, t.N};
 #pragma unroll
       for (int j = 0; j < C::BN / 8; ++j) {
         const float2 lb = param2(0, j);

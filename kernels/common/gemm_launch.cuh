@@ -7,7 +7,8 @@
 // here once: a rung's file then shows only what that rung changes.
 //
 //   GEMM_MAX_DIM      the largest M, N or K any kernel here accepts;
-//   check_gemm_inputs the input checks;
+//   check_gemm_shapes the checks of x's and w's shapes and device, any element type;
+//   check_gemm_inputs the input checks of float32 operands;
 //   gemm_new_output   the input checks and the (M, N) output;
 //   gemm_grid         a 1-D grid of one block per output tile.
 
@@ -21,11 +22,9 @@
 // this far below 2^31 means none of it can overflow. Products such as row * K are 64-bit.
 constexpr int64_t GEMM_MAX_DIM = INT32_MAX - 1024;
 
-// Checks x (M, K) and w (N, K): float32, CUDA, contiguous, 2-D, the same K and device, sizes the
-// kernels' 32-bit tile arithmetic can hold.
-inline void check_gemm_inputs(const torch::Tensor& x, const torch::Tensor& w) {
-  CHECK_FLOAT_CUDA_INPUT(x);
-  CHECK_FLOAT_CUDA_INPUT(w);
+// Checks x (M, K) and w (N, K) of any element type: 2-D, the same K and device, sizes the kernels' 32-bit
+// tile arithmetic can hold (a launcher checks their dtype, device and contiguity first).
+inline void check_gemm_shapes(const torch::Tensor& x, const torch::Tensor& w) {
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2, "x and w must be 2-D, x (M, K) and w (N, K), got x ", shape_string(x),
               " and w ", shape_string(w));
   TORCH_CHECK(x.size(1) == w.size(1), "x (M, K) and w (N, K) must have the same K, got x ", shape_string(x),
@@ -33,6 +32,13 @@ inline void check_gemm_inputs(const torch::Tensor& x, const torch::Tensor& w) {
   CHECK_SAME_DEVICE(x, w);
   TORCH_CHECK(x.size(0) <= GEMM_MAX_DIM && w.size(0) <= GEMM_MAX_DIM && x.size(1) <= GEMM_MAX_DIM,
               "M, N and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ", shape_string(w));
+}
+
+// Checks x (M, K) and w (N, K): float32, CUDA, contiguous, then check_gemm_shapes.
+inline void check_gemm_inputs(const torch::Tensor& x, const torch::Tensor& w) {
+  CHECK_FLOAT_CUDA_INPUT(x);
+  CHECK_FLOAT_CUDA_INPUT(w);
+  check_gemm_shapes(x, w);
 }
 
 // check_gemm_inputs, then the (M, N) output on their device: zeros when K == 0 (every element is

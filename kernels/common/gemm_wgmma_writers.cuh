@@ -4,7 +4,8 @@
 //   EpilogueTile    where a consumer thread's registers sit in the output;
 //   DirectWriter    stores a lane's pairs from registers: the kernel's writer (DirectWriterOf<T> for
 //                   another output type, common/gemm_wgmma_writers16.cuh; WriterOf: which one an
-//                   epilogue takes);
+//                   epilogue takes, WriterFor: which one an output type takes);
+//   ParamElement    a per-column parameter read as a float, whatever its element type;
 //   StoreEpilogue   the plain epilogue: out = acc (+ bias).
 
 #pragma once
@@ -72,6 +73,24 @@ struct DirectWriterOf {
   }
 };
 using DirectWriter = DirectWriterOf<float>;
+
+// The writer of an output of element T: DirectWriter for float; the 16-bit types' in
+// common/gemm_wgmma_writers16.cuh. An epilogue templated on its output's type names WriterFor<T>::type.
+template <class T>
+struct WriterFor;
+template <>
+struct WriterFor<float> {
+  using type = DirectWriter;
+};
+
+// How an epilogue reads a per-column parameter of element P (a bias, GroupNorm's weight) as a float:
+// float here; bf16 and fp16, a model's own parameters in that dtype, in common/gemm_wgmma_writers16.cuh.
+template <class P>
+struct ParamElement;
+template <>
+struct ParamElement<float> {
+  static __device__ __forceinline__ float load(const float* p) { return __ldg(p); }
+};
 
 // The writer the kernel hands an epilogue's values to: Epi::Writer where the epilogue names one (a
 // 16-bit output), else DirectWriter (float).

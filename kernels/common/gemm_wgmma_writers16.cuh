@@ -5,6 +5,8 @@
 //   OutputElement<__nv_bfloat16>, <__half>   one value and an even pair as the 16-bit type;
 //   Quad16Writer<T>                          the pairs of two n8 blocks exchanged within each quad, so that a
 //                                            warp's store writes whole 32-byte sectors;
+//   WriterFor<T>, ParamElement<T>            the writer of a 16-bit output, a 16-bit parameter read as a float
+//                                            (a whole-model epilogue of a model in bf16 or fp16);
 //   Store16Epilogue<T>                       StoreEpilogue into a 16-bit output.
 //
 // Why the exchange. DirectWriterOf<T> stores a lane's pair from registers: 8 bytes in fp32, so one warp store
@@ -82,6 +84,24 @@ struct Quad16Writer {
       for (int i = 0; i < 4 && n + i < N; ++i) dst[i] = v[i];
     }
   }
+};
+
+template <>
+struct WriterFor<__nv_bfloat16> {
+  using type = Quad16Writer<__nv_bfloat16>;
+};
+template <>
+struct WriterFor<__half> {
+  using type = Quad16Writer<__half>;
+};
+
+template <>
+struct ParamElement<__nv_bfloat16> {
+  static __device__ __forceinline__ float load(const __nv_bfloat16* p) { return __bfloat162float(__ldg(p)); }
+};
+template <>
+struct ParamElement<__half> {
+  static __device__ __forceinline__ float load(const __half* p) { return __half2float(__ldg(p)); }
 };
 
 template <class T>
