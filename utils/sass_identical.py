@@ -32,15 +32,26 @@ _HALF16 = ("logs/bf16/sass_identity_5699b86.log", [
 # writer as DirectWriterOf<float>: the same machine code again.
 _HALF16_FOLD = ("logs/bf16/sass_identity_d09d1dd.log", ["kernels/common/hopper.cuh", "kernels/common/gemm_wgmma.cuh",
                                                           "kernels/common/gemm_wgmma_writers.cuh"])
-# device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]. The H200's
-# records ran the kernels as they are; the comparisons' logs stay under its folder, where the H100's entries read them.
+# The whole-model epilogue templated on its parameters' and output's element (float by default, so its float
+# instances mangle as before with two more template arguments: the comparison renames them back), the writers'
+# WriterFor and ParamElement, and check_gemm_shapes split out of check_gemm_inputs: every function of every file
+# that includes them, identical (the H200's records ran abdba13's kernels, the comparison's old side).
+_EPILOGUE_TYPES = ("logs/bf16/sass_identity_5a73694.log", [
+    "kernels/common/gemm_epilogue_groupnorm.cuh", "kernels/common/gemm_wgmma_writers.cuh",
+    "kernels/common/gemm_launch.cuh"])
+# The 16-bit writers (Quad16Writer, and their WriterFor and ParamElement), which only rung 11 includes: no record
+# ran it, so no function of a recorded file can have changed. The H100's records predate the file.
+_WRITERS16 = "kernels/common/gemm_wgmma_writers16.cuh"
+# device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
+    "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16])],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
         ("../nvidia-h200/" + _FUSED_NARROW[0], _FUSED_NARROW[1]),
         ("../nvidia-h200/" + _HALF16[0], _HALF16[1]),
         ("../nvidia-h200/" + _HALF16_FOLD[0], _HALF16_FOLD[1]),
+        ("../nvidia-h200/" + _EPILOGUE_TYPES[0], _EPILOGUE_TYPES[1]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",
