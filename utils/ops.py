@@ -87,7 +87,7 @@ def _dtype_fix(names: list[str]) -> str:
         fixes.append(f"convert the input: {inputs[0]}.float()")
     if params := [n for n in names if n in _PARAMETERS]:
         fixes.append(f"convert the module: model.float() (its {', '.join(params)})")
-    return " and ".join(fixes) + "; the kernels are float32 (a drop-in wholly in float64, x and the module, runs the reference math)"
+    return " and ".join(fixes) + "; the kernels are float32"
 
 
 def _require(op: str, **tensors: Tensor) -> None:
