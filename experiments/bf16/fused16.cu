@@ -39,6 +39,7 @@ void check16(const torch::Tensor& x, const torch::Tensor& w, const std::vector<t
               "groups of 16, 32 or 64 channels, got C = ", num(C), " and num_groups = ", num(G));
   for (const torch::Tensor& t : params) {
     TORCH_CHECK(t.dim() == 1 && t.size(0) == C, "every parameter must have shape [", num(C), "], got ", shape_string(t));
+    TORCH_CHECK(t.is_contiguous(), "every parameter must be contiguous (the epilogue reads it by its pointer)");
   }
   TORCH_CHECK(is_sm90(x.get_device()), "wgmma: an sm_90 GPU");
 }
