@@ -19,12 +19,23 @@
 # The scoreboard, 09 and 10 share GPU0: they quote the same headline ratios (utils.report.scoreboard.HEADLINES),
 # and two cards of one host differ by more than a run's spread (the H200 run at dfaf467: 1.6-3.3%).
 #   PART=3: the batch sweep (issue 36's baseline), a problem per GPU, recorded as one sweep.
-# Under $OUT: logs.tgz (the logs) and fullrun.tgz (every file the run wrote into the results folder).
+# Under $OUT: logs.tgz (the logs, with smi_part<N>_<commit>.csv: every card's clock, power and temperature twice
+# a second) and fullrun.tgz (every file the run wrote into the results folder).
 # The GPU tests' third part outran its ten minutes at dfaf467 (results/nvidia-h200/logs/final_run/README.md):
 # the exercise tests built their shortcut kernels cold, one after the other; tests/scratch_builds.py now
 # lists them, and on a GPU the session's prebuild builds them side by side.
 source "$(dirname "$0")/common.sh"
 t0=$(date +%s)
+# every card's SM clock, power and temperature twice a second while the part runs: a contender that draws close to
+# the power limit (a SIMT SGEMM: 680 W of 700 on an H200) slows where the card runs hot, and two records timed
+# minutes apart on one card then disagree (logs/final_run/README.md, "One headline that two records quote apart")
+smi=""
+sample_cards() {
+  nvidia-smi --query-gpu=index,timestamp,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -lms 500 \
+    > "$L/smi_part${PART}_$c.csv" 2>/dev/null &
+  smi=$!
+  disown "$smi"  # not one of the jobs the part waits for below
+}
 stamp() { echo "$(( $(date +%s) - t0 )) s: $*" >> "$L/progress_part${PART}_$c.txt"; }
 
 # a record of this run: results/<device>/<kind>.json written at this commit
@@ -51,6 +62,7 @@ pytest_part() {  # k of 0..2
 
 if [ "$PART" = 1 ]; then
   rm -rf build/fullrun && mkdir -p "$L" && cp -r results "$R"
+  sample_cards
   nvidia-smi --query-gpu=index,name,clocks.max.sm,power.limit --format=csv,noheader > "$L/device_$c.txt"
   stamp "prebuild starts"
   python3 -m utils.build > "$L/prebuild_$c.log" 2>&1
@@ -70,6 +82,7 @@ if [ "$PART" = 1 ]; then
      --targets 'solutions/*' 'exercises/*' > "$L/sanitize_$c.log" 2>&1
    stamp "sanitize done") &
 elif [ "$PART" = 2 ]; then
+  sample_cards
   train() {  # one card's share of the training step: the problems $*
     python3 -m utils.chapters.training --problems "$@" --rows-out "$L/training_rows_${1}.json" \
       > "$L/training_${1}_$c.log" 2>&1
@@ -87,6 +100,7 @@ elif [ "$PART" = 2 ]; then
   (export CUDA_VISIBLE_DEVICES=3; train 37; pytest_part 2) &
 else  # PART=3: the batch sweep, a problem per card ($SWEEP_ARGS: e.g. "--ms 1 8 64 512 4096 --modes torch.compile")
   mkdir -p "$L" "$R" && touch "$L/device_$c.txt"
+  sample_cards
   for i in 0 1 2 3; do
     pid=$(echo 94 75 37 62 | cut -d' ' -f$(( i + 1 )))
     (export CUDA_VISIBLE_DEVICES=$i
@@ -107,6 +121,7 @@ if [ "$PART" = 3 ]; then  # one record of the four cards' rows (cards of one kin
     >> "$L/sweep_merge_$c.log" 2>&1
 fi
 stamp "part $PART done"
+[ -n "$smi" ] && kill "$smi" 2>/dev/null
 (cd "$R" && find . -newer "$L/device_$c.txt" -type f | tar czf "$OUT/fullrun.tgz" -T -)
 tar czf "$OUT/logs.tgz" -C "$L/.." logs
 tail -n 3 "$L"/run_*_part"$PART"_*.log "$L"/pytest_gpu_*.log 2>/dev/null
