@@ -2,7 +2,7 @@
 // for fp32): the values rounded to nearest even as they are stored, after the bias. Kept apart so that only a
 // 16-bit launcher includes it (the fp32 drop-ins' one-file export then holds no conversion to a narrower type).
 //
-//   OutputElement<__nv_bfloat16>, <__half>   one value and an even pair as the 16-bit type;
+//   OutputElement<__nv_bfloat16>, <__half>   a pair rounded to the 16-bit type, packed in one word;
 //   Quad16Writer<T>                          the pairs of two n8 blocks exchanged within each quad, so that a
 //                                            warp's store writes whole 32-byte sectors;
 //   WriterFor<T>, ParamElement<T>            the writer of a 16-bit output, a 16-bit parameter read as a float
@@ -24,26 +24,19 @@
 
 namespace gemm_wgmma {
 
+// A pair of values rounded to the 16-bit type, packed into one 32-bit word (what Quad16Writer exchanges).
 template <>
 struct OutputElement<__nv_bfloat16> {
-  static __device__ __forceinline__ __nv_bfloat16 one(float v) { return __float2bfloat16_rn(v); }
   static __device__ __forceinline__ uint32_t packed(float v0, float v1) {
     const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
     return *reinterpret_cast<const uint32_t*>(&p);
   }
-  static __device__ __forceinline__ void pair(__nv_bfloat16* dst, float v0, float v1) {
-    *reinterpret_cast<uint32_t*>(dst) = packed(v0, v1);
-  }
 };
 template <>
 struct OutputElement<__half> {
-  static __device__ __forceinline__ __half one(float v) { return __float2half_rn(v); }
   static __device__ __forceinline__ uint32_t packed(float v0, float v1) {
     const __half2 p = __floats2half2_rn(v0, v1);
     return *reinterpret_cast<const uint32_t*>(&p);
-  }
-  static __device__ __forceinline__ void pair(__half* dst, float v0, float v1) {
-    *reinterpret_cast<uint32_t*>(dst) = packed(v0, v1);
   }
 };
 
