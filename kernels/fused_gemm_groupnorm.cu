@@ -19,6 +19,14 @@
 // rung 9's 1xTF32 (the tf32 tier), as nn.Linear's cuBLAS GEMM would then be. The setting is read
 // once on every call (common/gemm_dispatch.cuh, which also picks narrower tiles for 65-256 rows of x
 // at the TF32 tier, and sends the rest of up to 256 rows to `linear` and the tail).
+//
+// A model in bfloat16 or float16 (`model.to(dtype)`: x, w and every parameter of that dtype) runs the
+// same epilogue on rung 11's 16-bit GEMM (Half16Config, 128 x 256 tiles at every M): the arithmetic
+// after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
+// rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
+// every op. It needs K % 8 == 0 (TMA's 16-byte rows); elsewhere (K % 8 != 0, a group width not
+// instantiated) the model runs as cuBLAS's 16-bit GEMM (aten::linear) and then the tail's float32 op on
+// its output, the result rounded to the dtype (unfused16).
 // @precision: fp32
 // @arch: 9.0a
 // @ops: its launchers are operators' kernels (utils/ops.py registers them)
@@ -37,7 +45,7 @@
 // 128 x BN elements of work against a main loop of K / 32 stages.
 //
 // Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
-// (16, 32, 64: the problems'), K % 4 == 0 (TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
+// (16, 32, 64: the problems'), K % 4 == 0 (K % 8 == 0 in 16 bits: TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
 // each launcher asks it first, and its plan (common/gemm_dispatch.cuh; fused_here below: more than
 // 256 rows of x, or more than 64 at the TF32 tier): where either says no, the model runs as two ops,
 // workbook::linear
@@ -52,6 +60,7 @@
 // rung 9 is 87-96% of cuBLAS, so the fused kernel and cuBLAS + tail come out within +-5%.
 
 #include <ATen/core/dispatch/Dispatcher.h>  // the unfused ops, where the fused kernels do not apply
+#include <ATen/ops/linear.h>                  // cuBLAS's 16-bit GEMM, where they do not (unfused16)
 
 #include <type_traits>
 
@@ -64,6 +73,7 @@
 #include "common/gemm_epilogue_groupnorm.cuh"
 #include "common/gemm_launch.cuh"
 #include "common/gemm_wgmma_host.cuh"
+#include "common/gemm_wgmma_writers16.cuh"
 #include "common/groupnorm.cuh"
 #include "common/tf32_operands.cuh"
 
@@ -118,20 +128,51 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusa
 // `fusable` (below: exported), the inputs' side of the choice.
 bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
 
+// A model in bfloat16 or float16: x's dtype (the checks hold every other tensor to it).
+inline bool is_half16(const torch::Tensor& x) {
+  return x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
+}
+
+// A tail's argument as its float32 op takes it: a tensor converted, anything else as it is.
+inline torch::Tensor as_float(const torch::Tensor& t) { return t.to(torch::kFloat); }
+template <class A>
+const A& as_float(const A& a) {
+  return a;
+}
+
+// unless_fusable for a model in bfloat16 or float16: cuBLAS's GEMM in the dtype (aten::linear, as
+// nn.Linear's), then the tail's float32 op on its output and the parameters converted, its output
+// rounded to the dtype; the GEMM's output kept when save. nullopt when the kernels apply, or when the
+// tail's op is not registered.
+template <class... Args>
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(bool fusable, const char* tail,
+                                                                  const torch::Tensor& x, const torch::Tensor& w,
+                                                                  const torch::Tensor& lb, bool save,
+                                                                  const Args&... tail_args) {
+  if (fusable) return std::nullopt;
+  const auto tail_op = c10::Dispatcher::singleton().findSchema({tail, ""});
+  if (!tail_op.has_value()) return std::nullopt;
+  using T = torch::Tensor;
+  const torch::Tensor y = at::linear(x, w, lb);
+  const torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(as_float(y), as_float(tail_args)...);
+  return std::make_tuple(out.to(x.scalar_type()), save ? y : torch::empty({0}, x.options()));
+}
+
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
 inline torch::Tensor tma_ready(const torch::Tensor& t) {
   torch::Tensor c = t.contiguous();
   return aligned16(c.data_ptr()) ? c : c.clone();
 }
 
-// The checks every export makes, then the operands ready for the kernel: x (M, K), w (C, K) float32
-// CUDA on one device (views welcome: copied), lb, gamma, beta (C,) contiguous; G divides C; the
-// fused kernels' own conditions (fusable).
+// The checks every export makes, then the operands ready for the kernel: x (M, K), w (C, K) CUDA on one
+// device (views welcome: copied), lb, gamma, beta (C,) contiguous, all float32, or all of one 16-bit
+// dtype; G divides C; the fused kernels' own conditions (fusable).
 struct Operands {
   torch::Tensor x, w;
   torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
   bool save;                 // keep the GEMM's output for the backward
-  bool tf32;                 // the tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
+  bool half16;               // a model in bfloat16 or float16: rung 11's GEMM, the output in that dtype
+  bool tf32;                 // float32's tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
   int narrow;                // 65-256 rows at the TF32 tier (the plan's NARROW schedule): the block
                              // width, 64 or 128 (gemm_dispatch::narrow_width); 0: the wide tiles
 };
@@ -142,8 +183,14 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
                                   const gemm_dispatch::Plan& plan) {
   CHECK_CUDA(x);
   CHECK_CUDA(w);
-  CHECK_FLOAT(x);
-  CHECK_FLOAT(w);
+  const bool half16 = is_half16(x);
+  TORCH_CHECK(half16 || x.scalar_type() == torch::kFloat, "x must be float32, bfloat16 or float16, got ",
+              x.scalar_type(), " (call .float())");
+  const auto check_dtype = [&x](const torch::Tensor& t, const char* name) {
+    TORCH_CHECK(t.scalar_type() == x.scalar_type(), name, " must have x's dtype ", x.scalar_type(), ", got ",
+                t.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
+  };
+  check_dtype(w, "w");
   CHECK_SAME_DEVICE(x, w);
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
               "x (M, K) and w (C, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
@@ -151,8 +198,10 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "M, C and K must each be at most ", num(GEMM_MAX_DIM), ", got x ", shape_string(x), " and w ",
               shape_string(w));
   const int64_t C = w.size(0);
-  const auto check = [&x](const torch::Tensor& t, const char* name) {
-    check_float_cuda_input(t, name);
+  const auto check = [&](const torch::Tensor& t, const char* name) {
+    check_cuda(t, name);
+    check_dtype(t, name);
+    check_contiguous(t, name);
     check_same_device(x, "x", t, name);
   };
   check(lb, "linear_bias");
@@ -168,15 +217,19 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "], got ", shape_string(beta));
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
   TORCH_CHECK(is_sm90(x.get_device()), "the fused kernels run on sm_90 GPUs only (wgmma)");
-  TORCH_CHECK(x.size(1) % 4 == 0, "the fused kernels need K % 4 == 0 (TMA's row stride), got K = ", num(x.size(1)));
+  TORCH_CHECK(x.size(1) % (half16 ? 8 : 4) == 0, "the fused kernels need K % ", half16 ? "8" : "4",
+              " == 0 (TMA's 16-byte row stride), got K = ", num(x.size(1)));
+  TORCH_CHECK(!half16 || !w_residual.has_value(),
+              "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (pass None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
   const torch::Tensor wc = tma_ready(w);
+  if (half16) return {tma_ready(x), wc, torch::Tensor(), save, true, false, 0};
   const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
                          : 0;
-  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, plan.tf32(), narrow};
+  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, false, plan.tf32(), narrow};
 }
 
 // Whether the whole model runs in this file's kernels: `fusable`, and the plan's tiles
@@ -190,21 +243,25 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
 //                (experiments/gemm_schedules/README.md). At the TF32 tier the fused kernel is one
 //                launch where `linear` + the tail are cuBLAS's and the tail's, and the host's time
 //                between them showed at these sizes.
+// A model in bfloat16 or float16 takes the wide tiles at every M (rung 11 has no narrower schedule yet).
 // Its arguments are checked here first, so that an error names them as this file's kernels would
 // (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,
                        const torch::Tensor& lb, int64_t num_groups, const torch::Tensor& gamma,
                        const torch::Tensor& beta, double eps, const c10::optional<torch::Tensor>& w_residual) {
   if (!fusable_inputs(x, w, num_groups)) return false;
-  if (plan.schedule == gemm_dispatch::Schedule::WIDE) return true;
+  if (plan.schedule == gemm_dispatch::Schedule::WIDE || is_half16(x)) return true;
   if (plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()) return true;
   check_and_prepare(x, w, lb, num_groups, gamma, beta, eps, w_residual, false, plan);
   return false;
 }
 
-// The model's own bias before GroupNorm (94, 37): (C,).
+// The model's own bias before GroupNorm (94, 37): (C,), of x's dtype.
 inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
-  CHECK_FLOAT_CUDA_INPUT(bias);
+  CHECK_CUDA(bias);
+  TORCH_CHECK(bias.scalar_type() == x.scalar_type(), "bias must have x's dtype ", x.scalar_type(), ", got ",
+              bias.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
+  CHECK_CONTIGUOUS(bias);
   CHECK_SAME_DEVICE(x, bias);
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape [", num(w.size(0)), "], got ",
               shape_string(bias));
@@ -213,12 +270,20 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 // x @ w.T through `epi`, at the tier and on the tiles the launcher's plan chose:
 //   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows)
 //   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
+//   16-bit   rung 11's Half16Config, 128 x 256, for an epilogue whose output element T is bf16 or fp16
 // x and w are their own big parts (common/tf32_operands.cuh); x's small parts are made here. On the
 // narrow tiles x is padded with zero rows to whole tiles first (rows_padded_to_tiles: the TMA boxes
 // then read nothing out of bounds, which is slow where w's read bounds the time).
-template <class Epi>
+template <class T, class Epi>
 void run_gemm(const Operands& o, const Epi& epi) {
   using namespace gemm_wgmma;
+  if constexpr (!std::is_same_v<T, float>) {
+    TORCH_INTERNAL_ASSERT(o.half16, "a 16-bit epilogue on float32 operands");
+    with_half16(o.x.scalar_type(), [&](auto operand, auto) {
+      run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
+    });
+    return;
+  }
   if (o.tf32) {
     const torch::Tensor x = o.narrow != 0 ? rows_padded_to_tiles(o.x) : o.x;
     switch (o.narrow) {
@@ -234,6 +299,7 @@ void run_gemm(const Operands& o, const Epi& epi) {
 }
 // The width of run_gemm's block tiles: a ROW_MIN epilogue leaves one value per row and tile.
 inline int64_t block_width(const Operands& o) {
+  if (o.half16) return 256;
   if (o.narrow != 0) return o.narrow;
   return o.tf32 ? gemm_wgmma::Tf32Config::BN : gemm_wgmma::PresplitConfig<>::BN;
 }
@@ -241,6 +307,26 @@ inline int64_t block_width(const Operands& o) {
 // The GEMM's output x @ w.T + lb, kept for the backward when o.save; an empty tensor otherwise.
 inline torch::Tensor saved_output(const Operands& o) {
   return o.save ? torch::empty({o.x.size(0), o.w.size(0)}, o.x.options()) : torch::empty({0}, o.x.options());
+}
+
+// Calls f(T{}) for the element of x's dtype: float, __nv_bfloat16 or __half.
+template <class F>
+void with_element(const torch::Tensor& x, F&& f) {
+  if (is_half16(x)) {
+    gemm_wgmma::with_half16(x.scalar_type(), [&](auto, auto element) { f(element); });
+  } else {
+    f(0.0f);
+  }
+}
+
+// A parameter's data as the epilogue's pointers hold it, T's (a float pointer the epilogue reads as its P's).
+template <class T>
+const T* param_ptr(const torch::Tensor& t) {
+  return reinterpret_cast<const T*>(t.data_ptr());
+}
+template <class T>
+T* out_ptr(const torch::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 // The model whose GroupNorm output is stored: out (M, C) = post(GroupNorm(pre(x @ w.T + lb))), and
@@ -256,14 +342,45 @@ std::tuple<torch::Tensor, torch::Tensor> store_model(const Operands& o, const to
   TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   with_group_width(C / num_groups, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    GroupNormEpilogue<D, Pre, Post, Sink::STORE> epi{lb.data_ptr<float>(), pre, gamma.data_ptr<float>(),
-                                                     beta.data_ptr<float>(), static_cast<float>(eps), post,
-                                                     out.data_ptr<float>(), nullptr,
-                                                     o.save ? saved.data_ptr<float>() : nullptr};
-    run_gemm(o, epi);
+    with_element(o.x, [&](auto element) {
+      constexpr int D = decltype(d)::value;
+      using T = decltype(element);
+      GroupNormEpilogue<D, Pre, Post, Sink::STORE, T, T> epi{param_ptr<T>(lb), pre, param_ptr<T>(gamma),
+                                                             param_ptr<T>(beta), static_cast<float>(eps), post,
+                                                             out_ptr<T>(out), nullptr,
+                                                             o.save ? out_ptr<T>(saved) : nullptr};
+      run_gemm<T>(o, epi);
+    });
   });
   return {out, saved};
+}
+
+// Problem 75 in a 16-bit dtype T: out (1, C, M, 1) = rowmin (M,) + bias (C,), out[0, c, m, 0] rounded to T
+// once (rowmin float32, as the epilogue found it). One value per thread: the output is C x M elements of 2
+// bytes, written once. A dependent of the row minimum's kernel.
+template <class T>
+__global__ void broadcast_add16_kernel(const float* __restrict__ rowmin, const T* __restrict__ bias,
+                                       T* __restrict__ out, int64_t M, int64_t total) {
+  wait_for_producer();
+  const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += stride) {
+    const int64_t c = i / M;
+    out[i] = gemm_wgmma::OutputElement<T>::rounded(rowmin[i - c * M] + gemm_wgmma::ParamElement<T>::load(bias + c));
+  }
+}
+
+template <class T>
+torch::Tensor broadcast_add16(const torch::Tensor& rowmin, const torch::Tensor& bias) {
+  const int64_t M = rowmin.size(0), C = bias.size(1);
+  torch::Tensor out = torch::empty({1, C, M, 1}, bias.options());
+  if (M == 0 || C == 0) return out;
+  const int64_t total = C * M;
+  const unsigned int grid = resident_grid(broadcast_add16_kernel<T>, kBroadcastThreads, 0,
+                                          (total + kBroadcastThreads - 1) / kBroadcastThreads, rowmin.get_device());
+  launch_dependent(broadcast_add16_kernel<T>, dim3(grid), dim3(kBroadcastThreads), at::cuda::getCurrentCUDAStream(),
+                   static_cast<const float*>(rowmin.data_ptr<float>()), param_ptr<T>(bias), out_ptr<T>(out), M,
+                   total);
+  return out;
 }
 
 // Problem 75: out (1, C, M, 1) = min over c of GroupNorm(x @ w.T + lb) + bias (1, C, 1, 1).
@@ -272,27 +389,39 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                                                    const torch::Tensor& bias, bool atomic) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
   TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
-  check_broadcast_bias(o.x, bias, "x");
+  if (o.half16) {
+    CHECK_CUDA(bias);
+    TORCH_CHECK(bias.scalar_type() == o.x.scalar_type(), "bias must have x's dtype ", o.x.scalar_type(), ", got ",
+                bias.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
+    CHECK_CONTIGUOUS(bias);
+    check_same_device(o.x, "x", bias, "bias");
+    check_broadcast_bias_shape(bias);
+  } else {
+    check_broadcast_bias(o.x, bias, "x");
+  }
   TORCH_CHECK(bias.size(1) == C, "bias must have shape [1, ", num(C), ", 1, 1], got ", shape_string(bias));
   TORCH_CHECK(o.x.size(1) > 0 || M == 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
-  torch::Tensor rowmin = torch::empty({M, 1}, o.x.options());
+  torch::Tensor rowmin = torch::empty({M, 1}, o.x.options().dtype(torch::kFloat));
   torch::Tensor saved = saved_output(o);
-  if (M == 0) return {broadcast_add(rowmin, bias, /*dependent=*/false), saved};
+  if (M == 0) return {torch::empty({1, C, 0, 1}, bias.options()), saved};
   const int64_t tiles = (C + block_width(o) - 1) / block_width(o);
   torch::Tensor partials, keys;
   if (atomic) {
     keys = torch::empty({M}, o.x.options().dtype(torch::kInt)).fill_(gemm_epilogue::kInfinityKey);
   } else {
-    partials = torch::empty({tiles, M}, o.x.options());
+    partials = torch::empty({tiles, M}, o.x.options().dtype(torch::kFloat));
   }
   with_group_width(C / num_groups, [&](auto d) {
-    constexpr int D = decltype(d)::value;
-    GroupNormEpilogue<D, Identity, Identity, Sink::ROW_MIN> epi{
-        lb.data_ptr<float>(), Identity{}, gamma.data_ptr<float>(), beta.data_ptr<float>(), static_cast<float>(eps),
-        Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr,
-        o.save ? saved.data_ptr<float>() : nullptr};
-    run_gemm(o, epi);
+    with_element(o.x, [&](auto element) {
+      constexpr int D = decltype(d)::value;
+      using T = decltype(element);
+      GroupNormEpilogue<D, Identity, Identity, Sink::ROW_MIN, T, T> epi{
+          param_ptr<T>(lb), Identity{}, param_ptr<T>(gamma), param_ptr<T>(beta), static_cast<float>(eps),
+          Identity{}, atomic ? nullptr : partials.data_ptr<float>(), atomic ? keys.data_ptr<int>() : nullptr,
+          o.save ? out_ptr<T>(saved) : nullptr};
+      run_gemm<T>(o, epi);
+    });
   });
   const int threads = 256;
   const dim3 grid(static_cast<unsigned>((M + threads - 1) / threads));
@@ -305,17 +434,24 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                      static_cast<const float*>(partials.data_ptr<float>()), rowmin.data_ptr<float>(),
                      static_cast<int>(tiles), static_cast<int>(M));
   }
+  if (o.half16) {
+    torch::Tensor out;
+    with_element(o.x, [&](auto element) {
+      if constexpr (!std::is_same_v<decltype(element), float>) out = broadcast_add16<decltype(element)>(rowmin, bias);
+    });
+    return {out, saved};
+  }
   return {broadcast_add(rowmin, bias, /*dependent=*/true), saved};
 }
 
 }  // namespace fused
 
-// @export: whether the fused kernels take these inputs: an sm_90 GPU, K % 4 == 0, groups of 16, 32 or 64 channels (x (M, K), w (C, K), C % num_groups == 0)
+// @export: whether the fused kernels take these inputs: an sm_90 GPU, K % 4 == 0 (float32) or K % 8 == 0 (bfloat16, float16), groups of 16, 32 or 64 channels (x (M, K), w (C, K), C % num_groups == 0)
 bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) { return fused::fusable_inputs(x, w, num_groups); }
 
 bool fused::fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups) {
   return x.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(1) > 0 &&
-         x.size(1) % 4 == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
+         x.size(1) % (fused::is_half16(x) ? 8 : 4) == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
          fused::width_instantiated(w.size(0) / num_groups) && is_sm90(x.get_device());
 }
 
@@ -329,14 +465,17 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             torch::Tensor beta, double eps, c10::optional<torch::Tensor> w_residual = c10::nullopt,
                                             bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
-  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias,
-                                             w_residual, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
+  const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
+  const auto unfused = fused::is_half16(x)
+                           ? fused::unfused16(fused_here, "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps)
+                           : fused::unless_fusable(fused_here, "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual,
+                                                   save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   fused::check_bias(x, w, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
-  const BiasHardtanhMishFast pre{bias.data_ptr<float>(), static_cast<float>(min_val), static_cast<float>(max_val)};
+  const BiasHardtanhMishFast pre{fused::param_ptr<float>(bias), static_cast<float>(min_val), static_cast<float>(max_val)};
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, pre, Identity{});
 }
 
@@ -345,13 +484,16 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
                                     int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
-  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::swish_bias_group_norm", x, w, linear_bias,
-                                             w_residual, save_gemm_output, bias, num_groups, gamma, beta, eps);
+  const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
+  const auto unfused = fused::is_half16(x)
+                           ? fused::unfused16(fused_here, "workbook::swish_bias_group_norm", x, w, linear_bias, save_gemm_output, bias, num_groups, gamma, beta, eps)
+                           : fused::unless_fusable(fused_here, "workbook::swish_bias_group_norm", x, w, linear_bias, w_residual,
+                                                   save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
   fused::check_bias(x, w, bias);
-  return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{bias.data_ptr<float>()},
+  return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{fused::param_ptr<float>(bias)},
                             Identity{});
 }
 
@@ -360,8 +502,11 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
                                        torch::Tensor gamma, torch::Tensor beta, double eps, double negative_slope,
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
-  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_leaky_relu_x2", x, w, linear_bias,
-                                             w_residual, save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
+  const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
+  const auto unfused = fused::is_half16(x)
+                           ? fused::unfused16(fused_here, "workbook::group_norm_leaky_relu_x2", x, w, linear_bias, save_gemm_output, num_groups, gamma, beta, eps, negative_slope)
+                           : fused::unless_fusable(fused_here, "workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual,
+                                                   save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
@@ -374,8 +519,11 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
                                   torch::Tensor gamma, torch::Tensor beta, double eps, torch::Tensor bias,
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
-  const auto unfused = fused::unless_fusable(fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual), "workbook::group_norm_min_bias", x, w, linear_bias,
-                                             w_residual, save_gemm_output, num_groups, gamma, beta, eps, bias);
+  const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
+  const auto unfused = fused::is_half16(x)
+                           ? fused::unfused16(fused_here, "workbook::group_norm_min_bias", x, w, linear_bias, save_gemm_output, num_groups, gamma, beta, eps, bias)
+                           : fused::unless_fusable(fused_here, "workbook::group_norm_min_bias", x, w, linear_bias, w_residual,
+                                                   save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);

@@ -92,7 +92,8 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
   CHECK_CUDA(w);
   TORCH_CHECK(x.scalar_type() == w.scalar_type() &&
                   (x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf),
-              "x and w must both be bfloat16 or both float16, got ", x.scalar_type(), " and ", w.scalar_type());
+              "x and w must share one 16-bit dtype, bfloat16 or float16; got x ", x.scalar_type(), " and w ",
+              w.scalar_type());
   CHECK_CONTIGUOUS(x);
   CHECK_CONTIGUOUS(w);
   check_gemm_shapes(x, w);
@@ -101,10 +102,8 @@ torch::Tensor gemm(torch::Tensor x, torch::Tensor w) {
   if (x.size(1) == 0) return torch::zeros({x.size(0), w.size(0)}, x.options());  // every element an empty sum
   torch::Tensor out = torch::empty({x.size(0), w.size(0)}, x.options());
   if (out.numel() == 0) return out;
-  if (x.scalar_type() == torch::kBFloat16) {
-    run16<Bf16Operand, __nv_bfloat16>(x, w, out);
-  } else {
-    run16<Fp16Operand, __half>(x, w, out);
-  }
+  with_half16(x.scalar_type(), [&](auto operand, auto element) {
+    run16<decltype(operand), decltype(element)>(x, w, out);
+  });
   return out;
 }

@@ -1,5 +1,7 @@
-"""A drop-in given the wrong dtype says what to convert: an int64 or float64 input the input (`x.float()`), a
-half-precision module the module (`model.float()`), both where both are wrong (all on the CPU)."""
+"""A drop-in given the wrong dtype says what to convert: an int64 or float64 input the input (`x.float()`), an
+input of another dtype than the module's the module or the input (`model.to(...)`), an int module the module
+(`model.float()`), both where both are wrong (all on the CPU). A model wholly in bfloat16 or float16 runs
+(tests/test_solutions_16bit.py)."""
 import pytest
 import torch
 
@@ -21,18 +23,27 @@ def test_a_wrong_input_dtype_names_the_input(pid, dtype):
     with torch.no_grad(), pytest.raises(TypeError) as error:
         model(x.to(dtype))
     message = str(error.value)
-    assert f"float32 only: x is {dtype};" in message and "convert the input: x.float()" in message
+    assert f"float32, bfloat16 and float16 only: x is {dtype};" in message and "convert the input: x.float()" in message
     assert "module" not in message  # the module is float32 already: converting it would not help
 
 
-def test_a_half_precision_module_names_the_module_and_the_input():
+def test_a_half_precision_module_with_a_float32_input_names_the_conversion():
     model, x = _model_and_input(94)
     model = model.half()
     with torch.no_grad(), pytest.raises(TypeError) as error:
-        model(x.half())
+        model(x)
+    message = str(error.value)
+    assert "every tensor must have x's dtype torch.float32, got w torch.float16" in message
+    assert "model.to(torch.float32), or convert the input" in message
+
+
+def test_a_float64_module_with_an_int_input_names_the_module_and_the_input():
+    model, x = _model_and_input(94)
+    with torch.no_grad(), pytest.raises(TypeError) as error:
+        model.double()(x.long())
     message = str(error.value)
     assert "convert the input: x.float()" in message and "convert the module: model.float()" in message
-    assert "(its w, linear_bias)" in message
+    assert "(its w, linear_bias" in message
 
 
 def test_the_hint_for_parameters_alone():

@@ -124,10 +124,10 @@ def test_backward_matches_autograd_through_the_models_math(name):
         assert torch.allclose(g, w, atol=1e-4, rtol=1e-4), f"argument {i}: max diff {(g - w).abs().max():.1e}"
 
 
-def test_a_half_input_gets_an_error_naming_float32():
+def test_a_half_input_to_a_float32_model_gets_an_error_naming_both_dtypes():
     args = _args("linear_swish_bias_group_norm", 3, 8, 32, 2)
     args[0] = args[0].half()
-    with pytest.raises(TypeError, match="float32"):
+    with pytest.raises(TypeError, match="every tensor must have x's dtype torch.float16, got w torch.float32"):
         ops.linear_swish_bias_group_norm(*args)
 
 

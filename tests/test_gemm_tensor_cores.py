@@ -183,7 +183,7 @@ def test_rung_11_on_fp16_at_the_fp16_tier(modules, kernel, export, shape):
         w = misaligned_copy(w)
     ok, detail = ladder.verify(fn_of(modules, kernel, export), x, w, "fp16")
     assert ok, f"{kernel}.{export} at {shape} (fp16 tier): {detail}"
-    with pytest.raises(RuntimeError, match="must both be bfloat16 or both float16"):
+    with pytest.raises(RuntimeError, match="must share one 16-bit dtype, bfloat16 or float16"):
         fn_of(modules, kernel, export)(x, w.bfloat16())
 
 
@@ -221,7 +221,7 @@ def test_degenerate_shapes(modules, kernel, export, cuda):
 @pytest.mark.parametrize("kernel,export", PATHS)
 def test_rejects_bad_input(modules, kernel, export, cuda):
     fn, like = fn_of(modules, kernel, export), {"device": cuda, "dtype": ladder.dtype_of(kernel)}
-    dtype_message = "float32" if like["dtype"] == torch.float32 else "must both be bfloat16 or both float16"
+    dtype_message = "float32" if like["dtype"] == torch.float32 else "must share one 16-bit dtype, bfloat16 or float16"
     x, w = torch.rand(4, 8, **like), torch.rand(5, 8, **like)
     for bad, message in [((x, torch.rand(5, 7, **like)), r"same K.*\[4, 8\].*\[5, 7\]"),
                          ((x.double(), w), dtype_message),

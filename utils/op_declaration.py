@@ -20,6 +20,8 @@ from utils import build
 # The dtypes an op takes, each with the tiers (utils.check.TIERS) its results meet: at PyTorch's IEEE
 # fp32 setting, then with TF32 allowed.
 FLOAT32 = {torch.float32: ("strict", "tf32")}
+# The whole models also take a model wholly in bfloat16 or float16 (its input and every parameter).
+WHOLE_MODEL_DTYPES = {**FLOAT32, torch.bfloat16: ("bf16",), torch.float16: ("fp16",)}
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from utils import build
-from utils.op_declaration import (DECLARED, EXAMPLE, FLOAT32, Declaration, example_gamma_beta, example_nn_linear,
-                                  example_tail_input)
+from utils.op_declaration import (DECLARED, EXAMPLE, FLOAT32, WHOLE_MODEL_DTYPES, Declaration, example_gamma_beta,
+                                  example_nn_linear, example_tail_input)
 
 aten = torch.ops.aten
 
@@ -79,28 +79,40 @@ aten = torch.ops.aten
 _PARAMETERS = {"w", "weight", "bias", "linear_bias", "channel_bias", "gamma", "beta", "w_residual"}
 
 
-def _dtype_fix(names: list[str]) -> str:
+def _dtype_fix(names: list[str], accepted=FLOAT32) -> str:
     """What to convert, for tensors of the wrong dtype by their names: the input (x.float()), the module's
-    parameters (model.float()), or both."""
+    parameters (model.float()), or both; accepted: the op's dtypes."""
     fixes = []
     if inputs := [n for n in names if n not in _PARAMETERS]:
         fixes.append(f"convert the input: {inputs[0]}.float()")
     if params := [n for n in names if n in _PARAMETERS]:
         fixes.append(f"convert the module: model.float() (its {', '.join(params)})")
-    return " and ".join(fixes) + "; the kernels are float32"
+    return " and ".join(fixes) + ("; the kernels are float32" if list(accepted) == [torch.float32] else "")
 
 
-def _require(op: str, **tensors: Tensor) -> None:
-    """Tensors of the op's declared dtypes (None: an optional one left out) on one device, as the
-    launchers require: the fake implementation refuses what the CUDA kernel would, and the CPU path
-    what the kernel's float32 would not give. Arguments by the launcher's names, the first one's
-    device the reference."""
+def _dtype_names(dtypes) -> str:
+    """'float32', 'float32 and float64', 'float32, bfloat16 and float16'."""
+    names = [str(d).removeprefix("torch.") for d in dtypes]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _require(op: str, dtypes=None, **tensors: Tensor) -> None:
+    """Tensors of the op's declared dtypes (None: an optional one left out), all of one dtype, on one
+    device, as the launchers require: the fake implementation refuses what the CUDA kernel would, and
+    the CPU path what the kernel would not give. Arguments by the launcher's names, the first one's
+    dtype and device the reference; dtypes: what the op takes, where it is not a declaration's
+    (a whole model's: WHOLE_MODEL_DTYPES)."""
     given = [(name, t) for name, t in tensors.items() if t is not None]
-    accepted = DECLARED[op].dtypes if op in DECLARED else FLOAT32
+    accepted = dtypes or (DECLARED[op].dtypes if op in DECLARED else FLOAT32)
     if wrong := [(name, t) for name, t in given if t.dtype not in accepted]:
-        raise TypeError(f"workbook::{op} supports {' and '.join(str(d).removeprefix('torch.') for d in accepted)} only: "
-                        + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; " + _dtype_fix([n for n, _ in wrong]))
+        raise TypeError(f"workbook::{op} supports {_dtype_names(accepted)} only: "
+                        + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; "
+                        + _dtype_fix([n for n, _ in wrong], accepted))
     first, there = given[0]
+    if others := [(name, t) for name, t in given[1:] if t.dtype != there.dtype]:
+        raise TypeError(f"workbook::{op}: every tensor must have {first}'s dtype {there.dtype}, got "
+                        + ", ".join(f"{name} {t.dtype}" for name, t in others)
+                        + f"; the model and its input in one dtype: model.to({there.dtype}), or convert the input")
     for name, t in given[1:]:
         if t.device != there.device:
             raise RuntimeError(f"workbook::{op}: {name} is on {t.device} and {first} on {there.device}: "
@@ -148,10 +160,13 @@ def _empty(like: Tensor) -> Tensor:
 
 # --- the GEMM: nn.Linear's forward and backward ------------------------------------------------------
 
-def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name="bias"):
+def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name="bias", dtypes=None):
     """The checks of linear's launcher, named as the op's schema names its arguments (x, w, bias,
-    w_residual; a whole model's linear bias is linear_bias)."""
-    _require(op, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
+    w_residual; a whole model's linear bias is linear_bias, and its dtypes WHOLE_MODEL_DTYPES)."""
+    _require(op, dtypes, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
+    if weight_residual is not None and x.dtype != torch.float32:
+        raise TypeError(f"workbook::{op}: w_residual is float32's 3xTF32 split of w; a model in {x.dtype} has none "
+                        "(pass None)")
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"workbook::{op}: x (M, K) and w (N, K) must be 2-D with the same K, "
                          f"got x {tuple(x.shape)} and w {tuple(weight.shape)}")
@@ -441,7 +456,8 @@ class WholeModel:
         order, the linear bias's gradient); backward_args(the tail's arguments): what tail_backward takes
         after (grad, y)."""
         self.name, self.tail, self.tail_math, self.num_groups_at = f"linear_{tail.name}", tail_op, tail.math, num_groups_at
-        self.tail_arity = len(inspect.signature(tail.math).parameters) - 1  # the tail's arguments after x
+        self.tail_names = list(inspect.signature(tail.math).parameters)[1:]  # the tail's arguments after x
+        self.tail_arity = len(self.tail_names)
         self.declaration = tail
         self._tail_backward, self._gradients, self._backward_args = tail_backward, gradients, backward_args
         self.op = build.register_op(FUSED, self.name, reference=self._reference, fake=self._fake,
@@ -462,7 +478,8 @@ class WholeModel:
 
     def __call__(self, x, weight, linear_bias, *rest, weight_residual=None):
         """The model's output; the GEMM's output is kept when autograd will need it. A model wholly in
-        float64 (x and nn.Linear's weight) runs the reference math, on any device."""
+        float64 (x and nn.Linear's weight) runs the reference math, on any device; one in bf16 or fp16
+        runs the op (fused_gemm_groupnorm.cu's 16-bit kernels on the GPU, the reference math on the CPU)."""
         if x.dtype == weight.dtype == torch.float64:
             # The kernels are float32's; float64 is what a gradcheck or a reference run asks for, and the
             # reference math is its answer: the same PyTorch ops as Model's, so the same result.
@@ -483,24 +500,42 @@ class WholeModel:
         x, weight, linear_bias, *rest, w_residual, save = args
         return x, weight, linear_bias, rest, w_residual, save
 
+    def _check(self, x, weight, linear_bias, rest, w_residual):
+        """The launcher's checks: linear's, then the tail's on the GEMM's output (a stand-in of its shape).
+        The tail's own op takes float32 alone; a model in bf16 or fp16 (every tensor of x's dtype, checked
+        here) has the tail's checks of shapes made on float32 stand-ins on the meta device."""
+        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias",
+                      dtypes=WHOLE_MODEL_DTYPES)
+        tensors = {n: t for n, t in zip(self.tail_names, rest) if isinstance(t, Tensor)}
+        _require(self.name, WHOLE_MODEL_DTYPES, x=x, **tensors)
+        y = x.new_empty((x.shape[0], weight.shape[0]), device="meta", dtype=torch.float32)
+        self.declaration.check(y, *[torch.empty_like(t, device="meta", dtype=torch.float32)
+                                    if isinstance(t, Tensor) else t for t in rest])
+
     def _reference(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
+        self._check(x, weight, linear_bias, rest, w_residual)
         y = F.linear(x, weight, linear_bias)
-        return self.declaration.reference(y, *rest), y if save else _empty(x)
+        return self.declaration.math(y, *rest), y if save else _empty(x)
 
     def _unfused(self, *args):
         """Off sm_90 (the fused kernel's file builds for sm_90a alone): the ops linear (cuBLAS's addmm
-        there) and the tail (its kernel builds for any GPU)."""
+        there) and the tail (its kernel builds for any GPU). A model in bf16 or fp16: cuBLAS's GEMM in
+        its dtype, then the tail's float32 op, its output rounded to the dtype (as the launcher's unfused16)."""
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        y = linear(x, weight, linear_bias, w_residual)
-        return self.tail(y, *rest), y if save else _empty(x)
+        if x.dtype == torch.float32:
+            y = linear(x, weight, linear_bias, w_residual)
+            return self.tail(y, *rest), y if save else _empty(x)
+        self._check(x, weight, linear_bias, rest, w_residual)
+        y = F.linear(x, weight, linear_bias)
+        out = self.tail(y.float(), *[t.float() if isinstance(t, Tensor) else t for t in rest])
+        return out.to(x.dtype), y if save else _empty(x)
 
     def _fake(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
-        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias")
+        self._check(x, weight, linear_bias, rest, w_residual)
         y = x.new_empty((x.shape[0], weight.shape[0]))
-        return self.declaration.fake(y, *rest), y if save else _empty(x)
+        return y.new_empty(self.declaration.outputs(y, *rest)), y if save else _empty(x)
 
     def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):
         *rest, _, save = rest_residual_save
@@ -509,10 +544,26 @@ class WholeModel:
             raise RuntimeError(f"workbook::{self.name} was called with save_gemm_output=False, so its backward "
                                f"has no GEMM output to start from: call utils.ops.{self.name}(...), which keeps it "
                                "whenever autograd needs it")
+        if y.dtype != torch.float32:
+            return self._backward16(bw, x, weight, y, rest)
         dy, tail_grads, dlinear_bias = self._gradients(self._tail_backward(bw.grad, y, *self._backward_args(rest)))
         dx, dw = linear_backward(dy, x, weight, bw.needs[0], bw.needs[1])
         # one gradient per tensor argument: x, weight, linear_bias, the tail's tensors, w_residual (none)
         return (dx if bw.needs[0] else None, dw if bw.needs[1] else None, dlinear_bias, *tail_grads, None)
+
+    def _backward16(self, bw, x, weight, y, rest):
+        """The backward of a model in bf16 or fp16, y its GEMM's output in that dtype: the tail's float32
+        backward op on y and the gradient converted (one pass, as in float32), each gradient rounded to
+        its tensor's dtype, then dx = dy @ w and dw = dy.T @ x in the dtype (cuBLAS's 16-bit GEMMs, as
+        eager's)."""
+        rest32 = [t.float() if isinstance(t, Tensor) else t for t in rest]
+        dy, tail_grads, dlinear_bias = self._gradients(
+            self._tail_backward(bw.grad.float(), y.float(), *self._backward_args(rest32)))
+        dy = dy.to(y.dtype)
+        dx = dy @ weight if bw.needs[0] else None
+        dw = dy.t() @ x if bw.needs[1] else None
+        tail_grads = [g.to(y.dtype) if g is not None else None for g in tail_grads]
+        return (dx, dw, dlinear_bias.to(y.dtype), *tail_grads, None)
 
 
 

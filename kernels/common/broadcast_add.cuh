@@ -42,12 +42,17 @@ __global__ void __launch_bounds__(kBroadcastThreads)
   }
 }
 
+// bias's shape (1, C, 1, 1), whatever its dtype.
+inline void check_broadcast_bias_shape(const torch::Tensor& bias) {
+  TORCH_CHECK(bias.dim() == 4 && bias.size(0) == 1 && bias.size(2) == 1 && bias.size(3) == 1,
+              "bias must have shape [1, C, 1, 1] (problem 75's bias_shape), got ", shape_string(bias));
+}
+
 // bias (1, C, 1, 1), float32 CUDA contiguous on `like`'s device; like_name: what the launcher calls like.
 inline void check_broadcast_bias(const torch::Tensor& like, const torch::Tensor& bias, const char* like_name) {
   CHECK_FLOAT_CUDA_INPUT(bias);
   check_same_device(like, like_name, bias, "bias");
-  TORCH_CHECK(bias.dim() == 4 && bias.size(0) == 1 && bias.size(2) == 1 && bias.size(3) == 1,
-              "bias must have shape [1, C, 1, 1] (problem 75's bias_shape), got ", shape_string(bias));
+  check_broadcast_bias_shape(bias);
 }
 
 // out (1, C, N, 1) = rowmin (N, 1) + bias (1, C, 1, 1), inputs already checked. dependent: rowmin

@@ -75,8 +75,10 @@ enum class Sink {
 // is float32 whatever P and T are: the parameters are read as floats, the output rounded as it is stored.
 template <int D, class Pre, class Post, Sink SINK, class P = float, class T = float>
 struct GroupNormEpilogue {
-  // STORE writes a tile of `out` through the kernel's writer; ROW_MIN writes its own few values.
-  using Writer = typename gemm_wgmma::WriterFor<T>::type;
+  // STORE writes a tile of `out` through the kernel's writer; ROW_MIN writes its own few floats (the
+  // kernel's writer, a float one, stores nothing). The GEMM's output is kept through KeepWriter.
+  using KeepWriter = typename gemm_wgmma::WriterFor<T>::type;
+  using Writer = std::conditional_t<SINK == Sink::STORE, KeepWriter, typename gemm_wgmma::WriterFor<float>::type>;
   const P* linear_bias;      // (N,): nn.Linear's bias
   Pre pre;                   // before GroupNorm, with its own bias (common/activations.cuh; a P pointer
                              // held as its float one: param() reads it as P's)
@@ -134,7 +136,7 @@ struct GroupNormEpilogue {
       // floats: 3x the MUFU instructions), so one value's exp could no longer overlap the next's,
       // and the TF32 epilogue cost about three times as much (the record of notebook 09's
       // whole-model run, kind whole_model_fusion, has the epilogue's price now).
-      const Writer keep{saved, t.row, t.col, t.M, t.N};
+      const KeepWriter keep{saved, t.row, t.col, t.M, t.N};
 #pragma unroll
       for (int j = 0; j < C::BN / 8; ++j) {
         const float2 lb = param2(0, j);

@@ -38,8 +38,8 @@ struct EpilogueTile {
 //               tile in shared memory and were 5-8% slower at K = 8192 (the README's "The
 //               epilogue through shared memory", which also says where their writer went).
 // How a writer stores one value and one pair (at an even column) of its output's element type: float
-// here; the 16-bit types in common/gemm_wgmma_writers16.cuh, which only 16-bit launchers include (so
-// that the fp32 drop-ins, exported as one file, hold no conversion to a narrower type).
+// here; the 16-bit types in common/gemm_wgmma_writers16.cuh, which only the launchers that take 16-bit
+// tensors include.
 template <class T>
 struct OutputElement;
 template <>

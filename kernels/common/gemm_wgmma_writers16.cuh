@@ -1,13 +1,14 @@
 // kernels/common/gemm_wgmma_writers16.cuh: the wgmma GEMM's output in bf16 or fp16 (common/gemm_wgmma_writers.cuh
-// for fp32): the values rounded to nearest even as they are stored, after the bias. Kept apart so that only a
-// 16-bit launcher includes it (the fp32 drop-ins' one-file export then holds no conversion to a narrower type).
+// for fp32): the values rounded to nearest even as they are stored, after the bias. Kept apart so that only the
+// launchers that take 16-bit tensors include it (rung 11, the whole models of fused_gemm_groupnorm.cu).
 //
-//   OutputElement<__nv_bfloat16>, <__half>   a pair rounded to the 16-bit type, packed in one word;
+//   OutputElement<__nv_bfloat16>, <__half>   a value rounded to the 16-bit type; a pair, packed in one word;
 //   Quad16Writer<T>                          the pairs of two n8 blocks exchanged within each quad, so that a
 //                                            warp's store writes whole 32-byte sectors;
 //   WriterFor<T>, ParamElement<T>            the writer of a 16-bit output, a 16-bit parameter read as a float
 //                                            (a whole-model epilogue of a model in bf16 or fp16);
-//   Store16Epilogue<T>                       StoreEpilogue into a 16-bit output.
+//   Store16Epilogue<T>                       StoreEpilogue into a 16-bit output;
+//   with_half16(dtype, f)                    f(the wgmma operand, the element) of a tensor's 16-bit dtype.
 //
 // Why the exchange. DirectWriterOf<T> stores a lane's pair from registers: 8 bytes in fp32, so one warp store
 // of an n8 block writes 32 bytes (a sector) of each of 8 rows. In 16 bits the pair is 4 bytes and the same
@@ -20,13 +21,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "common/gemm_wgmma_types.cuh"
 #include "common/gemm_wgmma_writers.cuh"
 
 namespace gemm_wgmma {
 
-// A pair of values rounded to the 16-bit type, packed into one 32-bit word (what Quad16Writer exchanges).
+// A value rounded to the 16-bit type; a pair rounded and packed into one 32-bit word (what Quad16Writer
+// exchanges).
 template <>
 struct OutputElement<__nv_bfloat16> {
+  static __device__ __forceinline__ __nv_bfloat16 rounded(float v) { return __float2bfloat16_rn(v); }
   static __device__ __forceinline__ uint32_t packed(float v0, float v1) {
     const __nv_bfloat162 p = __floats2bfloat162_rn(v0, v1);
     return *reinterpret_cast<const uint32_t*>(&p);
@@ -34,6 +38,7 @@ struct OutputElement<__nv_bfloat16> {
 };
 template <>
 struct OutputElement<__half> {
+  static __device__ __forceinline__ __half rounded(float v) { return __float2half_rn(v); }
   static __device__ __forceinline__ uint32_t packed(float v0, float v1) {
     const __half2 p = __floats2half2_rn(v0, v1);
     return *reinterpret_cast<const uint32_t*>(&p);
@@ -102,5 +107,16 @@ struct Store16Epilogue : StoreEpilogue {
   using Writer = Quad16Writer<T>;
   T* out;  // (M, N), hides StoreEpilogue's float out (left null)
 };
+
+// Calls f(Operand{}, T{}) for a 16-bit dtype: (Bf16Operand, __nv_bfloat16) for bfloat16, (Fp16Operand, __half)
+// for float16; the caller has checked that dtype is one of them.
+template <class F>
+void with_half16(c10::ScalarType dtype, F&& f) {
+  if (dtype == c10::kBFloat16) {
+    f(Bf16Operand{}, __nv_bfloat16{});
+  } else {
+    f(Fp16Operand{}, __half{});
+  }
+}
 
 }  // namespace gemm_wgmma

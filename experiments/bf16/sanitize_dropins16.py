@@ -1,0 +1,29 @@
+"""The drop-ins as models in bf16 and fp16, for compute-sanitizer: the fused kernels (K % 8 == 0) forward and
+backward, and the unfused path (K % 8 != 0), at a batch no tile divides:
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/bf16/sanitize_dropins16.py
+
+Each output is also checked against float64 at the dtype's tier here, so that a run the tool finds clean is a
+correct run."""
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tests.test_solutions_16bit import _pair, _x  # noqa: E402
+from utils import check  # noqa: E402
+
+for pid in (94, 75, 37, 62):
+    for dtype in (torch.bfloat16, torch.float16):
+        for case in ("fused", "K % 8 != 0"):
+            ref, new = _pair(pid, case, dtype, "cuda")
+            x = _x(ref, 131, dtype, "cuda")
+            out = new(x.clone().requires_grad_())
+            out.backward(torch.ones_like(out))
+            want = ref.double()(x.double())
+            tier = check.TIERS[check.TIER_OF_DTYPE[dtype]]
+            assert out.dtype == dtype and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), (pid, case)
+            assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in new.parameters()), (pid, case)
+            print(f"{pid} {str(dtype)[6:]} {case}: ok", flush=True)
+torch.cuda.synchronize()

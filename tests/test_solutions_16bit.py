@@ -1,0 +1,146 @@
+"""A drop-in in bfloat16 or float16 (`model.to(dtype)`, `.half()`, `.bfloat16()`) does what Model does in that
+dtype: its output in the dtype, forward and backward, every element within the dtype's tier (utils.check.TIERS)
+of the float64 answer on the same 16-bit values, and no further from it in norm than eager Model in the dtype.
+
+On the CPU (CI): the reference math, Model's own ops, bit for bit; gradients of every parameter in the dtype,
+close to Model's; torch.compile(fullgraph=True) traces it; a model and an input of different dtypes get an error
+that names the conversion. On the GPU: fused_gemm_groupnorm.cu's 16-bit kernels (K % 8 == 0, the instantiated
+group widths) and its unfused path (cuBLAS's 16-bit GEMM, then the float32 tail: K % 8 != 0, or a group width it
+has no instance for), at batch sizes that are no tile's multiple, from an allocator left full of NaN (an element
+never written stays NaN and fails), forward and gradients.
+"""
+import copy
+
+import pytest
+import torch
+
+from utils import check
+from utils.chapters.session import solution_pair
+from utils.problems import all_problems, get_problem
+from solutions import solution
+
+PIDS = [p.id for p in all_problems()]
+DTYPES = [torch.bfloat16, torch.float16]
+# (scale, in_features or None for the scale's): the fused kernels (the small scale: groups of 32, 64 and 16
+# channels, K = 256 or 128), K % 8 != 0 at the same widths (the unfused path), and the odd scale (K = 129,
+# groups of 23 channels: unfused too)
+CASES = {"fused": ("small", None), "K % 8 != 0": ("small", 260), "odd": ("odd", None)}
+
+
+def _pair(pid: int, case: str, dtype: torch.dtype, device="cpu", seed: int = 0):
+    """(Model, ModelNew) with one seed's weights, GroupNorm's γ, β and the biases randomised, in dtype."""
+    scale, k = CASES[case]
+    p = get_problem(pid)
+    init = p.init_inputs(scale)
+    if k is not None:
+        init = [k, *init[1:]]  # every problem's first argument is in_features
+    torch.manual_seed(seed)
+    ref = p.Model(*init)
+    check._randomise(ref, seed)
+    new = solution(pid).ModelNew(*init)
+    new.load_state_dict(ref.state_dict())
+    return ref.to(device, dtype).eval(), new.to(device, dtype).eval()
+
+
+def _x(ref, batch: int, dtype, device="cpu", seed: int = 1) -> torch.Tensor:
+    linear = next(m for m in ref.modules() if isinstance(m, torch.nn.Linear))
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(batch, linear.in_features, generator=g).to(device, dtype)
+
+
+def _relative(out: torch.Tensor, want: torch.Tensor) -> float:
+    return ((out.double() - want).norm() / want.norm().clamp_min(1e-30)).item()
+
+
+# --- CPU -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pid", PIDS)
+def test_on_the_cpu_it_is_models_own_math(pid, dtype):
+    ref, new = _pair(pid, "fused", dtype)
+    x = _x(ref, 37, dtype)
+    with torch.no_grad():
+        out, want = new(x), ref(x)
+    assert out.dtype == dtype and torch.equal(out, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pid", PIDS)
+def test_on_the_cpu_every_gradient_is_in_the_dtype_and_close_to_models(pid, dtype):
+    ref, new = _pair(pid, "fused", dtype)
+    x = _x(ref, 9, dtype)
+    grad = torch.randn(ref(x).shape, generator=torch.Generator().manual_seed(2)).to(dtype)
+    got = torch.autograd.grad(new(x.clone().requires_grad_()), list(new.parameters()), grad)
+    want = torch.autograd.grad(ref(x.clone().requires_grad_()), list(ref.parameters()), grad)
+    tier = check.TIERS[check.TIER_OF_DTYPE[dtype]]
+    for (name, _), g, w in zip(new.named_parameters(), got, want):
+        assert g.dtype == dtype, name
+        # the tail's backward runs in float32 where Model's runs in the dtype: the two differ by its rounding
+        assert _relative(g, w.double()) < tier.gradient_band, name
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_torch_compile_traces_a_bf16_model_without_a_graph_break(pid):
+    ref, new = _pair(pid, "fused", torch.bfloat16)
+    x = _x(ref, 5, torch.bfloat16)
+    compiled = torch.compile(new, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        assert torch.equal(compiled(x), ref(x))
+
+
+@pytest.mark.parametrize("pid", PIDS)
+def test_a_model_and_an_input_of_different_dtypes_name_the_conversion(pid):
+    _, new = _pair(pid, "fused", torch.bfloat16)
+    x = _x(new, 4, torch.float32)
+    with torch.no_grad(), pytest.raises(TypeError, match=r"must have x's dtype torch.float32.*model.to\(torch.float32\)"):
+        new(x)
+
+
+# --- GPU -------------------------------------------------------------------------------------------
+
+def _poisoned(fn):
+    """fn() after NaN filled the blocks the caching allocator holds: an element never written stays NaN."""
+    n = fn().nbytes
+    torch.full((n,), 0xFF, dtype=torch.uint8, device="cuda")  # freed at once: NaN (0xFFFF) in the cached block
+    return fn()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 37, 300])
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pid", PIDS)
+def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, case, batch, cuda):
+    ref, new = _pair(pid, case, dtype, cuda)
+    ref64 = copy.deepcopy(ref).double()  # the same 16-bit values, computed in float64
+    x = _x(ref, batch, dtype, cuda)
+    with torch.no_grad():
+        want, eager = ref64(x.double()), ref(x)
+        out = _poisoned(lambda: new(x))
+    tier = check.TIERS[check.TIER_OF_DTYPE[dtype]]
+    assert out.dtype == dtype and out.shape == want.shape
+    worst = (out.double() - want).abs().max().item()
+    assert torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), f"max abs error {worst:.2e}"
+    ours, theirs = _relative(out, want), _relative(eager, want)
+    # one rounding of the output (2^-9 of a value in bf16, 2^-12 in fp16) where eager rounds after every op
+    assert ours <= 1.25 * theirs + 2e-3 * (dtype == torch.bfloat16) + 3e-4 * (dtype == torch.float16), (
+        f"relative error vs float64: ours {ours:.2e}, eager in {dtype} {theirs:.2e}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["fused", "K % 8 != 0"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pid", PIDS)
+def test_on_the_gpu_a_training_step_gets_models_gradients(pid, dtype, case, cuda):
+    ref, new = _pair(pid, case, dtype, cuda)
+    ref64 = copy.deepcopy(ref).double()
+    x = _x(ref, 131, dtype, cuda)
+    grad = torch.randn(ref(x).shape, generator=torch.Generator().manual_seed(2)).to(cuda, dtype)
+    got = torch.autograd.grad(new(x.clone().requires_grad_()), list(new.parameters()), grad)
+    eager = torch.autograd.grad(ref(x.clone().requires_grad_()), list(ref.parameters()), grad)
+    want = torch.autograd.grad(ref64(x.double()), list(ref64.parameters()), grad.double())
+    tier = check.TIERS[check.TIER_OF_DTYPE[dtype]]
+    for (name, _), g, e, w in zip(new.named_parameters(), got, eager, want):
+        assert g.dtype == dtype and torch.isfinite(g).all(), name
+        ours, theirs = _relative(g, w), _relative(e, w)
+        assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"
