@@ -24,7 +24,9 @@
 // same epilogue on rung 11's 16-bit GEMM (Half16Config, 128 x 256 tiles at every M): the arithmetic
 // after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
-// every op. It needs K % 8 == 0 (TMA's 16-byte rows); elsewhere (K % 8 != 0, a group width not
+// every op. Under torch.autocast x and w come in the autocast dtype and the parameters stay float32
+// (utils/ops.py's autocast kernels): the same GEMM, and the output (and the kept GEMM output) in
+// float32, the parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's 16-byte rows); elsewhere (K % 8 != 0, a group width not
 // instantiated) the model runs as cuBLAS's 16-bit GEMM (aten::linear) and then the tail's float32 op on
 // its output, the result rounded to the dtype (unfused16).
 // @precision: fp32
@@ -83,6 +85,8 @@ using gemm_epilogue::GroupNormEpilogue;
 using gemm_epilogue::Sink;
 
 constexpr int kGroupWidths[] = {16, 32, 64};  // D, the instantiated group widths
+constexpr int kKMultipleFloat32 = 4;          // K's multiple: TMA's row stride is a multiple of 16 bytes,
+constexpr int kKMultiple16 = 8;               // 4 floats or 8 16-bit values
 
 inline bool width_instantiated(int64_t d) {
   for (const int w : kGroupWidths) {
@@ -128,9 +132,22 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusa
 // `fusable` (below: exported), the inputs' side of the choice.
 bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
 
-// A model in bfloat16 or float16: x's dtype (the checks hold every other tensor to it).
+// A model in bfloat16 or float16, or one under autocast: x's dtype (the checks hold w to it).
 inline bool is_half16(const torch::Tensor& x) {
   return x.scalar_type() == torch::kBFloat16 || x.scalar_type() == torch::kHalf;
+}
+
+inline int64_t k_multiple(const torch::Tensor& x) { return is_half16(x) ? kKMultiple16 : kKMultipleFloat32; }
+
+// A parameter t's dtype: linear_bias's, which is x's, or float32 where x is 16-bit (under autocast).
+inline void check_param_dtype(const torch::Tensor& x, const torch::Tensor& lb, const torch::Tensor& t,
+                              const char* name) {
+  const bool autocast = is_half16(x) && lb.scalar_type() == torch::kFloat;
+  TORCH_CHECK(t.scalar_type() == x.scalar_type() || autocast, name, " must have x's dtype ", x.scalar_type(),
+              is_half16(x) ? " (or float32, as under autocast)" : "", ", got ", t.scalar_type(),
+              " (the model and its input in one dtype: model.to(x.dtype))");
+  TORCH_CHECK(t.scalar_type() == lb.scalar_type(), name, " must have linear_bias's dtype ", lb.scalar_type(),
+              ", got ", t.scalar_type(), " (the model's parameters in one dtype: model.to(dtype))");
 }
 
 // A tail's argument as its float32 op takes it: a tensor converted, anything else as it is.
@@ -140,10 +157,11 @@ const A& as_float(const A& a) {
   return a;
 }
 
-// unless_fusable for a model in bfloat16 or float16: cuBLAS's GEMM in the dtype (aten::linear, as
-// nn.Linear's), then the tail's float32 op on its output and the parameters converted, its output
-// rounded to the dtype; the GEMM's output kept when save. nullopt when the kernels apply, or when the
-// tail's op is not registered.
+// unless_fusable for x and w in bfloat16 or float16: cuBLAS's GEMM in their dtype (aten::linear, as
+// nn.Linear's, the bias in it too, as autocast converts it), then the tail's float32 op on its output
+// and the parameters converted, its output in the parameters' dtype (rounded to the 16-bit dtype, or
+// float32 under autocast); the GEMM's output kept when save. nullopt when the kernels apply, or when
+// the tail's op is not registered.
 template <class... Args>
 std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(bool fusable, const char* tail,
                                                                   const torch::Tensor& x, const torch::Tensor& w,
@@ -153,9 +171,10 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(bool fusable, 
   const auto tail_op = c10::Dispatcher::singleton().findSchema({tail, ""});
   if (!tail_op.has_value()) return std::nullopt;
   using T = torch::Tensor;
-  const torch::Tensor y = at::linear(x, w, lb);
+  const torch::Tensor y = at::linear(x, w, lb.to(x.scalar_type()));
   const torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(as_float(y), as_float(tail_args)...);
-  return std::make_tuple(out.to(x.scalar_type()), save ? y : torch::empty({0}, x.options()));
+  const torch::TensorOptions params = x.options().dtype(lb.scalar_type());  // the output's, the kept GEMM output's
+  return std::make_tuple(out.to(params), save ? y.to(params) : torch::empty({0}, params));
 }
 
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
@@ -165,13 +184,16 @@ inline torch::Tensor tma_ready(const torch::Tensor& t) {
 }
 
 // The checks every export makes, then the operands ready for the kernel: x (M, K), w (C, K) CUDA on one
-// device (views welcome: copied), lb, gamma, beta (C,) contiguous, all float32, or all of one 16-bit
-// dtype; G divides C; the fused kernels' own conditions (fusable).
+// device (views welcome: copied), lb, gamma, beta (C,) contiguous; x and w float32 or of one 16-bit
+// dtype, the parameters of x's dtype or (16-bit operands, under autocast) float32; G divides C; the
+// fused kernels' own conditions (fusable).
 struct Operands {
   torch::Tensor x, w;
   torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
   bool save;                 // keep the GEMM's output for the backward
-  bool half16;               // a model in bfloat16 or float16: rung 11's GEMM, the output in that dtype
+  bool half16;               // x and w in bfloat16 or float16: rung 11's GEMM
+  c10::ScalarType params;    // the parameters' dtype, the output's and the kept GEMM output's: x's, or
+                             // float32 under autocast
   bool tf32;                 // float32's tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
   int narrow;                // 65-256 rows at the TF32 tier (the plan's NARROW schedule): the block
                              // width, 64 or 128 (gemm_dispatch::narrow_width); 0: the wide tiles
@@ -186,11 +208,8 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   const bool half16 = is_half16(x);
   TORCH_CHECK(half16 || x.scalar_type() == torch::kFloat, "x must be float32, bfloat16 or float16, got ",
               x.scalar_type(), " (call .float())");
-  const auto check_dtype = [&x](const torch::Tensor& t, const char* name) {
-    TORCH_CHECK(t.scalar_type() == x.scalar_type(), name, " must have x's dtype ", x.scalar_type(), ", got ",
-                t.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
-  };
-  check_dtype(w, "w");
+  TORCH_CHECK(w.scalar_type() == x.scalar_type(), "w must have x's dtype ", x.scalar_type(), ", got ",
+              w.scalar_type(), " (the model and its input in one dtype: model.to(x.dtype))");
   CHECK_SAME_DEVICE(x, w);
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
               "x (M, K) and w (C, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
@@ -200,7 +219,7 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   const int64_t C = w.size(0);
   const auto check = [&](const torch::Tensor& t, const char* name) {
     check_cuda(t, name);
-    check_dtype(t, name);
+    check_param_dtype(x, lb, t, name);
     check_contiguous(t, name);
     check_same_device(x, "x", t, name);
   };
@@ -217,19 +236,20 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "], got ", shape_string(beta));
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
   TORCH_CHECK(is_sm90(x.get_device()), "the fused kernels run on sm_90 GPUs only (wgmma)");
-  TORCH_CHECK(x.size(1) % (half16 ? 8 : 4) == 0, "the fused kernels need K % ", half16 ? "8" : "4",
-              " == 0 (TMA's 16-byte row stride), got K = ", num(x.size(1)));
+  TORCH_CHECK(x.size(1) % k_multiple(x) == 0, "the fused kernels need K % ", num(k_multiple(x)), " == 0 (",
+              half16 ? "16-bit" : "float32", " x: TMA's 16-byte row stride), got K = ", num(x.size(1)));
   TORCH_CHECK(!half16 || !w_residual.has_value(),
-              "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (pass None)");
+              "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (give None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
   const torch::Tensor wc = tma_ready(w);
-  if (half16) return {tma_ready(x), wc, torch::Tensor(), save, true, false, 0};
+  if (half16) return {tma_ready(x), wc, torch::Tensor(), save, true, lb.scalar_type(), false, 0};
   const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
                          : 0;
-  return {tma_ready(x), wc, tf32_operands::kept_residual(w_residual, wc), save, false, plan.tf32(), narrow};
+  return {tma_ready(x),  wc,          tf32_operands::kept_residual(w_residual, wc), save, false, torch::kFloat,
+          plan.tf32(), narrow};
 }
 
 // Whether the whole model runs in this file's kernels: `fusable`, and the plan's tiles
@@ -256,11 +276,11 @@ inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, 
   return false;
 }
 
-// The model's own bias before GroupNorm (94, 37): (C,), of x's dtype.
-inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& bias) {
+// The model's own bias before GroupNorm (94, 37): (C,), of the parameters' dtype.
+inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
+                       const torch::Tensor& bias) {
   CHECK_CUDA(bias);
-  TORCH_CHECK(bias.scalar_type() == x.scalar_type(), "bias must have x's dtype ", x.scalar_type(), ", got ",
-              bias.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
+  check_param_dtype(x, lb, bias, "bias");
   CHECK_CONTIGUOUS(bias);
   CHECK_SAME_DEVICE(x, bias);
   TORCH_CHECK(bias.dim() == 1 && bias.size(0) == w.size(0), "bias must have shape [", num(w.size(0)), "], got ",
@@ -270,32 +290,32 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 // x @ w.T through `epi`, at the tier and on the tiles the launcher's plan chose:
 //   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows)
 //   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
-//   16-bit   rung 11's Half16Config, 128 x 256, for an epilogue whose output element T is bf16 or fp16
+//   16-bit   rung 11's Half16Config, 128 x 256 (x and w in bf16 or fp16), the epilogue's element T the
+//            parameters' (the dtype's, or float32 under autocast)
 // x and w are their own big parts (common/tf32_operands.cuh); x's small parts are made here. On the
 // narrow tiles x is padded with zero rows to whole tiles first (rows_padded_to_tiles: the TMA boxes
 // then read nothing out of bounds, which is slow where w's read bounds the time).
 template <class T, class Epi>
 void run_gemm(const Operands& o, const Epi& epi) {
   using namespace gemm_wgmma;
-  if constexpr (!std::is_same_v<T, float>) {
-    TORCH_INTERNAL_ASSERT(o.half16, "a 16-bit epilogue on float32 operands");
+  if (o.half16) {
     with_half16(o.x.scalar_type(), [&](auto operand, auto) {
       run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
     });
-    return;
-  }
-  if (o.tf32) {
+  } else if constexpr (!std::is_same_v<T, float>) {  // (no float32 kernel for a 16-bit epilogue)
+    TORCH_INTERNAL_ASSERT(false, "a 16-bit epilogue on float32 operands");
+  } else if (o.tf32) {
     const torch::Tensor x = o.narrow != 0 ? rows_padded_to_tiles(o.x) : o.x;
     switch (o.narrow) {
       case 64: run_epilogue<Tf32NarrowConfig<64>>(x, o.w, epi, o.x.size(0)); break;
       case 128: run_epilogue<Tf32NarrowConfig<128>>(x, o.w, epi, o.x.size(0)); break;
       default: run_epilogue<Tf32Config>(x, o.w, epi);
     }
-    return;
+  } else {
+    TORCH_INTERNAL_ASSERT(o.narrow == 0, "the strict tier's fused kernels take the wide tiles only (fused_here)");
+    const torch::Tensor ws = o.w_residual.defined() ? o.w_residual : tf32_operands::tf32_residual(o.w);
+    run_parts_epilogue<PresplitConfig<>>(o.x, tf32_operands::tf32_residual(o.x), o.w, ws, epi);
   }
-  TORCH_INTERNAL_ASSERT(o.narrow == 0, "the strict tier's fused kernels take the wide tiles only (fused_here)");
-  const torch::Tensor ws = o.w_residual.defined() ? o.w_residual : tf32_operands::tf32_residual(o.w);
-  run_parts_epilogue<PresplitConfig<>>(o.x, tf32_operands::tf32_residual(o.x), o.w, ws, epi);
 }
 // The width of run_gemm's block tiles: a ROW_MIN epilogue leaves one value per row and tile.
 inline int64_t block_width(const Operands& o) {
@@ -306,16 +326,17 @@ inline int64_t block_width(const Operands& o) {
 
 // The GEMM's output x @ w.T + lb, kept for the backward when o.save; an empty tensor otherwise.
 inline torch::Tensor saved_output(const Operands& o) {
-  return o.save ? torch::empty({o.x.size(0), o.w.size(0)}, o.x.options()) : torch::empty({0}, o.x.options());
+  const torch::TensorOptions options = o.x.options().dtype(o.params);
+  return o.save ? torch::empty({o.x.size(0), o.w.size(0)}, options) : torch::empty({0}, options);
 }
 
-// Calls f(T{}) for the element of x's dtype: float, __nv_bfloat16 or __half.
+// Calls f(T{}) for the element of a dtype: float, __nv_bfloat16 or __half.
 template <class F>
-void with_element(const torch::Tensor& x, F&& f) {
-  if (is_half16(x)) {
-    gemm_wgmma::with_half16(x.scalar_type(), [&](auto, auto element) { f(element); });
-  } else {
+void with_element(c10::ScalarType dtype, F&& f) {
+  if (dtype == torch::kFloat) {
     f(0.0f);
+  } else {
+    gemm_wgmma::with_half16(dtype, [&](auto, auto element) { f(element); });
   }
 }
 
@@ -336,13 +357,13 @@ std::tuple<torch::Tensor, torch::Tensor> store_model(const Operands& o, const to
                                                      const torch::Tensor& gamma, const torch::Tensor& beta, double eps,
                                                      Pre pre, Post post) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
-  torch::Tensor out = torch::empty({M, C}, o.x.options());
+  torch::Tensor out = torch::empty({M, C}, o.x.options().dtype(o.params));
   torch::Tensor saved = saved_output(o);
   if (out.numel() == 0) return {out, saved};
   TORCH_CHECK(o.x.size(1) > 0, "K = 0: the fused kernels need at least one k (the op runs the unfused ops)");
   const c10::cuda::CUDAGuard guard(o.x.device());
   with_group_width(C / num_groups, [&](auto d) {
-    with_element(o.x, [&](auto element) {
+    with_element(o.params, [&](auto element) {
       constexpr int D = decltype(d)::value;
       using T = decltype(element);
       GroupNormEpilogue<D, Pre, Post, Sink::STORE, T, T> epi{param_ptr<T>(lb), pre, param_ptr<T>(gamma),
@@ -389,10 +410,9 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                                                    const torch::Tensor& bias, bool atomic) {
   const int64_t M = o.x.size(0), C = o.w.size(0);
   TORCH_CHECK(C > 0 || M == 0, "the minimum over C = 0 channels is undefined");
-  if (o.half16) {
+  if (o.params != torch::kFloat) {
     CHECK_CUDA(bias);
-    TORCH_CHECK(bias.scalar_type() == o.x.scalar_type(), "bias must have x's dtype ", o.x.scalar_type(), ", got ",
-                bias.scalar_type(), " (the model's parameters and its input in one dtype: model.to(x.dtype))");
+    check_param_dtype(o.x, lb, bias, "bias");
     CHECK_CONTIGUOUS(bias);
     check_same_device(o.x, "x", bias, "bias");
     check_broadcast_bias_shape(bias);
@@ -413,7 +433,7 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
     partials = torch::empty({tiles, M}, o.x.options().dtype(torch::kFloat));
   }
   with_group_width(C / num_groups, [&](auto d) {
-    with_element(o.x, [&](auto element) {
+    with_element(o.params, [&](auto element) {
       constexpr int D = decltype(d)::value;
       using T = decltype(element);
       GroupNormEpilogue<D, Identity, Identity, Sink::ROW_MIN, T, T> epi{
@@ -434,9 +454,9 @@ std::tuple<torch::Tensor, torch::Tensor> min_model(const Operands& o, const torc
                      static_cast<const float*>(partials.data_ptr<float>()), rowmin.data_ptr<float>(),
                      static_cast<int>(tiles), static_cast<int>(M));
   }
-  if (o.half16) {
+  if (o.params != torch::kFloat) {
     torch::Tensor out;
-    with_element(o.x, [&](auto element) {
+    with_element(o.params, [&](auto element) {
       if constexpr (!std::is_same_v<decltype(element), float>) out = broadcast_add16<decltype(element)>(rowmin, bias);
     });
     return {out, saved};
@@ -451,7 +471,7 @@ bool fusable(torch::Tensor x, torch::Tensor w, int64_t num_groups) { return fuse
 
 bool fused::fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups) {
   return x.is_cuda() && x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1) && x.size(1) > 0 &&
-         x.size(1) % (fused::is_half16(x) ? 8 : 4) == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
+         x.size(1) % fused::k_multiple(x) == 0 && num_groups > 0 && w.size(0) % num_groups == 0 &&
          fused::width_instantiated(w.size(0) / num_groups) && is_sm90(x.get_device());
 }
 
@@ -473,7 +493,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
-  fused::check_bias(x, w, bias);
+  fused::check_bias(x, w, linear_bias, bias);
   TORCH_CHECK(min_val <= max_val, "Hardtanh needs min_val <= max_val, got ", num(min_val), " and ", num(max_val));
   const BiasHardtanhMishFast pre{fused::param_ptr<float>(bias), static_cast<float>(min_val), static_cast<float>(max_val)};
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, pre, Identity{});
@@ -492,7 +512,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
       fused::check_and_prepare(x, w, linear_bias, num_groups, gamma, beta, eps, w_residual, save_gemm_output, plan);
-  fused::check_bias(x, w, bias);
+  fused::check_bias(x, w, linear_bias, bias);
   return fused::store_model(o, linear_bias, num_groups, gamma, beta, eps, SwishBiasFast{fused::param_ptr<float>(bias)},
                             Identity{});
 }

@@ -45,15 +45,21 @@ Each module follows the drop-in contract (docs/ARCHITECTURE.md, "The drop-in con
   linear_backward; the operands that reduce along their rows are copied transposed, as TF32 wgmma
   reads K-major operands only).
 - Under torch.autocast it does what Model does (utils/ops.py registers the autocast kernels with
-  torch.library): the GEMM in the autocast dtype as nn.Linear's, the rest in float32 on CUDA (the
-  reference's own dtypes: float32 out, as GroupNorm runs in float32 under CUDA autocast); on the CPU
-  the reference math itself.
+  torch.library): on CUDA x and the weight converted to the autocast dtype, as autocast converts
+  nn.Linear's, then one kernel: rung 11's 16-bit GEMM with the rest of the model in its epilogue in
+  float32, the output float32 (the reference's own: GroupNorm runs in float32 under CUDA autocast);
+  the backward the tail's float32 kernel and cuBLAS's 16-bit GEMMs. On the CPU the reference math itself.
+- A model wholly in bfloat16 or float16 (`.to(dtype)`, `.bfloat16()`, `.half()`) runs the same 16-bit
+  kernel with its parameters and its output in that dtype: the epilogue in float32, the output rounded
+  once, so closer to float64 than eager's chain of 16-bit ops (tests/test_solutions_16bit.py). Where
+  the fused kernel does not take the inputs (K % 8 != 0, a group width it has no instance for), cuBLAS's
+  16-bit GEMM and the float32 tail, the result rounded to the dtype.
 - Every op has, besides its CUDA implementation, the reference PyTorch math on the CPU (so the
   module moves between devices like any nn.Module), a fake implementation for
   torch.compile(fullgraph=True), and an autograd formula whose steps are ops too.
-- float32 outside autocast, and float64: a model wholly in float64 (`.double()`, and a float64 x) runs
-  the reference math on either device, Model's own ops, so that a gradcheck or a reference run works as
-  with Model. Other dtypes (bf16, fp16 without autocast) get an error naming what to convert.
+- float64: a model wholly in float64 (`.double()`, and a float64 x) runs the reference math on either
+  device, Model's own ops, so that a gradcheck or a reference run works as with Model. A model and an
+  input of different dtypes, or another dtype, get an error naming what to convert.
 
 To take one into code of your own without this repository, export it as one self-contained
 KernelBench file:

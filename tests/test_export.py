@@ -160,26 +160,27 @@ def test_the_forward_hands_the_launcher_what_the_workbook_hands_the_op(texts, pi
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
 
 
-def _fused_kernel_checks() -> tuple[int, tuple[int, ...], str]:
-    """(K's multiple, the group widths, the arch) as kernels/fused_gemm_groupnorm.cu checks and builds them:
-    the multiple and widths from the launcher's error message, a second reading beside export's own."""
+def _fused_kernel_checks() -> tuple[int, int, tuple[int, ...], str]:
+    """(K's multiple for float32 x, for 16-bit x, the group widths, the arch) as kernels/fused_gemm_groupnorm.cu
+    checks and builds them: the multiples from `fusable`'s description, the widths from the launcher's error
+    message, a second reading beside export's own."""
     source = build.kernel_source(export.FUSED_KERNEL)
-    (multiple,) = set(re.findall(r"size\(1\) % (\d+) == 0", source))
+    ((k32, k16),) = set(re.findall(r"K % (\d+) == 0 \(float32\) or K % (\d+) == 0 \(bfloat16, float16\)", source))
     (widths,) = set(re.findall(r"take groups of ([\d, or]+) channels", source))
-    return int(multiple), tuple(int(w) for w in re.findall(r"\d+", widths)), build.required_arch(source)
+    return int(k32), int(k16), tuple(int(w) for w in re.findall(r"\d+", widths)), build.required_arch(source)
 
 
 @pytest.mark.parametrize("pid", SOLUTIONS)
 def test_the_docstring_says_what_the_file_needs(texts, pid):
     doc = ast.get_docstring(ast.parse(texts[pid]))
-    multiple, widths, arch = _fused_kernel_checks()
-    assert (multiple, widths) == export.fused_conditions(), "the kernel's message and its checks disagree"
+    k32, k16, widths, arch = _fused_kernel_checks()
+    assert (k32, k16, widths) == export.fused_conditions(), "the kernel's message and its checks disagree"
     d = get_problem(pid).dims("full")
     flat = " ".join(doc.split())
     assert f"sm_{toolchain.arch_code(arch)}" in flat and "compute capability 9.0" in flat
-    assert f"K % {multiple} == 0" in flat and "groups of 16, 32 or 64 channels" in flat
+    assert f"K % {k32} == 0," in flat and "groups of 16, 32 or 64 channels" in flat
     assert f"K = {d.in_features} and groups of {d.channels_per_group} channels" in flat
-    assert d.in_features % multiple == 0 and d.channels_per_group in widths  # this file's sizes do take the kernel
+    assert d.in_features % k32 == 0 and d.channels_per_group in widths  # this file's sizes do take the kernel
     assert "float32" in flat and "no CPU path" in flat and "cold build" in flat and "ninja" in flat
     assert not re.search(r"cuBLAS|off sm_90|fall(s)? back", flat)  # no path the exported launcher has not
     assert "small parts of x and of the weight made on every call" in flat and not re.search("freez", flat, re.I)

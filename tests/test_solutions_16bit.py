@@ -7,7 +7,8 @@ close to Model's; torch.compile(fullgraph=True) traces it; a model and an input 
 that names the conversion. On the GPU: fused_gemm_groupnorm.cu's 16-bit kernels (K % 8 == 0, the instantiated
 group widths) and its unfused path (cuBLAS's 16-bit GEMM, then the float32 tail: K % 8 != 0, or a group width it
 has no instance for), at batch sizes that are no tile's multiple, from an allocator left full of NaN (an element
-never written stays NaN and fails), forward and gradients.
+never written stays NaN and fails), forward and gradients; and a float32 drop-in under torch.autocast, where x and
+w go to the same 16-bit kernels with the parameters and the output in float32.
 """
 import copy
 
@@ -142,5 +143,35 @@ def test_on_the_gpu_a_training_step_gets_models_gradients(pid, dtype, case, cuda
     tier = check.TIERS[check.TIER_OF_DTYPE[dtype]]
     for (name, _), g, e, w in zip(new.named_parameters(), got, eager, want):
         assert g.dtype == dtype and torch.isfinite(g).all(), name
+        ours, theirs = _relative(g, w), _relative(e, w)
+        assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["fused", "K % 8 != 0"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("pid", PIDS)
+def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, case, cuda):
+    """A float32 drop-in under torch.autocast(dtype): Model's output dtype (float32: CUDA autocast runs GroupNorm in
+    float32), forward and gradients within the autocast tier of float64's, and no further than eager's."""
+    ref, new = _pair(pid, case, torch.float32, cuda)
+    ref64 = copy.deepcopy(ref).double()
+    x = _x(ref, 131, torch.float32, cuda)
+    grad = torch.randn(ref(x).shape, generator=torch.Generator().manual_seed(2)).to(cuda)
+    with torch.autocast("cuda", dtype=dtype):
+        with torch.no_grad():
+            eager, out = ref(x), _poisoned(lambda: new(x))
+        got = torch.autograd.grad(new(x), list(new.parameters()), grad)
+        eager_grads = torch.autograd.grad(ref(x), list(ref.parameters()), grad)
+    want = ref64(x.double())
+    want_grads = torch.autograd.grad(ref64(x.double()), list(ref64.parameters()), grad.double())
+    tier = check.autocast_tier(dtype)
+    assert out.dtype == eager.dtype == torch.float32 and out.shape == want.shape
+    worst = (out.double() - want.detach()).abs().max().item()
+    assert torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), f"max abs error {worst:.2e}"
+    ours, theirs = _relative(out, want), _relative(eager, want)
+    assert ours <= 1.25 * theirs + 1e-4, f"relative error vs float64: ours {ours:.2e}, eager {theirs:.2e}"
+    for (name, p), g, e, w in zip(new.named_parameters(), got, eager_grads, want_grads):
+        assert g.dtype == p.dtype == torch.float32 and torch.isfinite(g).all(), name
         ours, theirs = _relative(g, w), _relative(e, w)
         assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"

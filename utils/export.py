@@ -89,22 +89,30 @@ class ExportError(ValueError):
     """A solution this exporter cannot turn into one file, and why."""
 
 
-def inline_source(path: Path, kernels_dir: Path = build.KERNELS_DIR, _seen: set[Path] | None = None) -> str:
-    """A kernel file's text with each `#include "..."` it reaches replaced by that header's text, once.
+# The headers a float32 drop-in's export takes in place of others: the 16-bit writers hold conversions to a
+# narrower type, which KernelBench's static rules refuse in a float32 solution (the stand-in builds no 16-bit kernel).
+FLOAT32_ONLY = {"common/gemm_wgmma_writers16.cuh": "common/gemm_wgmma_float32_only.cuh"}
+
+
+def inline_source(path: Path, kernels_dir: Path = build.KERNELS_DIR, _seen: set[Path] | None = None,
+                  substitute: dict[str, str] | None = None) -> str:
+    """A kernel file's text with each `#include "..."` it reaches replaced by that header's text, once;
+    substitute: {header: the header inlined in its place}.
 
     Headers are looked up as the build does (the including file's folder, then kernels/); system
     includes (<...>) stay as they are."""
     seen = set() if _seen is None else _seen
     path = Path(path).resolve()
+    substitute = substitute or {}
 
     def replace(match: re.Match) -> str:
         for base in (path.parent, *build.include_dirs(kernels_dir)):
-            header = (base / match.group("file")).resolve()
+            header = (base / substitute.get(match.group("file"), match.group("file"))).resolve()
             if header.is_file():
                 if header in seen:
                     return f"// (inlined above: {match.group('file')})"
                 seen.add(header)
-                body = _PRAGMA_ONCE.sub("", inline_source(header, kernels_dir, seen))
+                body = _PRAGMA_ONCE.sub("", inline_source(header, kernels_dir, seen, substitute))
                 return f"// ---- inlined: {match.group('file')} ----\n{body.rstrip()}\n// ---- end of {match.group('file')} ----"
         raise ExportError(f"{build.display_path(path)}: #include \"{match.group('file')}\" is not in kernels/")
 
@@ -357,7 +365,8 @@ def _module_text(kernel: str) -> tuple[str, str, list[build.Export], str | None,
     exports = build.exported_functions(source, build.display_path(path))
     arch = build.required_arch(source, build.display_path(path))
     flags = ["-O3"] + ([build.gencode_flag(arch)] if arch else [])
-    return inline_source(path), "\n".join(f"{e.prototype};" for e in exports), exports, arch, flags
+    return (inline_source(path, substitute=FLOAT32_ONLY), "\n".join(f"{e.prototype};" for e in exports), exports, arch,
+            flags)
 
 
 # --- what the export needs, in its docstring --------------------------------------------------
@@ -365,16 +374,19 @@ def _module_text(kernel: str) -> tuple[str, str, list[build.Export], str | None,
 FUSED_KERNEL = "fused_gemm_groupnorm"
 
 
-def fused_conditions() -> tuple[int, tuple[int, ...]]:
-    """(the multiple K must be, the group widths) as kernels/fused_gemm_groupnorm.cu's launcher checks
-    them, read from its source: the one place they are written."""
+def fused_conditions() -> tuple[int, int, tuple[int, ...]]:
+    """(the multiple K must be for float32 x, for 16-bit x, the group widths) as
+    kernels/fused_gemm_groupnorm.cu's launcher checks them, read from its source: the one place they are
+    written."""
     source = build.kernel_source(FUSED_KERNEL)
-    multiples = set(re.findall(r"size\(1\) % (\d+) == 0", source))
+    k32 = re.findall(r"kKMultipleFloat32 = (\d+);", source)
+    k16 = re.findall(r"kKMultiple16 = (\d+);", source)
     widths = re.findall(r"kGroupWidths\[\] = \{([\d, ]+)\}", source)
-    if len(multiples) != 1 or len(widths) != 1:
+    if len(k32) != 1 or len(k16) != 1 or len(widths) != 1:
         raise ExportError(f"kernels/{FUSED_KERNEL}.cu no longer states its conditions as this exporter reads them "
-                          "(`x.size(1) % N == 0`, `kGroupWidths[] = {...}`): update utils/export.py")
-    return int(multiples.pop()), tuple(int(w) for w in widths[0].split(","))
+                          "(`kKMultipleFloat32 = N;`, `kKMultiple16 = N;`, `kGroupWidths[] = {...}`): "
+                          "update utils/export.py")
+    return int(k32[0]), int(k16[0]), tuple(int(w) for w in widths[0].split(","))
 COLD_BUILD = ("a minute or two on 2 CPU cores (47 s measured on an idle one); later imports load torch's cached "
               "build")
 
@@ -396,14 +408,14 @@ def _docstring(sol: Solution, kernels: dict[str, list[str]], archs: dict[str, st
               "float32 input and parameters: the launchers refuse other dtypes;",
               "forward only: the launchers are called directly, so nothing is recorded for autograd;"]
     if FUSED_KERNEL in kernels:
-        k_multiple, group_widths = fused_conditions()
+        k32, _, group_widths = fused_conditions()
         widths = f"{', '.join(map(str, group_widths[:-1]))} or {group_widths[-1]}"
         sizes = ""
         if problem is not None:
             d = problem.dims("full")
             sizes = (f" This file's sizes have K = {d.in_features} and groups of {d.channels_per_group} channels "
                      f"({d.out_features} in {d.groups} groups).")
-        needs.append(f"inputs the fused kernel takes: x (N, K) with K % {k_multiple} == 0, out_features "
+        needs.append(f"inputs the fused kernel takes: x (N, K) with K % {k32} == 0, out_features "
                      f"divisible by num_groups, groups of {widths} channels.{sizes} Other inputs raise an error "
                      "that names the condition; there is no fallback in this file;")
     needs.append("a CUDA toolkit (nvcc and libcudart) of torch's CUDA major version, found by the lines after "

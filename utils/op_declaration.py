@@ -20,7 +20,9 @@ from utils import build
 # The dtypes an op takes, each with the tiers (utils.check.TIERS) its results meet: at PyTorch's IEEE
 # fp32 setting, then with TF32 allowed.
 FLOAT32 = {torch.float32: ("strict", "tf32")}
-# The whole models also take a model wholly in bfloat16 or float16 (its input and every parameter).
+# The whole models also take a model wholly in bfloat16 or float16 (its input and every parameter), and, under
+# autocast, x and w in one of them with the parameters in float32.
+HALF16 = (torch.bfloat16, torch.float16)
 WHOLE_MODEL_DTYPES = {**FLOAT32, torch.bfloat16: ("bf16",), torch.float16: ("fp16",)}
 
 

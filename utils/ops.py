@@ -1,6 +1,8 @@
 """The workbook's registered operators, in the namespace `workbook`: the whole models that solutions/
 call (each one GEMM kernel with the rest of the model in its epilogue), the GEMM and the fused tails
 they fall back on, and the backward of each.
+(Over 600 lines on purpose: each op's declaration, checks, math and backward sit beside the ops it
+falls back on and calls in its backward, which a split would send into modules importing each other.)
 
     from utils import ops
     y = ops.bias_hardtanh_mish_group_norm(x, bias, -1.0, 1.0, 256, gamma, beta, 1e-5)   # = torch.ops.workbook.…
@@ -53,12 +55,15 @@ runs cuBLAS's addmm, exactly as nn.Linear does. The launcher makes that choice o
 nothing derived from a weight is kept between calls unless the caller keeps it on purpose and
 hands it back as `weight_residual` (a drop-in's freeze(): utils/freezing.py).
 
-The ops take float32 only, on both devices, and every other dtype gets an error that says so: the
-kernels are written for float32, and a CPU path that accepted float16 would make a model that works
-on the CPU and fails on the GPU. A whole model in float64 (its input and nn.Linear's weight) runs the
-reference math instead, on either device (WholeModel.__call__), as Model would. Under torch.autocast the ops do what the reference does there
-(the autocast section at the end registers it): the GEMM in the autocast dtype, the rest as the
-reference's dtypes are.
+The GEMM and the tails take float32 only, on both devices, and every other dtype gets an error that
+says so: their kernels are written for float32, and a CPU path that accepted float16 would make a
+model that works on the CPU and fails on the GPU. The whole models also take a model wholly in
+bfloat16 or float16 (fused_gemm_groupnorm.cu's 16-bit kernels, the epilogue in float32, the output
+rounded once; the backward the tail's float32 op and 16-bit GEMMs: WholeModel._backward16), and x and
+w in one of those with the parameters in float32, which is how the autocast kernels at the end call
+them (the output then float32, as the reference's under CUDA autocast). A whole model in float64 (its
+input and nn.Linear's weight) runs the reference math instead, on either device (WholeModel.__call__),
+as Model would.
 """
 from __future__ import annotations
 
@@ -69,8 +74,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from utils import build
-from utils.op_declaration import (DECLARED, EXAMPLE, FLOAT32, WHOLE_MODEL_DTYPES, Declaration, example_gamma_beta,
-                                  example_nn_linear, example_tail_input)
+from utils.op_declaration import (DECLARED, EXAMPLE, FLOAT32, HALF16, WHOLE_MODEL_DTYPES, Declaration,
+                                  example_gamma_beta, example_nn_linear, example_tail_input)
 
 aten = torch.ops.aten
 
@@ -96,12 +101,12 @@ def _dtype_names(dtypes) -> str:
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _require(op: str, dtypes=None, **tensors: Tensor) -> None:
-    """Tensors of the op's declared dtypes (None: an optional one left out), all of one dtype, on one
-    device, as the launchers require: the fake implementation refuses what the CUDA kernel would, and
-    the CPU path what the kernel would not give. Arguments by the launcher's names, the first one's
-    dtype and device the reference; dtypes: what the op takes, where it is not a declaration's
-    (a whole model's: WHOLE_MODEL_DTYPES)."""
+def _require(op: str, dtypes=None, one_dtype: bool = True, **tensors: Tensor) -> None:
+    """Tensors of the op's declared dtypes (None: an optional one left out), all of one dtype (unless
+    not one_dtype), on one device, as the launchers require: the fake implementation refuses what the
+    CUDA kernel would, and the CPU path what the kernel would not give. Arguments by the launcher's
+    names, the first one's dtype and device the reference; dtypes: what the op takes, where it is not a
+    declaration's (a whole model's: WHOLE_MODEL_DTYPES)."""
     given = [(name, t) for name, t in tensors.items() if t is not None]
     accepted = dtypes or (DECLARED[op].dtypes if op in DECLARED else FLOAT32)
     if wrong := [(name, t) for name, t in given if t.dtype not in accepted]:
@@ -109,7 +114,7 @@ def _require(op: str, dtypes=None, **tensors: Tensor) -> None:
                         + ", ".join(f"{name} is {t.dtype}" for name, t in wrong) + "; "
                         + _dtype_fix([n for n, _ in wrong], accepted))
     first, there = given[0]
-    if others := [(name, t) for name, t in given[1:] if t.dtype != there.dtype]:
+    if one_dtype and (others := [(name, t) for name, t in given[1:] if t.dtype != there.dtype]):
         raise TypeError(f"workbook::{op}: every tensor must have {first}'s dtype {there.dtype}, got "
                         + ", ".join(f"{name} {t.dtype}" for name, t in others)
                         + f"; the model and its input in one dtype: model.to({there.dtype}), or convert the input")
@@ -166,7 +171,7 @@ def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name=
     _require(op, dtypes, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
     if weight_residual is not None and x.dtype != torch.float32:
         raise TypeError(f"workbook::{op}: w_residual is float32's 3xTF32 split of w; a model in {x.dtype} has none "
-                        "(pass None)")
+                        "(give None)")
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"workbook::{op}: x (M, K) and w (N, K) must be 2-D with the same K, "
                          f"got x {tuple(x.shape)} and w {tuple(weight.shape)}")
@@ -501,22 +506,39 @@ class WholeModel:
         return x, weight, linear_bias, rest, w_residual, save
 
     def _check(self, x, weight, linear_bias, rest, w_residual):
-        """The launcher's checks: linear's, then the tail's on the GEMM's output (a stand-in of its shape).
-        The tail's own op takes float32 alone; a model in bf16 or fp16 (every tensor of x's dtype, checked
-        here) has the tail's checks of shapes made on float32 stand-ins on the meta device."""
-        _check_linear(x, weight, linear_bias, w_residual, op=self.name, bias_name="linear_bias",
-                      dtypes=WHOLE_MODEL_DTYPES)
-        tensors = {n: t for n, t in zip(self.tail_names, rest) if isinstance(t, Tensor)}
-        _require(self.name, WHOLE_MODEL_DTYPES, x=x, **tensors)
-        y = x.new_empty((x.shape[0], weight.shape[0]), device="meta", dtype=torch.float32)
-        self.declaration.check(y, *[torch.empty_like(t, device="meta", dtype=torch.float32)
-                                    if isinstance(t, Tensor) else t for t in rest])
+        """The launcher's checks: x and w of one dtype (float32, bfloat16 or float16), the parameters of x's
+        dtype or, for 16-bit x and w (under autocast), float32, every tensor on one device; then the shapes:
+        linear's and the tail's, on float32 stand-ins on the meta device (the tail's own op takes float32
+        alone)."""
+        params = {"linear_bias": linear_bias, **{n: t for n, t in zip(self.tail_names, rest) if isinstance(t, Tensor)}}
+        _require(self.name, WHOLE_MODEL_DTYPES, False, x=x, w=weight, **params, w_residual=w_residual)
+        _require(self.name, WHOLE_MODEL_DTYPES, x=x, w=weight)
+        _require(self.name, WHOLE_MODEL_DTYPES, **params)
+        if linear_bias.dtype != x.dtype and not (x.dtype in HALF16 and linear_bias.dtype == torch.float32):
+            raise TypeError(f"workbook::{self.name}: the parameters must have x's dtype {x.dtype}, got linear_bias "
+                            f"{linear_bias.dtype}; the model and its input in one dtype: model.to({x.dtype}), "
+                            "or convert the input")
+        if w_residual is not None and x.dtype != torch.float32:
+            raise TypeError(f"workbook::{self.name}: w_residual is float32's 3xTF32 split of w; x and w in "
+                            f"{x.dtype} have none (give None)")
+
+        def meta(t):
+            return torch.empty_like(t, device="meta", dtype=torch.float32) if isinstance(t, Tensor) else t
+        _check_linear(meta(x), meta(weight), meta(linear_bias), meta(w_residual), op=self.name,
+                      bias_name="linear_bias")
+        self.declaration.check(meta(x.new_empty((x.shape[0], weight.shape[0]))), *map(meta, rest))
+
+    @staticmethod
+    def _gemm_output(x, weight, linear_bias):
+        """F.linear in x's dtype (the bias converted, as autocast converts it), in the parameters' dtype: the
+        tail's input, and what the backward keeps."""
+        return F.linear(x, weight, linear_bias.to(x.dtype)).to(linear_bias.dtype)
 
     def _reference(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
         self._check(x, weight, linear_bias, rest, w_residual)
-        y = F.linear(x, weight, linear_bias)
-        return self.declaration.math(y, *rest), y if save else _empty(x)
+        y = self._gemm_output(x, weight, linear_bias)
+        return self.declaration.math(y, *rest), y if save else _empty(linear_bias)
 
     def _unfused(self, *args):
         """Off sm_90 (the fused kernel's file builds for sm_90a alone): the ops linear (cuBLAS's addmm
@@ -527,15 +549,15 @@ class WholeModel:
             y = linear(x, weight, linear_bias, w_residual)
             return self.tail(y, *rest), y if save else _empty(x)
         self._check(x, weight, linear_bias, rest, w_residual)
-        y = F.linear(x, weight, linear_bias)
+        y = self._gemm_output(x, weight, linear_bias)
         out = self.tail(y.float(), *[t.float() if isinstance(t, Tensor) else t for t in rest])
-        return out.to(x.dtype), y if save else _empty(x)
+        return out.to(linear_bias.dtype), y if save else _empty(linear_bias)
 
     def _fake(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
         self._check(x, weight, linear_bias, rest, w_residual)
-        y = x.new_empty((x.shape[0], weight.shape[0]))
-        return y.new_empty(self.declaration.outputs(y, *rest)), y if save else _empty(x)
+        y = linear_bias.new_empty((x.shape[0], weight.shape[0]))  # the parameters' dtype, as the output's
+        return y.new_empty(self.declaration.outputs(y, *rest)), y if save else _empty(linear_bias)
 
     def _backward(self, bw, x, weight, linear_bias, *rest_residual_save):
         *rest, _, save = rest_residual_save
@@ -544,27 +566,27 @@ class WholeModel:
             raise RuntimeError(f"workbook::{self.name} was called with save_gemm_output=False, so its backward "
                                f"has no GEMM output to start from: call utils.ops.{self.name}(...), which keeps it "
                                "whenever autograd needs it")
-        if y.dtype != torch.float32:
-            return self._backward16(bw, x, weight, y, rest)
+        if x.dtype != torch.float32:
+            return self._backward16(bw, x, weight, linear_bias, y, rest)
         dy, tail_grads, dlinear_bias = self._gradients(self._tail_backward(bw.grad, y, *self._backward_args(rest)))
         dx, dw = linear_backward(dy, x, weight, bw.needs[0], bw.needs[1])
         # one gradient per tensor argument: x, weight, linear_bias, the tail's tensors, w_residual (none)
         return (dx if bw.needs[0] else None, dw if bw.needs[1] else None, dlinear_bias, *tail_grads, None)
 
-    def _backward16(self, bw, x, weight, y, rest):
-        """The backward of a model in bf16 or fp16, y its GEMM's output in that dtype: the tail's float32
-        backward op on y and the gradient converted (one pass, as in float32), each gradient rounded to
-        its tensor's dtype, then dx = dy @ w and dw = dy.T @ x in the dtype (cuBLAS's 16-bit GEMMs, as
-        eager's)."""
+    def _backward16(self, bw, x, weight, linear_bias, y, rest):
+        """The backward where x and w are bf16 or fp16 (a model in that dtype, or one under autocast), y the
+        GEMM's output in the parameters' dtype: the tail's float32 backward op on y and the gradient
+        converted (one pass, as in float32), each gradient in its tensor's dtype, then dx = dy @ w and
+        dw = dy.T @ x in x's dtype (cuBLAS's 16-bit GEMMs, as eager's)."""
         rest32 = [t.float() if isinstance(t, Tensor) else t for t in rest]
         dy, tail_grads, dlinear_bias = self._gradients(
             self._tail_backward(bw.grad.float(), y.float(), *self._backward_args(rest32)))
-        dy = dy.to(y.dtype)
+        dy = dy.to(x.dtype)
         dx = dy @ weight if bw.needs[0] else None
         dw = dy.t() @ x if bw.needs[1] else None
-        tail_grads = [g.to(y.dtype) if g is not None else None for g in tail_grads]
-        return (dx, dw, dlinear_bias.to(y.dtype), *tail_grads, None)
-
+        tensors = [t for t in rest if isinstance(t, Tensor)]
+        tail_grads = [g.to(t.dtype) for g, t in zip(tail_grads, tensors)]
+        return (dx, dw, dlinear_bias.to(linear_bias.dtype), *tail_grads, None)
 
 
 # The tail's backward returns (dy, its tensors' gradients, [dy summed over rows]); for 94 the linear
@@ -601,12 +623,13 @@ WHOLE_MODELS = {m.name: m for m in (linear_bias_hardtanh_mish_group_norm, linear
 # models return float32; on the CPU GroupNorm keeps its input's dtype, so 62 returns bfloat16. The
 # ops do what the reference does, registered as autocast kernels (torch.library), not special-cased
 # in any module:
-#   whole models, CUDA  the GEMM as the reference runs it (F.linear under autocast), then the tail's
-#                       fused kernel in float32 (faster than eager's chain of ops, and as accurate);
+#   whole models, CUDA  x and w converted to the autocast dtype (as autocast converts nn.Linear's),
+#                       the parameters float32, then the whole-model op itself below autocast: one
+#                       kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, the epilogue and the
+#                       output in float32), its backward the tail's float32 op and 16-bit GEMMs;
 #   whole models, CPU   the reference math itself, under autocast: the reference's dtypes exactly;
 #   linear              F.linear under autocast, as nn.Linear;
 #   tails               inputs cast to float32, as autocast's fp32 policy does for GroupNorm.
-# The backward follows from the ops called: cuBLAS's GEMM backward, then the tail's own backward op.
 
 _autocast_library = torch.library.Library(build.OP_NAMESPACE, "FRAGMENT")
 
@@ -614,9 +637,14 @@ _autocast_library = torch.library.Library(build.OP_NAMESPACE, "FRAGMENT")
 def _whole_model_autocast(model: WholeModel, device_type: str):
     def kernel(x, weight, linear_bias, *rest_and_defaults):
         rest = rest_and_defaults[:model.tail_arity]  # (the dispatcher leaves out trailing defaults)
-        y = F.linear(x, weight, linear_bias)  # in the autocast dtype, as nn.Linear under autocast
-        out = model.tail(y.float(), *rest) if device_type == "cuda" else model.tail_math(y, *rest)
-        return out, _empty(x)
+        if device_type == "cpu":
+            y = F.linear(x, weight, linear_bias)  # in the autocast dtype, as nn.Linear under autocast
+            return model.tail_math(y, *rest), _empty(x)
+        save = len(rest_and_defaults) > model.tail_arity + 1 and rest_and_defaults[model.tail_arity + 1]
+        dtype = torch.get_autocast_dtype("cuda")
+        with torch.autocast("cuda", enabled=False):
+            return model.op(x.to(dtype), weight.to(dtype), linear_bias.float(),
+                            *[t.float() if isinstance(t, Tensor) else t for t in rest], None, save)
     return kernel
 
 

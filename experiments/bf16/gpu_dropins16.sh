@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests and the float32 drop-ins' (the launchers
 # changed under them), compute-sanitizer's four tools over sanitize_dropins16.py, then dropins16_probe.py at
-# KernelBench's size. STAGES picks (default: build tests sanitize probe); PROBE_ARGS go to the probe. Logs under $OUT.
+# KernelBench's size. STAGES picks (default: build tests fp32tests
+# sanitize probe); PROBES: the probe's argument lists,
+# ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
-STAGES=" ${STAGES:-build tests sanitize probe} "
+STAGES=" ${STAGES:-build tests fp32tests sanitize probe} "
 want() { [[ "$STAGES" == *" $1 "* ]]; }
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q --no-index --find-links .whl pytest 2>&1 | tail -1
@@ -13,9 +15,11 @@ if want build; then
   echo "build rc=$?"
 fi
 if want tests; then
-  WORKBOOK_PREBUILD=0 timeout 300 python3 -m pytest tests/test_solutions_16bit.py tests/test_fused_models.py \
+  WORKBOOK_PREBUILD=0 timeout "${TESTS_S:-300}" python3 -m pytest tests/test_solutions_16bit.py tests/test_fused_models.py \
     tests/test_dtype_hint.py -m gpu -q -p no:cacheprovider > "$OUT/pytest_16bit.log" 2>&1
   echo "pytest 16-bit rc=$?"; grep -E "passed|failed" "$OUT/pytest_16bit.log" | tail -3
+fi
+if want fp32tests; then
   WORKBOOK_PREBUILD=0 timeout 120 python3 -m pytest tests/test_bad_inputs.py -m gpu -q -p no:cacheprovider \
     -k "fused_gemm_groupnorm or linear_ or solution" > "$OUT/pytest_bad_inputs.log" 2>&1
   echo "pytest bad inputs rc=$?"; grep -E "passed|failed" "$OUT/pytest_bad_inputs.log" | tail -3
@@ -24,14 +28,19 @@ if want tests; then
   echo "pytest drop-ins rc=$?"; grep -E "passed|failed" "$OUT/pytest_dropins.log" | tail -3
 fi
 if want sanitize; then
-  for tool in memcheck racecheck initcheck synccheck; do
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 150 compute-sanitizer --tool $tool --error-exitcode 3 \
+  for tool in ${SANITIZERS:-memcheck racecheck initcheck synccheck}; do
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_S:-150}" compute-sanitizer --tool $tool --error-exitcode 3 \
       python3 experiments/bf16/sanitize_dropins16.py > "$OUT/sanitize_$tool.log" 2>&1
     echo "$tool rc=$? $(grep -c ": ok" "$OUT/sanitize_$tool.log") ok; $(tail -1 "$OUT/sanitize_$tool.log")"
   done
 fi
 if want probe; then
-  python3 experiments/bf16/dropins16_probe.py --out "$OUT" --commit "${COMMIT:-unknown}" ${PROBE_ARGS:-} \
-    > "$OUT/dropins16_probe.log" 2>&1
-  echo "probe rc=$?"; grep -E "^(check|time)" "$OUT/dropins16_probe.log" | tail -60
+  # PROBES: one probe run per ;-separated argument list, each with its own JSON (so that a later one cut short
+  # by a time limit leaves the earlier ones whole)
+  IFS=';' read -ra runs <<< "${PROBES:---dtypes bfloat16 float16}"
+  for i in "${!runs[@]}"; do
+    timeout "${PROBE_S:-300}" python3 experiments/bf16/dropins16_probe.py --out "$OUT/probe$i" \
+      --commit "${COMMIT:-unknown}" ${runs[$i]} > "$OUT/dropins16_probe$i.log" 2>&1
+    echo "probe $i (${runs[$i]}) rc=$?"; grep -E "^(check|time)" "$OUT/dropins16_probe$i.log" | tail -80
+  done
 fi

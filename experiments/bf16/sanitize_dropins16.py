@@ -1,5 +1,5 @@
 """The drop-ins as models in bf16 and fp16, for compute-sanitizer: the fused kernels (K % 8 == 0) forward and
-backward, and the unfused path (K % 8 != 0), at a batch no tile divides:
+backward, the unfused path (K % 8 != 0), and a float32 model under autocast, at a batch no tile divides:
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/bf16/sanitize_dropins16.py
 
@@ -26,4 +26,13 @@ for pid in (94, 75, 37, 62):
             assert out.dtype == dtype and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), (pid, case)
             assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in new.parameters()), (pid, case)
             print(f"{pid} {str(dtype)[6:]} {case}: ok", flush=True)
+    ref, new = _pair(pid, "fused", torch.float32, "cuda")  # a float32 model under autocast: the mixed kernels
+    x = _x(ref, 131, torch.float32, "cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = new(x.clone().requires_grad_())
+        out.backward(torch.ones_like(out))
+    want = ref.double()(x.double())
+    tier = check.autocast_tier(torch.bfloat16)
+    assert out.dtype == torch.float32 and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), pid
+    print(f"{pid} float32 under autocast(bfloat16): ok", flush=True)
 torch.cuda.synchronize()
