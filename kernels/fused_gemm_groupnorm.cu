@@ -299,9 +299,13 @@ template <class T, class Epi>
 void run_gemm(const Operands& o, const Epi& epi) {
   using namespace gemm_wgmma;
   if (o.half16) {
-    with_half16(o.x.scalar_type(), [&](auto operand, auto) {
-      run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
-    });
+    if constexpr (std::is_same_v<T, float>) {  // under autocast: x and w of either 16-bit dtype
+      with_half16(o.x.scalar_type(), [&](auto operand, auto) {
+        run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
+      });
+    } else {  // a model in T: x and w are T's (the checks), so no kernel pairs one 16-bit type with the other
+      run_epilogue<Half16Config<typename OperandFor<T>::type, /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
+    }
   } else if constexpr (!std::is_same_v<T, float>) {  // (no float32 kernel for a 16-bit epilogue)
     TORCH_INTERNAL_ASSERT(false, "a 16-bit epilogue on float32 operands");
   } else if (o.tf32) {

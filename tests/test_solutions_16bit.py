@@ -8,7 +8,8 @@ that names the conversion. On the GPU: fused_gemm_groupnorm.cu's 16-bit kernels 
 group widths) and its unfused path (cuBLAS's 16-bit GEMM, then the float32 tail: K % 8 != 0, or a group width it
 has no instance for), at batch sizes that are no tile's multiple, from an allocator left full of NaN (an element
 never written stays NaN and fails), forward and gradients; and a float32 drop-in under torch.autocast, where x and
-w go to the same 16-bit kernels with the parameters and the output in float32.
+w go to the same 16-bit kernels with the parameters and the output in float32. On both: the harness
+(utils.check.check_model with dtype) at the dtype's tier, and at the CPU, models it must fail.
 """
 import copy
 
@@ -22,6 +23,7 @@ from solutions import solution
 
 PIDS = [p.id for p in all_problems()]
 DTYPES = [torch.bfloat16, torch.float16]
+DTYPE_IDS = ["bf16", "fp16"]
 # (scale, in_features or None for the scale's): the fused kernels (the small scale: groups of 32, 64 and 16
 # channels, K = 256 or 128), K % 8 != 0 at the same widths (the unfused path), and the odd scale (K = 129,
 # groups of 23 channels: unfused too)
@@ -55,7 +57,7 @@ def _relative(out: torch.Tensor, want: torch.Tensor) -> float:
 
 # --- CPU -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("pid", PIDS)
 def test_on_the_cpu_it_is_models_own_math(pid, dtype):
     ref, new = _pair(pid, "fused", dtype)
@@ -65,7 +67,7 @@ def test_on_the_cpu_it_is_models_own_math(pid, dtype):
     assert out.dtype == dtype and torch.equal(out, want)
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("pid", PIDS)
 def test_on_the_cpu_every_gradient_is_in_the_dtype_and_close_to_models(pid, dtype):
     ref, new = _pair(pid, "fused", dtype)
@@ -109,7 +111,7 @@ def _poisoned(fn):
 @pytest.mark.gpu
 @pytest.mark.parametrize("batch", [1, 37, 300])
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("pid", PIDS)
 def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, case, batch, cuda):
     ref, new = _pair(pid, case, dtype, cuda)
@@ -130,7 +132,7 @@ def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, ca
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["fused", "K % 8 != 0"])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("pid", PIDS)
 def test_on_the_gpu_a_training_step_gets_models_gradients(pid, dtype, case, cuda):
     ref, new = _pair(pid, case, dtype, cuda)
@@ -149,7 +151,7 @@ def test_on_the_gpu_a_training_step_gets_models_gradients(pid, dtype, case, cuda
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["fused", "K % 8 != 0"])
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("pid", PIDS)
 def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, case, cuda):
     """A float32 drop-in under torch.autocast(dtype): Model's output dtype (float32: CUDA autocast runs GroupNorm in
@@ -175,3 +177,52 @@ def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, cas
         assert g.dtype == p.dtype == torch.float32 and torch.isfinite(g).all(), name
         ours, theirs = _relative(g, w), _relative(e, w)
         assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"
+
+
+# --- the harness at the 16-bit tiers ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_the_harness_passes_a_16bit_model_on_the_cpu_path(pid, dtype):
+    report = check.check_model(pid, solution(pid).ModelNew, device="cpu", dtype=dtype)
+    assert report.ok, str(report)
+    assert report.tier == check.TIER_OF_DTYPE[dtype] and f"in {dtype}" in report.subject
+    assert report["trials"].status == report["gradients"].status == report["training_step"].status == "pass"
+
+
+class _Float32Out(solution(94).ModelNew):
+    """Computes in float32 and forgets to give the output back in the model's dtype."""
+    def forward(self, x):
+        F, gn = torch.nn.functional, self.groupnorm
+        y = F.linear(x.float(), self.gemm.weight.float(), self.gemm.bias.float()) + self.bias.float()
+        y = F.mish(F.hardtanh(y, self.hardtanh.min_val, self.hardtanh.max_val))
+        return F.group_norm(y, gn.num_groups, gn.weight.float(), gn.bias.float(), gn.eps)
+
+
+class _Fp8Gemm(solution(94).ModelNew):
+    """The GEMM on operands rounded to fp8 (e4m3: 3 mantissa bits), far below bf16's 8."""
+    def forward(self, x):
+        w = self.gemm.weight.to(torch.float8_e4m3fn).to(x.dtype)
+        y = torch.nn.functional.linear(x.to(torch.float8_e4m3fn).to(x.dtype), w, self.gemm.bias) + self.bias
+        return self.groupnorm(torch.nn.functional.mish(self.hardtanh(y)))
+
+
+@pytest.mark.parametrize("hack, why", [(_Float32Out, "dtype torch.float32, expected torch.bfloat16"),
+                                       (_Fp8Gemm, "mismatched")], ids=["float32 out", "fp8 GEMM"])
+def test_the_harness_at_the_bf16_tier_fails_a_model_below_it(hack, why):
+    report = check.check_model(94, hack, device="cpu", dtype=torch.bfloat16)
+    assert report["trials"].status == "fail" and why in report["trials"].detail, str(report)
+
+
+def test_the_harness_refuses_a_tier_that_is_not_the_dtypes():
+    with pytest.raises(ValueError, match="held to the bf16 tier, not 'strict'"):
+        check.check_model(94, solution(94).ModelNew, device="cpu", dtype=torch.bfloat16, tier="strict")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_the_harness_passes_a_16bit_model_on_the_gpu(pid, dtype, cuda):
+    report = check.check_model(pid, solution(pid).ModelNew, device=cuda, dtype=dtype,
+                               allow_torch_ops=solution(pid).ModelNew.allow_torch_ops)
+    assert report.ok, str(report)

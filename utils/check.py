@@ -7,6 +7,7 @@ machinery across modules for no reader's gain.)
     >>> report = check_model(62, ModelNew)      # small scale; the tier follows torch's fp32 matmul setting
     >>> print(report)                           # one row per check: check | result | detail
     >>> report.raise_if_failed()
+    >>> check_model(62, ModelNew, dtype=torch.bfloat16)   # a model wholly in bf16, at the bf16 tier
 
 KernelBench builds `Model` and `ModelNew` under one seed and compares their outputs on a few
 random inputs. A kernel can pass that without being right; each check below closes one way,
@@ -218,6 +219,17 @@ class CheckReport:
         return self
 
 
+def _dtype_tier(dtype: torch.dtype, tier: str) -> str:
+    """The tier of a model in dtype: float32's as _resolve_tier says; a 16-bit dtype's own (TIER_OF_DTYPE)."""
+    if dtype == torch.float32:
+        return _resolve_tier(tier)
+    if dtype not in TIER_OF_DTYPE:
+        raise ValueError(f"dtype must be float32 or one of {', '.join(map(str, TIER_OF_DTYPE))}, not {dtype}")
+    if tier not in ("auto", TIER_OF_DTYPE[dtype]):
+        raise ValueError(f"a model in {dtype} is held to the {TIER_OF_DTYPE[dtype]} tier, not {tier!r}")
+    return TIER_OF_DTYPE[dtype]
+
+
 def _resolve_tier(tier: str) -> str:
     """"auto": the tier the ops declare for float32 (utils/op_declaration.py's FLOAT32): their TF32 one when
     the caller lets fp32 matmuls use TF32 (or bf16), else their IEEE one (strict)."""
@@ -337,6 +349,7 @@ class _Case:
     watch: _Watch = field(default_factory=_Watch)
     contiguous_only: bool = False  # may refuse strided inputs (loudly) instead of computing on them
     rows_factory: Callable[[torch.Generator, int], list[Tensor]] | None = None  # a model's inputs with any batch
+    dtype: torch.dtype = torch.float32  # the model's: float32, or a model wholly in bfloat16 or float16
 
     @property
     def tolerance(self) -> Tier:
@@ -355,7 +368,12 @@ class _Case:
         return [t.to(self.device) for t in factory(generator)]
 
     def reference(self, inputs: list[Tensor]) -> Tensor:
+        """The reference's output: in IEEE fp32; for a model in bf16 or fp16, float64's on the same 16-bit values,
+        rounded once to the dtype (the reference in the dtype rounds after every op, and is itself off by up
+        to the tier: the closest output the dtype has is what ModelNew is held to)."""
         with torch.no_grad(), ieee_fp32():
+            if self.dtype != torch.float32:
+                return self.make_ref64()(*[t.double() if t.is_floating_point() else t for t in inputs]).to(self.dtype)
             return self.ref(*[t.clone() for t in inputs])
 
     def call(self, inputs: list[Tensor], where: str):
@@ -768,26 +786,30 @@ def _model_inputs(problem: Problem, scale: str, init: list, custom_init: bool):
     return lambda generator: [torch.rand(batch, init[0], generator=generator)]
 
 
-def _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch) -> _Case:
-    ref.to(device)
-    new.to(device)
+def _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch,
+                dtype: torch.dtype = torch.float32) -> _Case:
+    ref.to(device, dtype)
+    new.to(device, dtype)
     batch = problem.dims(scale).batch
+    factory = _model_inputs(problem, scale, init, custom_init)
     return _Case(
         new=new, ref=ref, make_ref64=lambda: copy.deepcopy(ref).double(),
-        factory=_model_inputs(problem, scale, init, custom_init), seed=seed, device=device, tier=tier,
-        scratch_bytes=(batch * init[1] * 4,),  # the (batch, out_features) fp32 intermediate
+        factory=lambda generator: [t.to(dtype) for t in factory(generator)], seed=seed, device=device, tier=tier,
+        scratch_bytes=(batch * init[1] * dtype.itemsize,),  # the (batch, out_features) intermediate
         watch=watch,
         # what the factory draws (KernelBench's torch.rand(batch, in_features)), with another batch
-        rows_factory=lambda generator, rows: [torch.rand(rows, init[0], generator=generator)],
+        rows_factory=lambda generator, rows: [torch.rand(rows, init[0], generator=generator).to(dtype)],
+        dtype=dtype,
     )
 
 
-def _check_odd_shapes(problem: Problem, new_cls, seed, trials, device, tier, watch) -> Verdict:
+def _check_odd_shapes(problem: Problem, new_cls, seed, trials, device, tier, watch,
+                      dtype: torch.dtype = torch.float32) -> Verdict:
     init = problem.init_inputs("odd")
     ref, new = _build(problem.Model, init, seed), _build(new_cls, init, seed)
     _randomise(ref, seed)
     new.load_state_dict(ref.state_dict(), strict=True)
-    case = _model_case(problem, ref, new, init, "odd", False, seed, device, tier, watch)
+    case = _model_case(problem, ref, new, init, "odd", False, seed, device, tier, watch, dtype)
     status, detail = _check_trials(case, trials)
     return status, f"scale odd {init}: {detail}"
 
@@ -967,6 +989,8 @@ def _check_autocast(case: _Case) -> Verdict:
     """Under torch.autocast(bfloat16) ModelNew does what the reference does: the same output dtype (62's
     is bfloat16 on the CPU, where GroupNorm keeps its input's dtype, and float32 on CUDA), no error, and
     values within the autocast tier of float64's (the reference's own error beside, for scale)."""
+    if case.dtype != torch.float32:
+        return "skip", f"a model in {case.dtype}: autocast changes nothing of it (checked for float32 models)"
     x = case.inputs(10_900)
     with torch.autocast(case.device.type, dtype=AUTOCAST_DTYPE):
         want = case.reference(x)
@@ -991,10 +1015,10 @@ Renew = Callable[[dict[str, Tensor]], nn.Module]  # a ModelNew built anew, holdi
 
 
 def _new_holding(new_cls: type[nn.Module], init: list, seed: int, device: torch.device,
-                 state: dict[str, Tensor]) -> nn.Module:
+                 state: dict[str, Tensor], dtype: torch.dtype = torch.float32) -> nn.Module:
     with torch.device(device):  # built where it runs: a full-size GEMM weight is initialised in place
         new = _build(new_cls, init, seed)
-    new.to(device).load_state_dict(state, strict=True)
+    new.to(device, dtype).load_state_dict(state, strict=True)
     return new
 
 
@@ -1232,7 +1256,7 @@ def _validated(trials: int, allow_torch_ops: Sequence[str]) -> list[str]:
 def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *, scale: str = "small",
                 tier: str = "auto", trials: int = 5, seed: int = 0, device: str | torch.device | None = None,
                 allow_torch_ops: Sequence[str] = (), init_inputs: list | None = None,
-                training: bool = True) -> CheckReport:
+                training: bool = True, dtype: torch.dtype = torch.float32) -> CheckReport:
     """Check `model_new_cls` against the problem's reference Model: every check in this module's docstring.
 
     scale: "small" (CPU-friendly), "full" (KernelBench's sizes) or "odd"; odd_shapes adds the
@@ -1242,13 +1266,17 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
     init_inputs: other __init__ arguments than the scale's (the inputs follow in_features).
     training: False for a model meant for inference only; `gradients` and `training_step` then report a
     skip (`param_writes` still runs: an inference model's weights get loaded and written too).
+    dtype: float32, or bfloat16 or float16 for a model wholly in that dtype (both models and the inputs
+    converted; tier "auto" is the dtype's, TIER_OF_DTYPE, and the outputs are held to float64's on the
+    same 16-bit values, rounded once to the dtype: _Case.reference).
     """
     problem = get_problem(problem)
     allowed = _validated(trials, allow_torch_ops)
-    device, tier = _device(device), _resolve_tier(tier)
+    device, tier = _device(device), _dtype_tier(dtype, tier)
     custom_init = init_inputs is not None
     init = list(init_inputs) if custom_init else problem.init_inputs(scale)
-    subject = f"{model_new_cls.__name__} vs problem {problem.id} (scale {scale}{f', init {init}' if custom_init else ''})"
+    subject = (f"{model_new_cls.__name__} vs problem {problem.id} (scale {scale}{f', init {init}' if custom_init else ''}"
+               f"{'' if dtype == torch.float32 else f', in {dtype}'})")
 
     construction, ref, new = _construct(problem.Model, model_new_cls, init, seed)
     if new is None:
@@ -1261,7 +1289,7 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
         "construction": construction,
         "random_params": _run("random_params", _check_random_params, ref, new, seed),
     }
-    case = _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch)
+    case = _model_case(problem, ref, new, init, scale, custom_init, seed, device, tier, watch, dtype)
     results |= _case_checks(case, trials, allowed)
     wrong = results["trials"].status == "fail"
     if scale == "odd":
@@ -1270,7 +1298,7 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
         results["odd_shapes"] = _skip_as_wrong("odd_shapes")
     else:
         results["odd_shapes"] = _run("odd_shapes", _check_odd_shapes, problem, model_new_cls, seed, trials,
-                                     device, tier, watch)
+                                     device, tier, watch, dtype)
     if not training:
         results["gradients"] = CheckResult("gradients", "skip", "inference only (training=False): backward not checked")
     elif wrong:
@@ -1282,7 +1310,7 @@ def check_model(problem: Problem | int | str, model_new_cls: type[nn.Module], *,
         _run("large_batch", _check_large_batch, case, batch)
 
     def renew(state: dict[str, Tensor]) -> nn.Module:
-        return _new_holding(model_new_cls, init, seed, device, state)
+        return _new_holding(model_new_cls, init, seed, device, state, dtype)
 
     if results["gradients"].status != "pass":  # inference only, or wrong values or gradients: said there
         why = {"skip": results["gradients"].detail, "fail": GRADIENTS_WRONG}[results["gradients"].status]

@@ -42,9 +42,16 @@ _EPILOGUE_TYPES = ("logs/bf16/sass_identity_5a73694.log", [
 # The 16-bit writers (Quad16Writer, and their WriterFor and ParamElement), which only rung 11 includes: no record
 # ran it, so no function of a recorded file can have changed. The H100's records predate the file.
 _WRITERS16 = "kernels/common/gemm_wgmma_writers16.cuh"
+# The whole models in bf16 and fp16 and under autocast (new kernels beside the old: rung 11's GEMM with the epilogue's
+# 16-bit and float32 instances, a 16-bit broadcast write), the launcher's dtype checks and dispatch, the broadcast
+# bias's shape check split out, the epilogue's writer for the kept output named apart: every function the
+# records ran, identical (from a5935d5's kernels, which the H200's records' SASS entry above already covers).
+_DROPINS16 = ("logs/bf16/sass_identity_16bit_dropins.log", [
+    "kernels/fused_gemm_groupnorm.cu", "kernels/common/broadcast_add.cuh", "kernels/common/gemm_epilogue_groupnorm.cuh",
+    "kernels/common/gemm_wgmma_writers.cuh", "kernels/common/gemm_wgmma_writers16.cuh"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
-    "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16])],
+    "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16]), _DROPINS16],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
@@ -52,6 +59,7 @@ SASS_IDENTICAL = {
         ("../nvidia-h200/" + _HALF16[0], _HALF16[1]),
         ("../nvidia-h200/" + _HALF16_FOLD[0], _HALF16_FOLD[1]),
         ("../nvidia-h200/" + _EPILOGUE_TYPES[0], _EPILOGUE_TYPES[1]),
+        ("../nvidia-h200/" + _DROPINS16[0], [f for f in _DROPINS16[1] if f != _WRITERS16]),  # (newer than its records)
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",

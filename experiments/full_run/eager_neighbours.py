@@ -4,8 +4,9 @@ whole model over eager from two interleaved runs on one card, and eager came out
     python experiments/full_run/eager_neighbours.py --out OUT
 
 Problem 94's eager forward (strict tier: cuBLAS's SIMT SGEMM, then the tail) timed by bench.time_interleaved in
-four company sets, each twice: alone; with three tensor-core GEMMs of the same shape (TF32, as chapter 09's
-fused kernels are); with three SIMT GEMMs (as the scoreboard's rungs 03-07); alone again; and with --soak,
+five company sets, each twice: alone; with three tensor-core GEMMs of the same shape (1xTF32, cuBLAS's); with
+three SIMT GEMMs (as the scoreboard's rungs 03-07); with three of chapter 09's whole-model kernels at the strict
+tier (3xTF32, as 09's set has them); alone again; and with --soak,
 alone after that many seconds of SIMT GEMMs back to back (a card held hot, as a chapter after another finds it). nvidia-smi samples
 the SM clock, power and temperature every 100 ms meanwhile (OUT/smi.csv); OUT/eager_neighbours.json has each
 set's medians with the wall-clock window it ran in.
@@ -23,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from solutions import solution  # noqa: E402
 from utils import bench, precision  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
@@ -50,10 +52,17 @@ def main() -> None:
         with precision.tf32(False):
             return F.linear(x, w)
 
+    fused = solution(94).ModelNew(*p.init_inputs("full")).cuda().eval()  # chapter 09's fused kernel, strict: 3xTF32
+    fused.load_state_dict(model.state_dict())
+
+    def fused_model():
+        return fused(x)
+
     sets = {
         "alone": {"eager": model},
         "with 3 TF32 GEMMs": {"eager": model, "tc1": tf32_gemm, "tc2": tf32_gemm, "tc3": tf32_gemm},
         "with 3 SIMT GEMMs": {"eager": model, "simt1": simt_gemm, "simt2": simt_gemm, "simt3": simt_gemm},
+        "with 3 3xTF32 whole models": {"eager": model, "f1": fused_model, "f2": fused_model, "f3": fused_model},
         "alone again": {"eager": model},
     }
     if args.soak:

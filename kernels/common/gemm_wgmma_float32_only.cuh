@@ -10,6 +10,9 @@
 
 namespace gemm_wgmma {
 
+template <class T>
+struct OperandFor;  // named by the 16-bit branches, which nothing instantiates here
+
 template <class F>
 void with_half16(c10::ScalarType dtype, F&&) {
   TORCH_CHECK(false, "this file is the float32 drop-in's export: its kernels take float32 alone, got ", dtype,

@@ -8,7 +8,8 @@
 //   WriterFor<T>, ParamElement<T>            the writer of a 16-bit output, a 16-bit parameter read as a float
 //                                            (a whole-model epilogue of a model in bf16 or fp16);
 //   Store16Epilogue<T>                       StoreEpilogue into a 16-bit output;
-//   with_half16(dtype, f)                    f(the wgmma operand, the element) of a tensor's 16-bit dtype.
+//   OperandFor<T>, with_half16(dtype, f)     the wgmma operand of a 16-bit element; f(that operand, the element)
+//                                            for a tensor's 16-bit dtype.
 //
 // Why the exchange. DirectWriterOf<T> stores a lane's pair from registers: 8 bytes in fp32, so one warp store
 // of an n8 block writes 32 bytes (a sector) of each of 8 rows. In 16 bits the pair is 4 bytes and the same
@@ -108,14 +109,26 @@ struct Store16Epilogue : StoreEpilogue {
   T* out;  // (M, N), hides StoreEpilogue's float out (left null)
 };
 
+// The wgmma operand whose element is T.
+template <class T>
+struct OperandFor;
+template <>
+struct OperandFor<__nv_bfloat16> {
+  using type = Bf16Operand;
+};
+template <>
+struct OperandFor<__half> {
+  using type = Fp16Operand;
+};
+
 // Calls f(Operand{}, T{}) for a 16-bit dtype: (Bf16Operand, __nv_bfloat16) for bfloat16, (Fp16Operand, __half)
 // for float16; the caller has checked that dtype is one of them.
 template <class F>
 void with_half16(c10::ScalarType dtype, F&& f) {
   if (dtype == c10::kBFloat16) {
-    f(Bf16Operand{}, __nv_bfloat16{});
+    f(OperandFor<__nv_bfloat16>::type{}, __nv_bfloat16{});
   } else {
-    f(Fp16Operand{}, __half{});
+    f(OperandFor<__half>::type{}, __half{});
   }
 }
 
