@@ -143,8 +143,9 @@ inline int64_t k_multiple(const torch::Tensor& x) { return is_half16(x) ? kKMult
 inline void check_param_dtype(const torch::Tensor& x, const torch::Tensor& lb, const torch::Tensor& t,
                               const char* name) {
   const bool autocast = is_half16(x) && lb.scalar_type() == torch::kFloat;
+  const char* or_float32 = is_half16(x) ? " (or float32, as under autocast)" : "";
   TORCH_CHECK(t.scalar_type() == x.scalar_type() || autocast, name, " must have x's dtype ", x.scalar_type(),
-              is_half16(x) ? " (or float32, as under autocast)" : "", ", got ", t.scalar_type(),
+              or_float32, ", got ", t.scalar_type(),
               " (the model and its input in one dtype: model.to(x.dtype))");
   TORCH_CHECK(t.scalar_type() == lb.scalar_type(), name, " must have linear_bias's dtype ", lb.scalar_type(),
               ", got ", t.scalar_type(), " (the model's parameters in one dtype: model.to(dtype))");
@@ -236,8 +237,9 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "], got ", shape_string(beta));
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
   TORCH_CHECK(is_sm90(x.get_device()), "the fused kernels run on sm_90 GPUs only (wgmma)");
-  TORCH_CHECK(x.size(1) % k_multiple(x) == 0, "the fused kernels need K % ", num(k_multiple(x)), " == 0 (",
-              half16 ? "16-bit" : "float32", " x: TMA's 16-byte row stride), got K = ", num(x.size(1)));
+  const char* operands = half16 ? "16-bit" : "float32";
+  TORCH_CHECK(x.size(1) % k_multiple(x) == 0, "the fused kernels need K % ", num(k_multiple(x)), " == 0 (", operands,
+              " x: TMA's 16-byte row stride), got K = ", num(x.size(1)));
   TORCH_CHECK(!half16 || !w_residual.has_value(),
               "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (give None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",

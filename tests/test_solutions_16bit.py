@@ -16,7 +16,8 @@ import copy
 import pytest
 import torch
 
-from utils import check
+from tests.test_fused_models import _args as whole_model_args
+from utils import check, ops
 from utils.chapters.session import solution_pair
 from utils.problems import all_problems, get_problem
 from solutions import solution
@@ -226,3 +227,36 @@ def test_the_harness_passes_a_16bit_model_on_the_gpu(pid, dtype, cuda):
     report = check.check_model(pid, solution(pid).ModelNew, device=cuda, dtype=dtype,
                                allow_torch_ops=solution(pid).ModelNew.allow_torch_ops)
     assert report.ok, str(report)
+
+
+# --- the whole-model ops in 16 bits: opcheck ---------------------------------------------------------
+
+def _op_args(name: str, dtype: torch.dtype, params: torch.dtype, device="cpu", grad: bool = True) -> list:
+    """A whole model's op arguments (tests/test_fused_models.py's), x and w in dtype, the parameters in params
+    (dtype: a model in it; float32: as the autocast kernels call the op), every tensor requiring a gradient."""
+    args = whole_model_args(name, 7, 24, 64, 4, device)
+    args = [a.to(dtype if i < 2 else params) if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
+    return [a.requires_grad_() if grad and isinstance(a, torch.Tensor) else a for a in args]
+
+
+@pytest.mark.parametrize("params", ["the dtype's", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", list(ops.WHOLE_MODELS))
+def test_opcheck_of_a_whole_model_in_16_bits_on_the_cpu(name, dtype, params):
+    """Schema, autograd registration, fake tensors against the CPU implementation and AOT dispatch, for a model
+    in bf16 or fp16 and for 16-bit x and w with float32 parameters (what the autocast kernels pass); the output
+    in the parameters' dtype, as the kept GEMM output."""
+    args = _op_args(name, dtype, dtype if params == "the dtype's" else torch.float32)
+    op = ops.WHOLE_MODELS[name].op
+    out, saved = op(*args, None, True)
+    assert out.dtype == saved.dtype == args[2].dtype
+    torch.library.opcheck(op, [*args, None, True])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("params", ["the dtype's", "float32"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", list(ops.WHOLE_MODELS))
+def test_opcheck_of_a_whole_model_in_16_bits_on_the_gpu(name, dtype, params, cuda):
+    args = _op_args(name, dtype, dtype if params == "the dtype's" else torch.float32, cuda)
+    torch.library.opcheck(ops.WHOLE_MODELS[name].op, [*args, None, True])

@@ -35,9 +35,10 @@ if want sanitize; then
   done
 fi
 if want probe; then
-  # PROBES: one probe run per ;-separated argument list, each with its own JSON (so that a later one cut short
-  # by a time limit leaves the earlier ones whole)
-  IFS=';' read -ra runs <<< "${PROBES:---dtypes bfloat16 float16}"
+  # PROBES: one probe run per ;-separated argument list, each in a process of its own with its own JSON (so that a
+  # later one cut short by a time limit leaves the earlier ones whole). Each autocast dtype gets its own process:
+  # torch.compile served a graph compiled under bf16 autocast to fp16 autocast in one process (README).
+  IFS=';' read -ra runs <<< "${PROBES:---dtypes bfloat16 --modes autocast;--dtypes float16 --modes autocast;--dtypes bfloat16 float16 --modes model}"
   for i in "${!runs[@]}"; do
     timeout "${PROBE_S:-300}" python3 experiments/bf16/dropins16_probe.py --out "$OUT/probe$i" \
       --commit "${COMMIT:-unknown}" ${runs[$i]} > "$OUT/dropins16_probe$i.log" 2>&1

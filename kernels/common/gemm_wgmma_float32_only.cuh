@@ -15,8 +15,8 @@ struct OperandFor;  // named by the 16-bit branches, which nothing instantiates 
 
 template <class F>
 void with_half16(c10::ScalarType dtype, F&&) {
-  TORCH_CHECK(false, "this file is the float32 drop-in's export: its kernels take float32 alone, got ", dtype,
-              " (a model in bfloat16 or float16 runs on the workbook's kernels/fused_gemm_groupnorm.cu)");
+  TORCH_CHECK(false, "this file is the float32 drop-in's export: its kernels take float32 alone, got ",
+              c10::toString(dtype), " (a model in bfloat16 or float16 runs on the workbook's kernels/fused_gemm_groupnorm.cu)");
 }
 
 }  // namespace gemm_wgmma
