@@ -26,9 +26,10 @@
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
 // every op. Under torch.autocast x and w come in the autocast dtype and the parameters stay float32
 // (utils/ops.py's autocast kernels): the same GEMM, and the output (and the kept GEMM output) in
-// float32, the parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's 16-byte rows); elsewhere (K % 8 != 0, a group width not
-// instantiated) the model runs as cuBLAS's 16-bit GEMM (aten::linear) and then the tail's float32 op on
-// its output, the result rounded to the dtype (unfused16).
+// float32, the parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's
+// 16-byte rows); elsewhere (K % 8 != 0, a group width not instantiated) the model runs as cuBLAS's
+// 16-bit GEMM (aten::linear) and then the tail's float32 op on its output, the result in the
+// parameters' dtype (unfused16).
 // @precision: fp32
 // @arch: 9.0a
 // @ops: its launchers are operators' kernels (utils/ops.py registers them)
@@ -47,7 +48,8 @@
 // 128 x BN elements of work against a main loop of K / 32 stages.
 //
 // Where it applies: GroupNorm's group width D = C / G must be one of the instantiated widths
-// (16, 32, 64: the problems'), K % 4 == 0 (K % 8 == 0 in 16 bits: TMA), an sm_90 GPU. `fusable(x, w, G)` says so, and
+// (16, 32, 64: the problems'), K % 4 == 0 (K % 8 == 0 in 16 bits: TMA), an sm_90 GPU.
+// `fusable(x, w, G)` says so, and
 // each launcher asks it first, and its plan (common/gemm_dispatch.cuh; fused_here below: more than
 // 256 rows of x, or more than 64 at the TF32 tier): where either says no, the model runs as two ops,
 // workbook::linear

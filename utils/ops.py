@@ -165,13 +165,10 @@ def _empty(like: Tensor) -> Tensor:
 
 # --- the GEMM: nn.Linear's forward and backward ------------------------------------------------------
 
-def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name="bias", dtypes=None):
+def _check_linear(x, weight, bias, weight_residual=None, op="linear", bias_name="bias"):
     """The checks of linear's launcher, named as the op's schema names its arguments (x, w, bias,
-    w_residual; a whole model's linear bias is linear_bias, and its dtypes WHOLE_MODEL_DTYPES)."""
-    _require(op, dtypes, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
-    if weight_residual is not None and x.dtype != torch.float32:
-        raise TypeError(f"workbook::{op}: w_residual is float32's 3xTF32 split of w; a model in {x.dtype} has none "
-                        "(give None)")
+    w_residual; a whole model's linear bias is linear_bias)."""
+    _require(op, x=x, w=weight, **{bias_name: bias}, w_residual=weight_residual)
     if x.dim() != 2 or weight.dim() != 2 or x.shape[1] != weight.shape[1]:
         raise ValueError(f"workbook::{op}: x (M, K) and w (N, K) must be 2-D with the same K, "
                          f"got x {tuple(x.shape)} and w {tuple(weight.shape)}")
