@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests and the float32 drop-ins' (the launchers
 # changed under them), compute-sanitizer's four tools over sanitize_dropins16.py, then dropins16_probe.py at
-# KernelBench's size. STAGES picks (default: build tests fp32tests
-# sanitize probe); PROBES: the probe's argument lists,
+# KernelBench's size; with STAGES=neighbours, experiments/full_run/eager_neighbours.py. STAGES picks (default:
+# build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
 STAGES=" ${STAGES:-build tests fp32tests sanitize probe} "
@@ -33,6 +33,11 @@ if want sanitize; then
       python3 experiments/bf16/sanitize_dropins16.py > "$OUT/sanitize_$tool.log" 2>&1
     echo "$tool rc=$? $(grep -c ": ok" "$OUT/sanitize_$tool.log") ok; $(tail -1 "$OUT/sanitize_$tool.log")"
   done
+fi
+if want neighbours; then  # issue "full run"'s headline: eager beside chapter 09's 3xTF32 kernels, clocks sampled
+  timeout "${NEIGHBOURS_S:-200}" python3 experiments/full_run/eager_neighbours.py --out "$OUT/eager_neighbours" \
+    > "$OUT/eager_neighbours.log" 2>&1
+  echo "eager neighbours rc=$?"; grep -v "^W11" "$OUT/eager_neighbours.log" | tail -12
 fi
 if want probe; then
   # PROBES: one probe run per ;-separated argument list, each in a process of its own with its own JSON (so that a
