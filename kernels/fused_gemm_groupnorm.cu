@@ -108,29 +108,6 @@ void with_group_width(int64_t d, F&& f) {
   }
 }
 
-// Where the fused kernels do not apply (`fusable` false): y = workbook::linear(x, w, lb, w_residual),
-// then the tail's op `tail` on y and tail_args, returning (out, y when save), as the fused launcher
-// would. Calls go through the dispatcher with the launchers' own C++ signature (tensors, doubles and
-// int64_ts by value: what tail_args are), which it checks against the registered kernel's. nullopt
-// when the kernels apply, or when the ops are not registered (the caller's checks then name the
-// condition that failed).
-template <class... Args>
-std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusable, const char* tail,
-                                                                       const torch::Tensor& x, const torch::Tensor& w,
-                                                                       const torch::Tensor& lb,
-                                                                       const c10::optional<torch::Tensor>& w_residual,
-                                                                       bool save, const Args&... tail_args) {
-  if (fusable) return std::nullopt;
-  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-  const auto linear = dispatcher.findSchema({"workbook::linear", ""});
-  const auto tail_op = dispatcher.findSchema({tail, ""});
-  if (!linear.has_value() || !tail_op.has_value()) return std::nullopt;
-  using T = torch::Tensor;
-  const torch::Tensor y = linear->typed<T(T, T, T, c10::optional<T>)>().call(x, w, lb, w_residual);
-  torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(y, tail_args...);
-  return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
-}
-
 // `fusable` (below: exported), the inputs' side of the choice.
 bool fusable_inputs(const torch::Tensor& x, const torch::Tensor& w, int64_t num_groups);
 
@@ -160,17 +137,16 @@ const A& as_float(const A& a) {
   return a;
 }
 
-// unless_fusable for x and w in bfloat16 or float16: cuBLAS's GEMM in their dtype (aten::linear, as
+// unless_fusable's path for x and w in bfloat16 or float16: cuBLAS's GEMM in their dtype (aten::linear, as
 // nn.Linear's, the bias in it too, as autocast converts it), then the tail's float32 op on its output
 // and the parameters converted, its output in the parameters' dtype (rounded to the 16-bit dtype, or
-// float32 under autocast); the GEMM's output kept when save. nullopt when the kernels apply, or when
-// the tail's op is not registered.
+// float32 under autocast); the GEMM's output kept when save. nullopt when the tail's op is not
+// registered.
 template <class... Args>
-std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(bool fusable, const char* tail,
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(const char* tail,
                                                                   const torch::Tensor& x, const torch::Tensor& w,
                                                                   const torch::Tensor& lb, bool save,
                                                                   const Args&... tail_args) {
-  if (fusable) return std::nullopt;
   const auto tail_op = c10::Dispatcher::singleton().findSchema({tail, ""});
   if (!tail_op.has_value()) return std::nullopt;
   using T = torch::Tensor;
@@ -178,6 +154,30 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(bool fusable, 
   const torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(as_float(y), as_float(tail_args)...);
   const torch::TensorOptions params = x.options().dtype(lb.scalar_type());  // the output's, the kept GEMM output's
   return std::make_tuple(out.to(params), save ? y.to(params) : torch::empty({0}, params));
+}
+
+// Where the fused kernels do not apply (`fusable` false), the tail's op `tail` runs on the GEMM's output
+// and tail_args, returning (out, y when save) as the fused launcher would. For float32 x, the GEMM is
+// y = workbook::linear(x, w, lb, w_residual); for 16-bit x, unfused16's. Calls go through the dispatcher
+// with the launchers' own C++ signature (tensors, doubles and int64_ts by value: what tail_args are),
+// which it checks against the registered kernel's. nullopt when the kernels apply, or when the ops are
+// not registered (the caller's checks then name the condition that failed).
+template <class... Args>
+std::optional<std::tuple<torch::Tensor, torch::Tensor>> unless_fusable(bool fusable, const char* tail,
+                                                                       const torch::Tensor& x, const torch::Tensor& w,
+                                                                       const torch::Tensor& lb,
+                                                                       const c10::optional<torch::Tensor>& w_residual,
+                                                                       bool save, const Args&... tail_args) {
+  if (fusable) return std::nullopt;
+  if (is_half16(x)) return unfused16(tail, x, w, lb, save, tail_args...);
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  const auto linear = dispatcher.findSchema({"workbook::linear", ""});
+  const auto tail_op = dispatcher.findSchema({tail, ""});
+  if (!linear.has_value() || !tail_op.has_value()) return std::nullopt;
+  using T = torch::Tensor;
+  const torch::Tensor y = linear->typed<T(T, T, T, c10::optional<T>)>().call(x, w, lb, w_residual);
+  torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(y, tail_args...);
+  return std::make_tuple(out, save ? y : torch::empty({0}, x.options()));
 }
 
 // The operands as TMA needs them: contiguous and 16-byte aligned (a copy when they are not).
@@ -494,9 +494,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_bias_hardtanh_mish_group_norm(to
                                             bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
   const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
-  const auto unfused = fused::is_half16(x)
-                           ? fused::unfused16(fused_here, "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps)
-                           : fused::unless_fusable(fused_here, "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual,
+  const auto unfused = fused::unless_fusable(fused_here, "workbook::bias_hardtanh_mish_group_norm", x, w, linear_bias, w_residual,
                                                    save_gemm_output, bias, min_val, max_val, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -513,9 +511,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_swish_bias_group_norm(torch::Ten
                                     c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
   const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
-  const auto unfused = fused::is_half16(x)
-                           ? fused::unfused16(fused_here, "workbook::swish_bias_group_norm", x, w, linear_bias, save_gemm_output, bias, num_groups, gamma, beta, eps)
-                           : fused::unless_fusable(fused_here, "workbook::swish_bias_group_norm", x, w, linear_bias, w_residual,
+  const auto unfused = fused::unless_fusable(fused_here, "workbook::swish_bias_group_norm", x, w, linear_bias, w_residual,
                                                    save_gemm_output, bias, num_groups, gamma, beta, eps);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -531,9 +527,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_leaky_relu_x2(torch::
                                        c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
   const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
-  const auto unfused = fused::is_half16(x)
-                           ? fused::unfused16(fused_here, "workbook::group_norm_leaky_relu_x2", x, w, linear_bias, save_gemm_output, num_groups, gamma, beta, eps, negative_slope)
-                           : fused::unless_fusable(fused_here, "workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual,
+  const auto unfused = fused::unless_fusable(fused_here, "workbook::group_norm_leaky_relu_x2", x, w, linear_bias, w_residual,
                                                    save_gemm_output, num_groups, gamma, beta, eps, negative_slope);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =
@@ -548,9 +542,7 @@ std::tuple<torch::Tensor, torch::Tensor> linear_group_norm_min_bias(torch::Tenso
                                   c10::optional<torch::Tensor> w_residual = c10::nullopt, bool save_gemm_output = false) {
   const gemm_dispatch::Plan plan = gemm_dispatch::plan(x, w);  // the tier, read once, and the schedule
   const bool fused_here = fused::fused_here(plan, x, w, linear_bias, num_groups, gamma, beta, eps, w_residual);
-  const auto unfused = fused::is_half16(x)
-                           ? fused::unfused16(fused_here, "workbook::group_norm_min_bias", x, w, linear_bias, save_gemm_output, num_groups, gamma, beta, eps, bias)
-                           : fused::unless_fusable(fused_here, "workbook::group_norm_min_bias", x, w, linear_bias, w_residual,
+  const auto unfused = fused::unless_fusable(fused_here, "workbook::group_norm_min_bias", x, w, linear_bias, w_residual,
                                                    save_gemm_output, num_groups, gamma, beta, eps, bias);
   if (unfused.has_value()) return *unfused;
   const fused::Operands o =

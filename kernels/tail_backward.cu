@@ -24,6 +24,12 @@
 // sums its rows in a fixed order into a partial of its own, and a second small kernel adds the
 // partials in a fixed order. No float atomics, so the same inputs give the same bits every run.
 //
+// A model in bf16 or fp16 (94, 37, 62): grad, y and dy in its dtype, read and written by the same
+// kernels (their element E: common/elementwise16.cuh), every value computed in float and dy rounded
+// once, the parameters and the column sums float32. Its bits are the float32 kernels' on the values
+// converted, dy then rounded: what converting around the float32 op gave, without the three passes
+// that converted (about 3.5 GB at 37's shape). 75 keeps its float32 kernels: the caller converts.
+//
 // Thread -> data, 94 / 37 / 62 (tail_backward_team_kernel). The team layout of
 // common/groupnorm.cuh (its forward's): a team of L lanes owns a group, each lane two float4s of it
 // (L = 4 for 94's D = 32, 2 for 62's 16, 8 for 37's 64), a warp 32 / L groups side by side, i.e.
@@ -85,6 +91,7 @@
 #include "common/activations.cuh"
 #include "common/check.cuh"
 #include "common/elementwise.cuh"
+#include "common/elementwise16.cuh"
 #include "common/groupnorm.cuh"
 #include "common/reduce.cuh"
 
@@ -209,9 +216,10 @@ __device__ __forceinline__ float group_norm_dx(float gx, float xhat, float rstd,
 // ---- register arrays of a team lane --------------------------------------------------------------
 
 // A lane's V float4s of one group (team_slot's layout: float4 k at p + 4 * L * k) into floats
-// v[0 .. 4V); the float4s past `count` read as 0.
-template <int L, int V>
-__device__ __forceinline__ void lane_load(const float* __restrict__ p, int count, float (&v)[4 * V]) {
+// v[0 .. 4V); the float4s past `count` read as 0. E: the tensor's element, float, or a 16-bit one
+// read four values at a time (common/elementwise16.cuh) and stored rounded.
+template <int L, int V, class E>
+__device__ __forceinline__ void lane_load(const E* __restrict__ p, int count, float (&v)[4 * V]) {
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     const float4 t = k < count ? load4(p + 4 * L * k) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -219,8 +227,8 @@ __device__ __forceinline__ void lane_load(const float* __restrict__ p, int count
   }
 }
 
-template <int L, int V>
-__device__ __forceinline__ void lane_store(float* __restrict__ p, int count, const float (&v)[4 * V]) {
+template <int L, int V, class E>
+__device__ __forceinline__ void lane_store(E* __restrict__ p, int count, const float (&v)[4 * V]) {
 #pragma unroll
   for (int k = 0; k < V; ++k) {
     if (k < count) store4(p + 4 * L * k, make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
@@ -242,12 +250,13 @@ constexpr bool kTailPrefetch = TAIL_BACKWARD_PREFETCH;
 
 // Block (x, y): the 32 / L groups x * 32 / L ... (256 columns at the problems' D), rows
 // y * rows_per_chunk ... ; warp w takes the chunk's rows w, w + 8, ... Writes dy and the block's
-// column sums, partial[s][blockIdx.y][c] for its columns c.
-template <int L, int V, class Tail>
+// column sums, partial[s][blockIdx.y][c] for its columns c. grad, y and dy in E (a model in bf16 or
+// fp16: E is its element, the arithmetic float, dy rounded once); the parameters and sums float.
+template <int L, int V, class Tail, class E = float>
 __global__ void __launch_bounds__(kTeamThreads, 2)
-    tail_backward_team_kernel(const float* __restrict__ grad, const float* __restrict__ y,
+    tail_backward_team_kernel(const E* __restrict__ grad, const E* __restrict__ y,
                               const float* __restrict__ gamma, const float* __restrict__ beta, Tail tail,
-                              float* __restrict__ dy, float* __restrict__ partial, int64_t M, int64_t G, int D,
+                              E* __restrict__ dy, float* __restrict__ partial, int64_t M, int64_t G, int D,
                               float inv_d, float eps, int64_t rows_per_chunk) {
   constexpr int kTeams = 32 / L;
   constexpr int NV = 4 * V;          // floats per lane
@@ -370,8 +379,8 @@ __global__ void __launch_bounds__(kTeamThreads, 2)
 // lane + 32 r of a chunk of 256 (8 per lane, coalesced), summarised chunk by chunk and merged as
 // the forward's block path does; the warp's summary then merges over the lanes. Every lane gets
 // the same bits. All 32 lanes call.
-template <class Pre>
-__device__ __forceinline__ MeanRstd warp_welford(const float* __restrict__ x, int D, float eps, const Pre& pre) {
+template <class Pre, class E>
+__device__ __forceinline__ MeanRstd warp_welford(const E* __restrict__ x, int D, float eps, const Pre& pre) {
   constexpr int R = kBlockValues;
   const int lane = threadIdx.x % 32;
   Welford w = {0.0f, 0.0f, 0.0f};
@@ -383,7 +392,7 @@ __device__ __forceinline__ MeanRstd warp_welford(const float* __restrict__ x, in
       const int e = start + lane + 32 * r;
       v[r] = 0.0f;
       if (e < D) {
-        v[r] = pre(x[e], e);
+        v[r] = pre(as_float(x[e]), e);
         count = r + 1;
       }
     }
@@ -394,9 +403,9 @@ __device__ __forceinline__ MeanRstd warp_welford(const float* __restrict__ x, in
 
 // One warp per (row, group) segment q: its mean and rstd, and m1 = mean_D(gx), m2 = mean_D(gx * xhat)
 // of GroupNorm's backward, into stats[q]. A second pass over the segment (from L1) for the sums.
-template <class Tail>
+template <class Tail, class E = float>
 __global__ void __launch_bounds__(256)
-    tail_stats_kernel(const float* __restrict__ grad, const float* __restrict__ y, const float* __restrict__ gamma,
+    tail_stats_kernel(const E* __restrict__ grad, const E* __restrict__ y, const float* __restrict__ gamma,
                       const float* __restrict__ beta, Tail tail, float4* __restrict__ stats, int64_t segments,
                       int64_t G, int D, float inv_d, float eps) {
   const int lane = threadIdx.x % 32;
@@ -412,9 +421,9 @@ __global__ void __launch_bounds__(256)
     for (int e = lane; e < D; e += 32) {
       const int64_t c = cbase + e;
       float aux;
-      const float xh = (tail.pre(y[base + e], bias_of(tail, c), aux) - st.mean) * st.rstd;
+      const float xh = (tail.pre(as_float(y[base + e]), bias_of(tail, c), aux) - st.mean) * st.rstd;
       const float gm = gamma[c];
-      const float gx = tail.upstream(grad[base + e], xh, gm, Tail::kUsesBeta ? beta[c] : 0.0f) * gm;
+      const float gx = tail.upstream(as_float(grad[base + e]), xh, gm, Tail::kUsesBeta ? beta[c] : 0.0f) * gm;
       s1 += gx;
       s2 += gx * xh;
     }
@@ -426,11 +435,11 @@ __global__ void __launch_bounds__(256)
 
 // Thread t of block (x, y) owns column c = 256 x + t, for the rows of chunk y (coalesced scalar
 // accesses across the block); its column sums go straight to partial[s][y][c].
-template <class Tail>
+template <class Tail, class E = float>
 __global__ void __launch_bounds__(256)
-    tail_backward_general_kernel(const float* __restrict__ grad, const float* __restrict__ y,
+    tail_backward_general_kernel(const E* __restrict__ grad, const E* __restrict__ y,
                                  const float* __restrict__ gamma, const float* __restrict__ beta, Tail tail,
-                                 const float4* __restrict__ stats, float* __restrict__ dy,
+                                 const float4* __restrict__ stats, E* __restrict__ dy,
                                  float* __restrict__ partial, int64_t M, int64_t G, int D, int64_t rows_per_chunk) {
   constexpr int S = Tail::kSums;
   const int64_t C = G * D;
@@ -447,13 +456,13 @@ __global__ void __launch_bounds__(256)
   for (int64_t r = static_cast<int64_t>(blockIdx.y) * rows_per_chunk; r < row_end; ++r) {
     const float4 st = stats[r * G + g];  // mean, rstd, m1, m2
     const int64_t off = r * C + c;
-    const float yv = y[off];
+    const float yv = as_float(y[off]);
     float aux;
     const float xh = (tail.pre(yv, b, aux) - st.x) * st.y;
-    const float u = tail.upstream(grad[off], xh, gm, bt);
+    const float u = tail.upstream(as_float(grad[off]), xh, gm, bt);
     const float dx = group_norm_dx(u * gm, xh, st.y, st.z, st.w);
     const float out = tail.input_grad(dx, yv, b, aux);
-    dy[off] = out;
+    dy[off] = ElementOf<E>::rounded(out);
     tail.accumulate(acc, u, xh, dx, out);
   }
   const int64_t chunks = gridDim.y;
@@ -821,17 +830,32 @@ inline RowChunks plan_row_chunks(int64_t M, int64_t col_tiles, int64_t resident)
 
 // The checks every launcher makes of the saved tensors: y (M, C), GroupNorm's gamma and beta (C,)
 // and num_groups as the forward's launchers check them (common/groupnorm.cuh, the messages calling
-// the tensor y), and eps.
+// the tensor y), and eps. half16: y may also be bfloat16 or float16 (a model in that dtype; the
+// parameters stay float32, as the caller converts them).
 static void check_saved(const torch::Tensor& y, const torch::Tensor& gamma, const torch::Tensor& beta,
-                        int64_t num_groups, double eps) {
-  check_group_norm_inputs(y, gamma, beta, num_groups, "y");
+                        int64_t num_groups, double eps, bool half16 = false) {
+  const bool y16 = y.scalar_type() == torch::kBFloat16 || y.scalar_type() == torch::kHalf;
+  if (half16 && y16) {
+    check_cuda(y, "y");
+    check_contiguous(y, "y");
+    check_group_norm_shapes(y, gamma, beta, num_groups, "y");
+  } else {
+    TORCH_CHECK(!half16 || y.scalar_type() == torch::kFloat, "y must be float32, bfloat16 or float16, got ",
+                y.scalar_type(), " (call .float())");
+    check_group_norm_inputs(y, gamma, beta, num_groups, "y");
+  }
   TORCH_CHECK(eps >= 0.0, "eps must be non-negative, got ", num(eps));
 }
 
-// grad: float32 on y's device, any strides (the launchers make it contiguous).
+// grad: y's dtype on y's device, any strides (the launchers make it contiguous).
 static void check_grad(const torch::Tensor& grad, const torch::Tensor& y) {
   CHECK_CUDA(grad);
-  CHECK_FLOAT(grad);
+  if (y.scalar_type() == torch::kFloat) {
+    CHECK_FLOAT(grad);
+  } else {
+    TORCH_CHECK(grad.scalar_type() == y.scalar_type(), "grad must have y's dtype ", y.scalar_type(), ", got ",
+                grad.scalar_type());
+  }
   CHECK_SAME_DEVICE(y, grad);
 }
 
@@ -863,7 +887,9 @@ struct TailGrads {
 };
 
 // dy and the tail's column sums for grad (M, C) and y (M, C), inputs already checked: the main
-// kernel (team or general path), then the column sums' second pass, on the current stream.
+// kernel (team or general path), then the column sums' second pass, on the current stream. grad, y
+// and dy in y's dtype (float32, or bfloat16 or float16: the element E the kernels read and write);
+// the sums and every buffer between the kernels float32.
 template <class Tail>
 static TailGrads<Tail> tail_backward(const torch::Tensor& grad_in, const torch::Tensor& y, const torch::Tensor& gamma,
                                      const torch::Tensor& beta, int64_t G, double eps, const Tail& tail) {
@@ -872,50 +898,62 @@ static TailGrads<Tail> tail_backward(const torch::Tensor& grad_in, const torch::
   const torch::Tensor grad = grad_in.contiguous();  // autograd may hand an expanded or strided gradient
   const int64_t M = y.size(0);
   const int64_t C = y.size(1);
+  const torch::TensorOptions sums_options = y.options().dtype(torch::kFloat);
   TailGrads<Tail> out;
   out.dy = torch::empty_like(y);
   if (M == 0 || C == 0) {
-    for (int s = 0; s < S; ++s) out.sums[s] = torch::zeros({C}, y.options());
+    for (int s = 0; s < S; ++s) out.sums[s] = torch::zeros({C}, sums_options);
     return out;
   }
-  for (int s = 0; s < S; ++s) out.sums[s] = torch::empty({C}, y.options());
-  const Launch k = launch_of(y, gamma, beta, out.dy, G, eps);
-  const int D = static_cast<int>(k.D);
-  const float* gp = grad.data_ptr<float>();
+  for (int s = 0; s < S; ++s) out.sums[s] = torch::empty({C}, sums_options);
+  const int64_t D64 = C / G;
+  const int D = static_cast<int>(D64);
+  const float inv_d = static_cast<float>(1.0 / static_cast<double>(D64));
+  const float e = static_cast<float>(eps);
+  const int device = y.get_device();
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  const float* gamma_p = gamma.data_ptr<float>();
+  const float* beta_p = beta.data_ptr<float>();
 
   torch::Tensor partial;
   int64_t chunks = 0;
-  if (team_path_ok(D, {gp, k.y, k.dy, k.gamma, k.beta, tail.bias})) {
-    with_team_lanes(D, [&](auto lanes) {
-      constexpr int L = decltype(lanes)::value;
-      auto kernel = tail_backward_team_kernel<L, GROUPNORM_TEAM_VECS, Tail>;
-      const int64_t col_tiles = (G + 32 / L - 1) / (32 / L);
-      const RowChunks plan = plan_row_chunks(M, col_tiles, resident_blocks(kernel, kTeamThreads, 0, k.device));
-      chunks = plan.count;
-      partial = torch::empty({S, chunks, C}, y.options());
-      const dim3 grid(static_cast<unsigned int>(col_tiles), static_cast<unsigned int>(chunks));
-      kernel<<<grid, kTeamThreads, 0, k.stream>>>(gp, k.y, k.gamma, k.beta, tail, k.dy, partial.data_ptr<float>(), M,
-                                                  G, D, k.inv_d, k.eps, plan.rows);
+  with_float_element(y.scalar_type(), [&](auto element) {
+    using E = decltype(element);
+    const E* gp = data_as<const E>(grad);
+    const E* yp = data_as<const E>(y);
+    E* dyp = data_as<E>(out.dy);
+    if (team_path_ok(D, {gp, yp, dyp, gamma_p, beta_p, tail.bias})) {
+      with_team_lanes(D, [&](auto lanes) {
+        constexpr int L = decltype(lanes)::value;
+        auto kernel = tail_backward_team_kernel<L, GROUPNORM_TEAM_VECS, Tail, E>;
+        const int64_t col_tiles = (G + 32 / L - 1) / (32 / L);
+        const RowChunks plan = plan_row_chunks(M, col_tiles, resident_blocks(kernel, kTeamThreads, 0, device));
+        chunks = plan.count;
+        partial = torch::empty({S, chunks, C}, sums_options);
+        const dim3 grid(static_cast<unsigned int>(col_tiles), static_cast<unsigned int>(chunks));
+        kernel<<<grid, kTeamThreads, 0, stream>>>(gp, yp, gamma_p, beta_p, tail, dyp, partial.data_ptr<float>(), M, G,
+                                                  D, inv_d, e, plan.rows);
+        LAUNCH_CHECK();
+      });
+    } else {
+      const int64_t segments = M * G;
+      torch::Tensor stats = torch::empty({segments, 4}, sums_options);
+      float4* sp = reinterpret_cast<float4*>(stats.data_ptr<float>());
+      auto stats_kernel = tail_stats_kernel<Tail, E>;
+      const unsigned int stats_grid = resident_grid(stats_kernel, 256, 0, (segments + 7) / 8, device);
+      stats_kernel<<<stats_grid, 256, 0, stream>>>(gp, yp, gamma_p, beta_p, tail, sp, segments, G, D, inv_d, e);
       LAUNCH_CHECK();
-    });
-  } else {
-    const int64_t segments = M * G;
-    torch::Tensor stats = torch::empty({segments, 4}, y.options());
-    float4* sp = reinterpret_cast<float4*>(stats.data_ptr<float>());
-    auto stats_kernel = tail_stats_kernel<Tail>;
-    const unsigned int stats_grid = resident_grid(stats_kernel, 256, 0, (segments + 7) / 8, k.device);
-    stats_kernel<<<stats_grid, 256, 0, k.stream>>>(gp, k.y, k.gamma, k.beta, tail, sp, segments, G, D, k.inv_d, k.eps);
-    LAUNCH_CHECK();
-    auto kernel = tail_backward_general_kernel<Tail>;
-    const int64_t col_tiles = (C + 255) / 256;
-    const RowChunks plan = plan_row_chunks(M, col_tiles, resident_blocks(kernel, 256, 0, k.device));
-    chunks = plan.count;
-    partial = torch::empty({S, chunks, C}, y.options());
-    const dim3 grid(static_cast<unsigned int>(col_tiles), static_cast<unsigned int>(chunks));
-    kernel<<<grid, 256, 0, k.stream>>>(gp, k.y, k.gamma, k.beta, tail, sp, k.dy, partial.data_ptr<float>(), M, G, D,
+      auto kernel = tail_backward_general_kernel<Tail, E>;
+      const int64_t col_tiles = (C + 255) / 256;
+      const RowChunks plan = plan_row_chunks(M, col_tiles, resident_blocks(kernel, 256, 0, device));
+      chunks = plan.count;
+      partial = torch::empty({S, chunks, C}, sums_options);
+      const dim3 grid(static_cast<unsigned int>(col_tiles), static_cast<unsigned int>(chunks));
+      kernel<<<grid, 256, 0, stream>>>(gp, yp, gamma_p, beta_p, tail, sp, dyp, partial.data_ptr<float>(), M, G, D,
                                        plan.rows);
-    LAUNCH_CHECK();
-  }
+      LAUNCH_CHECK();
+    }
+  });
 
   ColumnSums sums = {};
   for (int s = 0; s < S; ++s) {
@@ -923,7 +961,7 @@ static TailGrads<Tail> tail_backward(const torch::Tensor& grad_in, const torch::
     sums.out[s] = sum.data_ptr<float>();
   }
   const unsigned int grid = static_cast<unsigned int>(std::min<int64_t>((S * C + 255) / 256, 65535));
-  column_sums_finish_kernel<<<grid, 256, 0, k.stream>>>(partial.data_ptr<float>(), sums, S, chunks, C);
+  column_sums_finish_kernel<<<grid, 256, 0, stream>>>(partial.data_ptr<float>(), sums, S, chunks, C);
   LAUNCH_CHECK();
   return out;
 }
@@ -934,7 +972,7 @@ static TailGrads<Tail> tail_backward(const torch::Tensor& grad_in, const torch::
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bias_hardtanh_mish_group_norm_backward(
     torch::Tensor grad, torch::Tensor y, torch::Tensor bias, double min_val, double max_val, int64_t num_groups,
     torch::Tensor gamma, torch::Tensor beta, double eps) {
-  check_saved(y, gamma, beta, num_groups, eps);
+  check_saved(y, gamma, beta, num_groups, eps, /*half16=*/true);
   check_channel_bias(y, bias, "y");
   check_grad(grad, y);
   CHECK_SAME_SHAPE(grad, y);
@@ -948,7 +986,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> bias_hard
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> swish_bias_group_norm_backward(
     torch::Tensor grad, torch::Tensor y, torch::Tensor bias, int64_t num_groups, torch::Tensor gamma,
     torch::Tensor beta, double eps) {
-  check_saved(y, gamma, beta, num_groups, eps);
+  check_saved(y, gamma, beta, num_groups, eps, /*half16=*/true);
   check_channel_bias(y, bias, "y");
   check_grad(grad, y);
   CHECK_SAME_SHAPE(grad, y);
@@ -960,7 +998,7 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor, torch::Te
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> group_norm_leaky_relu_x2_backward(
     torch::Tensor grad, torch::Tensor y, int64_t num_groups, torch::Tensor gamma, torch::Tensor beta, double eps,
     double negative_slope) {
-  check_saved(y, gamma, beta, num_groups, eps);
+  check_saved(y, gamma, beta, num_groups, eps, /*half16=*/true);
   check_grad(grad, y);
   CHECK_SAME_SHAPE(grad, y);
   const LeakyReluX2Tail tail{nullptr, static_cast<float>(negative_slope)};

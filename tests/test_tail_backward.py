@@ -372,3 +372,123 @@ def test_rejects_bad_input(kernels, cuda, problem):
         }
         with pytest.raises(RuntimeError, match=message):
             calls[problem]()
+
+
+# ---- a model in bf16 or fp16 (94, 37, 62) -------------------------------------------------------------
+#
+# grad, y and dy in the model's dtype, the parameters and the column sums float32: the kernels read the 16-bit
+# values, compute in float and round dy once. float holds every bf16 and fp16 value, so the result must be the
+# float32 launcher's on the values converted, dy then rounded: the same bits, element by element. 75 takes
+# float32 only (WholeModel converts around it).
+
+HALF16 = [torch.bfloat16, torch.float16]
+HALF16_IDS = ["bf16", "fp16"]
+TAKES_HALF16 = [94, 37, 62]
+
+
+def half16_inputs(problem, M, C, G, dtype, *, seed=0):
+    """inputs() with grad and y rounded to dtype (the parameters stay float32)."""
+    t = inputs(problem, M, C, G, seed=seed)
+    return {k: v.to(dtype) if k in ("grad", "y") else v for k, v in t.items()}
+
+
+def float32_then_rounded(kernels, problem, t, G):
+    """The float32 launcher on t's 16-bit grad and y converted, dy rounded back to their dtype."""
+    dy, *sums = launch(kernels, problem, {**t, "grad": t["grad"].float(), "y": t["y"].float()}, G)
+    return (dy.to(t["y"].dtype), *sums)
+
+
+def assert_same_bits(problem, outs, want, what=""):
+    assert len(outs) == len(want) == len(OUTPUTS[problem])
+    for name, out, ref in zip(OUTPUTS[problem], outs, want):
+        assert (out.dtype, out.shape) == (ref.dtype, ref.shape), f"{problem} {what} {name}"
+        assert out.is_contiguous(), name
+        torch.testing.assert_close(out, ref, rtol=0, atol=0, equal_nan=True,
+                                   msg=lambda m, name=name: f"{problem} {what} {name}: {m}")
+
+
+def test_16bit_cpu_op_is_the_float32_math_rounded_once():
+    """The registered ops' CPU implementation (the declaration's math) on 16-bit grad and y: dy in their dtype,
+    the sums float32, equal to the float32 op on the converted values with dy rounded; what the fake gives."""
+    from utils import ops
+    G = 4
+    for problem, name in ((94, "bias_hardtanh_mish_group_norm_backward"), (37, "swish_bias_group_norm_backward"),
+                          (62, "group_norm_leaky_relu_x2_backward")):
+        op = ops.BACKWARD[name]
+        for dtype in HALF16:
+            t = half16_inputs(problem, 7, 128, G, dtype)
+            args = {94: lambda t: (t["grad"], t["y"], t["bias"], LO, HI, G, t["gamma"], t["beta"], EPS),
+                    37: lambda t: (t["grad"], t["y"], t["bias"], G, t["gamma"], t["beta"], EPS),
+                    62: lambda t: (t["grad"], t["y"], G, t["gamma"], t["beta"], EPS, SLOPE)}[problem]
+            got = op(*args(t))
+            dy, *sums = op(*args({**t, "grad": t["grad"].float(), "y": t["y"].float()}))
+            assert_same_bits(problem, got, (dy.to(dtype), *sums), f"cpu {dtype}")
+            torch.library.opcheck(op, args(t))
+
+
+def test_16bit_refused_where_it_does_not_fit():
+    """75's op takes float32 only; grad and y must share their 16-bit dtype; the parameters stay float32."""
+    from utils import ops
+    G = 4
+    t = half16_inputs(75, 7, 128, G, torch.bfloat16)
+    with pytest.raises(TypeError, match="float32 only: y is torch.bfloat16"):
+        ops.BACKWARD["group_norm_min_bias_backward"](t["grad"], t["y"], G, t["gamma"], t["beta"], EPS)
+    op = ops.BACKWARD["group_norm_leaky_relu_x2_backward"]
+    t = half16_inputs(62, 7, 128, G, torch.bfloat16)
+    with pytest.raises(TypeError, match="every tensor must have y's dtype torch.bfloat16, got grad torch.float16"):
+        op(t["grad"].half(), t["y"], G, t["gamma"], t["beta"], EPS, SLOPE)
+    with pytest.raises(TypeError, match="float32 only: gamma is torch.bfloat16"):
+        op(t["grad"], t["y"], G, t["gamma"].bfloat16(), t["beta"], EPS, SLOPE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF16, ids=HALF16_IDS)
+@pytest.mark.parametrize("problem, shape", [(p, s) for p in TAKES_HALF16 for s in SHAPES[p] + ODD],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else str(v))
+def test_16bit_is_the_float32_kernels_bits_rounded_once(kernels, cuda, problem, shape, dtype):
+    """Team path (the problems' widths) and general path (odd widths), every output from NaN-poisoned memory."""
+    M, C, G = shape
+    t = to(half16_inputs(problem, M, C, G, dtype), cuda)
+    got = poisoned(lambda: launch(kernels, problem, t, G))
+    assert_same_bits(problem, got, float32_then_rounded(kernels, problem, t, G), f"{shape} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF16, ids=HALF16_IDS)
+@pytest.mark.parametrize("problem", TAKES_HALF16)
+def test_16bit_unaligned_and_strided(kernels, cuda, problem, dtype):
+    """y one element into its storage (the general path: not 16-byte aligned) and a transposed gradient."""
+    M, C, G = 37, 256, 8
+    t = to(half16_inputs(problem, M, C, G, dtype), cuda)
+    y = torch.empty(M * C + 1, dtype=dtype, device=cuda)[1:].view(M, C).copy_(t["y"])
+    grad = t["grad"].t().contiguous().t()
+    shifted = {**t, "y": y, "grad": grad}
+    assert_same_bits(problem, launch(kernels, problem, shifted, G), float32_then_rounded(kernels, problem, t, G))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("problem", TAKES_HALF16)
+def test_16bit_rejects_mixed_dtypes(kernels, cuda, problem):
+    M, C, G = 4, 12, 3
+    t = to(half16_inputs(problem, M, C, G, torch.bfloat16), cuda)
+    for change, message in [({"grad": t["grad"].half()}, "grad must have y's dtype BFloat16, got Half"),
+                            ({"grad": t["grad"].float()}, "grad must have y's dtype BFloat16, got Float"),
+                            ({"gamma": t["gamma"].bfloat16()}, "gamma must be float32"),
+                            ({"y": t["y"].cpu()}, "y must be a CUDA tensor")]:
+        with pytest.raises(RuntimeError, match=message):
+            launch(kernels, problem, {**t, **change}, G)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", HALF16, ids=HALF16_IDS)
+@pytest.mark.parametrize("name", ["bias_hardtanh_mish_group_norm_backward", "swish_bias_group_norm_backward",
+                                  "group_norm_leaky_relu_x2_backward"])
+def test_16bit_opcheck_on_the_gpu(name, dtype, cuda):
+    from utils import ops
+    problem = {"bias": 94, "swish": 37, "group": 62}[name.split("_")[0]]
+    G = 4
+    t = to(half16_inputs(problem, 7, 128, G, dtype), cuda)
+    args = {94: (t["grad"], t["y"], t["bias"], LO, HI, G, t["gamma"], t["beta"], EPS),
+            37: (t["grad"], t["y"], t["bias"], G, t["gamma"], t["beta"], EPS),
+            62: (t["grad"], t["y"], G, t["gamma"], t["beta"], EPS, SLOPE)}[problem]
+    torch.library.opcheck(ops.BACKWARD[name], args)

@@ -40,6 +40,8 @@ class Declaration:
     outputs: Callable  # the arguments -> the output's shape, or a list of the outputs' shapes
     example: Callable[[int, torch.Generator], list]  # valid arguments with n rows, on the CPU
     dtypes: Mapping[torch.dtype, tuple[str, ...]] = field(default_factory=lambda: FLOAT32)
+    # the arguments -> the outputs' dtypes, where they are not all the first tensor argument's
+    output_dtypes: Callable | None = None
 
     def reference(self, *args):
         self.check(*args)
@@ -50,7 +52,8 @@ class Declaration:
         like = next(a for a in args if isinstance(a, Tensor))
         shapes = self.outputs(*args)
         if isinstance(shapes, list):
-            return tuple(like.new_empty(shape) for shape in shapes)
+            dtypes = self.output_dtypes(*args) if self.output_dtypes else [like.dtype] * len(shapes)
+            return tuple(like.new_empty(shape, dtype=dtype) for shape, dtype in zip(shapes, dtypes))
         return like.new_empty(shapes)
 
     def register(self, backward=None, **options):

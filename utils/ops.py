@@ -59,7 +59,8 @@ The GEMM and the tails take float32 only, on both devices, and every other dtype
 says so: their kernels are written for float32, and a CPU path that accepted float16 would make a
 model that works on the CPU and fails on the GPU. The whole models also take a model wholly in
 bfloat16 or float16 (fused_gemm_groupnorm.cu's 16-bit kernels, the epilogue in float32, the output
-rounded once; the backward the tail's float32 op and 16-bit GEMMs: WholeModel._backward16), and x and
+rounded once; the backward the tail's backward on the 16-bit tensors and 16-bit GEMMs:
+WholeModel._backward16), and x and
 w in one of those with the parameters in float32, which is how the autocast kernels at the end call
 them (the output then float32, as the reference's under CUDA autocast). A whole model in float64 (its
 input and nn.Linear's weight) runs the reference math instead, on either device (WholeModel.__call__),
@@ -68,6 +69,8 @@ as Model would.
 from __future__ import annotations
 
 import inspect
+from functools import partial
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -130,6 +133,12 @@ def _check_group_norm(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: 
     (CPU, fake). x_name: what the op's schema calls x (the backward ops: y); channel_bias: the (C,)
     bias added before GroupNorm (94, 37); more: other tensors, checked for dtype and device."""
     _require(op, **{x_name: x, "gamma": gamma, "beta": beta, "bias": channel_bias, **more})
+    _check_group_norm_shapes(op, x, num_groups, gamma, beta, x_name, channel_bias)
+
+
+def _check_group_norm_shapes(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor, x_name: str,
+                             channel_bias: Tensor | None) -> None:
+    """_check_group_norm's checks of the shapes alone (common/groupnorm.cuh's check_group_norm_shapes)."""
     if x.dim() != 2:
         raise ValueError(f"workbook::{op}: {x_name} must be 2-D (N, C), got shape {tuple(x.shape)}")
     C = x.shape[1]
@@ -144,10 +153,33 @@ def _check_group_norm(op: str, x: Tensor, num_groups: int, gamma: Tensor, beta: 
 def _check_tail_backward(op: str, grad: Tensor, y: Tensor, num_groups: int, gamma: Tensor, beta: Tensor,
                          bias: Tensor | None = None) -> None:
     """A tail's backward op (tail_backward.cu's launchers): y, the tail's arguments and the output's
-    gradient grad, which has y's shape ((N, C) in, (N, C) out)."""
-    _check_group_norm(op, y, num_groups, gamma, beta, x_name="y", channel_bias=bias, grad=grad)
+    gradient grad, which has y's shape ((N, C) in, (N, C) out). Where the op takes bf16 and fp16 (94, 37,
+    62: a model in that dtype), grad and y may be in one of them, the parameters float32."""
+    if y.dtype in HALF16:
+        _require(op, one_dtype=False, y=y, grad=grad, gamma=gamma, beta=beta, bias=bias)  # dtypes taken, one device
+        _require(op, y=y, grad=grad)
+        _require(op, FLOAT32, gamma=gamma, beta=beta, bias=bias)
+        _check_group_norm_shapes(op, y, num_groups, gamma, beta, "y", bias)
+    else:
+        _check_group_norm(op, y, num_groups, gamma, beta, x_name="y", channel_bias=bias, grad=grad)
     if grad.shape != y.shape:
         raise ValueError(f"workbook::{op}: grad must have y's shape {tuple(y.shape)}, got {tuple(grad.shape)}")
+
+
+def _in_float32(math: Callable) -> Callable:
+    """A tail backward's math where grad and y may be bf16 or fp16 (94, 37, 62): on their values converted to
+    float32 (exactly), dy rounded once to y's dtype and the column sums float32, as tail_backward.cu computes."""
+    def run(grad, y, *rest):
+        if y.dtype == torch.float32:
+            return math(grad, y, *rest)
+        dy, *sums = math(grad.float(), y.float(), *rest)
+        return (dy.to(y.dtype), *sums)
+    return run
+
+
+def _tail_backward_dtypes(grad, y, *_rest, sums: int) -> list[torch.dtype]:
+    """The outputs' dtypes of a tail backward that takes 16-bit grad and y: dy y's, the column sums float32."""
+    return [y.dtype] + [torch.float32] * sums
 
 
 def _group_norm_backward(grad: Tensor, x: Tensor, num_groups: int, gamma: Tensor, beta: Tensor,
@@ -309,9 +341,9 @@ BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD = Declaration(
     "tail_backward", "bias_hardtanh_mish_group_norm_backward",
     check=lambda grad, x, bias, min_val, max_val, num_groups, gamma, beta, eps: _check_tail_backward(
         "bias_hardtanh_mish_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
-    math=_bias_hardtanh_mish_group_norm_backward_math,
+    math=_in_float32(_bias_hardtanh_mish_group_norm_backward_math),
     outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 3],  # dx; dbias, dgamma, dbeta (C each)
-    example=_94_BACKWARD_EXAMPLE)
+    example=_94_BACKWARD_EXAMPLE, dtypes=WHOLE_MODEL_DTYPES, output_dtypes=partial(_tail_backward_dtypes, sums=3))
 bias_hardtanh_mish_group_norm, bias_hardtanh_mish_group_norm_backward = _register_tail(
     BIAS_HARDTANH_MISH_GROUP_NORM, BIAS_HARDTANH_MISH_GROUP_NORM_BACKWARD, gradients=4)
 
@@ -341,9 +373,9 @@ SWISH_BIAS_GROUP_NORM_BACKWARD = Declaration(
     "tail_backward", "swish_bias_group_norm_backward",
     check=lambda grad, x, bias, num_groups, gamma, beta, eps: _check_tail_backward(
         "swish_bias_group_norm_backward", grad, x, num_groups, gamma, beta, bias),
-    math=_swish_bias_group_norm_backward_math,
+    math=_in_float32(_swish_bias_group_norm_backward_math),
     outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 4],  # dx; dbias, dgamma, dbeta, dx's row sum (C each)
-    example=_37_BACKWARD_EXAMPLE)
+    example=_37_BACKWARD_EXAMPLE, dtypes=WHOLE_MODEL_DTYPES, output_dtypes=partial(_tail_backward_dtypes, sums=4))
 swish_bias_group_norm, swish_bias_group_norm_backward = _register_tail(
     SWISH_BIAS_GROUP_NORM, SWISH_BIAS_GROUP_NORM_BACKWARD, gradients=4)
 
@@ -373,9 +405,9 @@ GROUP_NORM_LEAKY_RELU_X2_BACKWARD = Declaration(
     "tail_backward", "group_norm_leaky_relu_x2_backward",
     check=lambda grad, x, num_groups, gamma, beta, eps, negative_slope: _check_tail_backward(
         "group_norm_leaky_relu_x2_backward", grad, x, num_groups, gamma, beta),
-    math=_group_norm_leaky_relu_x2_backward_math,
+    math=_in_float32(_group_norm_leaky_relu_x2_backward_math),
     outputs=lambda grad, x, *_: [x.shape, *[(x.shape[1],)] * 3],  # dx; dgamma, dbeta, dx's row sum (C each)
-    example=_62_BACKWARD_EXAMPLE)
+    example=_62_BACKWARD_EXAMPLE, dtypes=WHOLE_MODEL_DTYPES, output_dtypes=partial(_tail_backward_dtypes, sums=3))
 group_norm_leaky_relu_x2, group_norm_leaky_relu_x2_backward = _register_tail(
     GROUP_NORM_LEAKY_RELU_X2, GROUP_NORM_LEAKY_RELU_X2_BACKWARD, gradients=3)
 
@@ -462,6 +494,7 @@ class WholeModel:
         self.tail_arity = len(self.tail_names)
         self.declaration = tail
         self._tail_backward, self._gradients, self._backward_args = tail_backward, gradients, backward_args
+        self._backward_dtypes = DECLARED[f"{tail.name}_backward"].dtypes  # 94, 37, 62's take bf16 and fp16
         self.op = build.register_op(FUSED, self.name, reference=self._reference, fake=self._fake,
                                     backward=self._backward, keep_outputs=(1,), elsewhere=self._unfused)
 
@@ -572,12 +605,13 @@ class WholeModel:
 
     def _backward16(self, bw, x, weight, linear_bias, y, rest):
         """The backward where x and w are bf16 or fp16 (a model in that dtype, or one under autocast), y the
-        GEMM's output in the parameters' dtype: the tail's float32 backward op on y and the gradient
-        converted (one pass, as in float32), each gradient in its tensor's dtype, then dx = dy @ w and
-        dw = dy.T @ x in x's dtype (cuBLAS's 16-bit GEMMs, as eager's)."""
+        GEMM's output in the parameters' dtype: the tail's backward op on y and the gradient (one pass, as
+        in float32: in their 16-bit dtype where the op takes it, 94, 37 and 62; else converted to float32),
+        the parameters converted to float32 (C values each), each gradient in its tensor's dtype, then
+        dx = dy @ w and dw = dy.T @ x in x's dtype (cuBLAS's 16-bit GEMMs, as eager's)."""
         rest32 = [t.float() if isinstance(t, Tensor) else t for t in rest]
-        dy, tail_grads, dlinear_bias = self._gradients(
-            self._tail_backward(bw.grad.float(), y.float(), *self._backward_args(rest32)))
+        grad, y = (bw.grad.to(y.dtype), y) if y.dtype in self._backward_dtypes else (bw.grad.float(), y.float())
+        dy, tail_grads, dlinear_bias = self._gradients(self._tail_backward(grad, y, *self._backward_args(rest32)))
         dy = dy.to(x.dtype)
         dx = dy @ weight if bw.needs[0] else None
         dw = dy.t() @ x if bw.needs[1] else None

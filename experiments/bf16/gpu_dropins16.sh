@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests and the float32 drop-ins' (the launchers
-# changed under them), compute-sanitizer's four tools over sanitize_dropins16.py, then dropins16_probe.py at
-# KernelBench's size; with STAGES=neighbours, experiments/full_run/eager_neighbours.py. STAGES picks (default:
+# The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests, the tail backward's (float32 and 16-bit),
+# and the float32 drop-ins' (the launchers changed under them), compute-sanitizer's four tools over
+# sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours, experiments/full_run/eager_neighbours.py. STAGES picks (default:
 # build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
@@ -16,7 +16,7 @@ if want build; then
 fi
 if want tests; then
   WORKBOOK_PREBUILD=0 timeout "${TESTS_S:-300}" python3 -m pytest tests/test_solutions_16bit.py tests/test_fused_models.py \
-    tests/test_dtype_hint.py -m gpu -q -p no:cacheprovider > "$OUT/pytest_16bit.log" 2>&1
+    tests/test_dtype_hint.py tests/test_tail_backward.py -m gpu -q -p no:cacheprovider > "$OUT/pytest_16bit.log" 2>&1
   echo "pytest 16-bit rc=$?"; grep -E "passed|failed" "$OUT/pytest_16bit.log" | tail -3
 fi
 if want fp32tests; then

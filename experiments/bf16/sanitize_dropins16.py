@@ -1,5 +1,6 @@
 """The drop-ins as models in bf16 and fp16, for compute-sanitizer: the fused kernels (K % 8 == 0) forward and
-backward, the unfused path (K % 8 != 0), and a float32 model under autocast, at a batch no tile divides:
+backward (the tail's 16-bit backward on its team path), the unfused path (K % 8 != 0), groups of 23 channels in
+bf16 (the tail backward's general path), and a float32 model under autocast, at a batch no tile divides:
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/bf16/sanitize_dropins16.py
 
@@ -16,7 +17,8 @@ from utils import check  # noqa: E402
 
 for pid in (94, 75, 37, 62):
     for dtype in (torch.bfloat16, torch.float16):
-        for case in ("fused", "K % 8 != 0"):
+        # "odd": groups of 23 channels, so the 16-bit tail backward takes its general path
+        for case in ("fused", "K % 8 != 0") + (("odd",) if dtype == torch.bfloat16 else ()):
             ref, new = _pair(pid, case, dtype, "cuda")
             x = _x(ref, 131, dtype, "cuda")
             out = new(x.clone().requires_grad_())

@@ -418,11 +418,11 @@ void with_team_lanes(int64_t D, Launch&& launch) {
 constexpr int64_t kMaxGroupSize = int64_t{1} << 24;
 
 // The launcher's checks for GroupNorm of x (N, C) with `num_groups` groups and affine gamma,
-// beta of shape (C,), the messages naming what to fix. `x_name`: what the launcher calls x (the
-// backward launchers of kernels/tail_backward.cu call it y).
-inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
+// beta of shape (C,), the messages naming what to fix, but for x's own dtype and layout (which
+// check_group_norm_inputs, below, adds). `x_name`: what the launcher calls x (the backward
+// launchers of kernels/tail_backward.cu call it y).
+inline void check_group_norm_shapes(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
                                     int64_t num_groups, const char* x_name = "x") {
-  check_float_cuda_input(x, x_name);
   CHECK_FLOAT_CUDA_INPUT(gamma);
   CHECK_FLOAT_CUDA_INPUT(beta);
   check_same_device(x, x_name, gamma, "gamma");
@@ -439,6 +439,13 @@ inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor&
   TORCH_CHECK(C / num_groups <= kMaxGroupSize, "a group of ", num(C / num_groups), " channels (C = ", num(C),
               ", num_groups = ", num(num_groups), ") is more than the kernels handle (", num(kMaxGroupSize),
               " = 2^24): use more groups, or F.group_norm");
+}
+
+// The same checks with x float32, CUDA and contiguous.
+inline void check_group_norm_inputs(const torch::Tensor& x, const torch::Tensor& gamma, const torch::Tensor& beta,
+                                    int64_t num_groups, const char* x_name = "x") {
+  check_float_cuda_input(x, x_name);
+  check_group_norm_shapes(x, gamma, beta, num_groups, x_name);
 }
 
 // A per-channel bias (C,) applied before GroupNorm (problems 94 and 37); x_name as above.
