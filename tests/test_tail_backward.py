@@ -457,13 +457,17 @@ def test_16bit_is_the_float32_kernels_bits_rounded_once(kernels, cuda, problem, 
 @pytest.mark.parametrize("dtype", HALF16, ids=HALF16_IDS)
 @pytest.mark.parametrize("problem", TAKES_HALF16)
 def test_16bit_unaligned_and_strided(kernels, cuda, problem, dtype):
-    """y one element into its storage (the general path: not 16-byte aligned) and a transposed gradient."""
+    """y one element into its storage (the general path: not 16-byte aligned) and a transposed gradient, against
+    the float32 launcher on a y as unaligned (its general path too: the two paths sum in different orders)."""
     M, C, G = 37, 256, 8
     t = to(half16_inputs(problem, M, C, G, dtype), cuda)
-    y = torch.empty(M * C + 1, dtype=dtype, device=cuda)[1:].view(M, C).copy_(t["y"])
-    grad = t["grad"].t().contiguous().t()
-    shifted = {**t, "y": y, "grad": grad}
-    assert_same_bits(problem, launch(kernels, problem, shifted, G), float32_then_rounded(kernels, problem, t, G))
+
+    def shifted(v):
+        return torch.empty(M * C + 1, dtype=v.dtype, device=cuda)[1:].view(M, C).copy_(v)
+
+    got = launch(kernels, problem, {**t, "y": shifted(t["y"]), "grad": t["grad"].t().contiguous().t()}, G)
+    dy, *sums = launch(kernels, problem, {**t, "y": shifted(t["y"].float()), "grad": t["grad"].float()}, G)
+    assert_same_bits(problem, got, (dy.to(dtype), *sums))
 
 
 @pytest.mark.gpu
@@ -488,7 +492,7 @@ def test_16bit_opcheck_on_the_gpu(name, dtype, cuda):
     problem = {"bias": 94, "swish": 37, "group": 62}[name.split("_")[0]]
     G = 4
     t = to(half16_inputs(problem, 7, 128, G, dtype), cuda)
-    args = {94: (t["grad"], t["y"], t["bias"], LO, HI, G, t["gamma"], t["beta"], EPS),
-            37: (t["grad"], t["y"], t["bias"], G, t["gamma"], t["beta"], EPS),
-            62: (t["grad"], t["y"], G, t["gamma"], t["beta"], EPS, SLOPE)}[problem]
+    args = {94: lambda: (t["grad"], t["y"], t["bias"], LO, HI, G, t["gamma"], t["beta"], EPS),
+            37: lambda: (t["grad"], t["y"], t["bias"], G, t["gamma"], t["beta"], EPS),
+            62: lambda: (t["grad"], t["y"], G, t["gamma"], t["beta"], EPS, SLOPE)}[problem]()
     torch.library.opcheck(ops.BACKWARD[name], args)
