@@ -1,3 +1,8 @@
+"""Does compute-sanitizer's initcheck see cuBLAS's bf16 GEMM write its output? A copy of that output, then of the
+float32 GEMM's, each after a MARK (README, "The tail's backward in 16 bits"):
+
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool initcheck python experiments/bf16/diag_initcheck_cublas.py
+"""
 import torch
 def mark(what):
     torch.cuda.synchronize(); print("MARK", what, flush=True)
