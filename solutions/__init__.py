@@ -51,7 +51,9 @@ Each module follows the drop-in contract (docs/ARCHITECTURE.md, "The drop-in con
   the backward the tail's float32 kernel and cuBLAS's 16-bit GEMMs. On the CPU the reference math itself.
 - A model wholly in bfloat16 or float16 (`.to(dtype)`, `.bfloat16()`, `.half()`) runs the same 16-bit
   kernel with its parameters and its output in that dtype: the epilogue in float32, the output rounded
-  once, so closer to float64 than eager's chain of 16-bit ops (tests/test_solutions_16bit.py). Where
+  once, so closer to float64 than eager's chain of 16-bit ops (tests/test_solutions_16bit.py); its
+  backward the tail's backward kernel on its 16-bit tensors (94, 37, 62; 75's converts to float32), then
+  cuBLAS's 16-bit GEMMs. Where
   the fused kernel does not take the inputs (K % 8 != 0, a group width it has no instance for), cuBLAS's
   16-bit GEMM and the float32 tail, the result rounded to the dtype.
 - Every op has, besides its CUDA implementation, the reference PyTorch math on the CPU (so the
