@@ -9,8 +9,8 @@ bias[n] + the sum over s of partials[s, m, n], and its checker (utils/chapters/r
   PyTorch stand-ins, and the whole checker runs on the CPU with NumPy stand-ins (computing outside PyTorch, as a
   kernel does): the answer's arithmetic passes, each shortcut's fails and is named, a launch that lets PyTorch
   compute is refused.
-- compile: the starter, the answer and every shortcut compile with build.load_source under the notebook's name
-  (split_k_sum), and the module has split_k_sum_kernel to launch.
+- compile: the starter and the answer compile with build.load_source under the notebook's name (split_k_sum), and
+  the module has split_k_sum_kernel to launch; with a GPU, every shortcut too (before the GPU tests run them).
 - gpu: the whole checker through the notebook's own launch cell (my_split_k_sum, output poisoned): the starter
   fails, the answer passes, every shortcut fails, the one right only for whole blocks of 256 included.
 """
@@ -32,7 +32,11 @@ SHORTCUTS = sorted((ANSWERS / "shortcuts").glob("split_k_*.cu"))
 NAME = "split_k_sum"  # the name the notebook's launch cell builds it under
 SCRATCH = build.build_root_dir().parent / "exercise_answers"  # a fixed path, so the builds are cached
 
-VARIANTS = ("starter", "answer", *(p.stem for p in SHORTCUTS))  # each built by the compile tests
+# what the compile tests build: the starter and the answer on any machine that compiles, the shortcuts where a GPU
+# runs them (as the other chapters' shortcuts: tests/scratch_builds.py), since without one nothing runs them
+EVERYWHERE = ("starter", "answer")
+SHORTCUT_VARIANTS = tuple(p.stem for p in SHORTCUTS)
+VARIANTS = EVERYWHERE + SHORTCUT_VARIANTS
 
 # the shortcuts whose text the static reading refuses, and what it says
 CAUGHT_WITHOUT_A_GPU = {"split_k_first_slice": "never uses S", "split_k_no_bias": "never uses bias"}
@@ -243,7 +247,7 @@ def test_no_chapter_renders_the_answers():
 # --- they compile ------------------------------------------------------------------------------------------
 
 @pytest.mark.compile
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant", [*EVERYWHERE, *(pytest.param(v, marks=pytest.mark.gpu) for v in SHORTCUT_VARIANTS)])
 def test_the_starter_answer_and_shortcuts_compile_as_split_k_sum(variant):
     kernel = getattr(load(variant), exercises.SPLIT_K_KERNEL)
     assert isinstance(kernel, launch.Launcher)  # launched as kernel[grid, block, smem](...)
