@@ -28,7 +28,8 @@ TORCH_PIN := torch-requirement.txt
 TORCH    ?= $(strip $(shell grep -m1 '^torch' $(TORCH_PIN)))
 NOTEBOOKS ?=
 LAB_ARGS ?=
-# `make test`'s workers (pytest-xdist): each takes whole test modules and whole notebooks (--dist loadscope, so
+# `make test` lists its 25 slowest steps at the end (--durations: a cold build shows in the test that waited for it).
+# Its workers (pytest-xdist): each takes whole test modules and whole notebooks (--dist loadscope, so
 # a notebook's cells run in order in one kernel), in the order tests/conftest.py gives them (not xdist's, which
 # would start with the modules of most tests); one per core, at most 4 (a GPU machine shares one GPU).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(max(1, min(4, len(os.sched_getaffinity(0)))))")
@@ -75,7 +76,7 @@ run: $(SETUP)
 test: $(SETUP)
 	$(PY) -m utils.env --brief
 	PYTHONPATH="$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH}" $(PY) -m pytest tests notebooks --nbval-lax --nbval-cell-timeout=1800 -p no:cacheprovider \
-	    -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+	    -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 
 test-gpu: $(SETUP)
 	$(PY) -m pytest tests -m gpu -p no:cacheprovider

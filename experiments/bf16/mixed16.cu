@@ -22,11 +22,15 @@
 // as Tensor.to rounds). A warp's float2 loads touch each chunk position twice over its 8 rows: 2 wavefronts
 // for 256 bytes, no conflict beyond the minimum.
 //
-// The register hazard. A wgmma reads its A registers asynchronously, until a wait says its group is done, and
-// the compiler does not know it: it could give the next k tile's fragments the same registers. So the
-// fragments are double-buffered (a[2][4][4], both kept alive over the loop by empty asms that read and write
-// them), k tiles are taken in pairs so that each buffer's index is a constant, and buffer b is written only
-// after the wait that retired the group which read it two k tiles earlier.
+// The register hazard. A wgmma reads its A registers asynchronously, until a wait says its group is done. ptxas
+// knows it, and where an ordinary instruction writes a register that a wgmma still in flight reads, it waits
+// for every wgmma after each one (its C7513 "wgmma.mma_async instructions are serialized"). A first version
+// double-buffered the fragments so that the next k tile's could load while this one's wgmmas ran; at the 168
+// registers a thread of a 384-thread block has (128 of them accumulators), ptxas gave both buffers the same
+// four registers and serialized every wgmma. So each k tile loads its four steps' fragments (16 registers),
+// issues its four wgmmas as one group and waits for it before the next k tile's loads: the tensor cores idle
+// for one warp group's loads per k tile (about a tenth of its 1,024 clocks of wgmma), while the other
+// consumer warp group, out of step with it, keeps them busy.
 // @arch: 9.0a
 
 #include <cuda_bf16.h>
@@ -109,8 +113,8 @@ __device__ __forceinline__ float2 w_pair(const unsigned char* w_tile, int r, int
 // One k tile of a consumer warp group: its four k16 steps' fragments into a (rows r0 and r0 + 8 of the tile),
 // converted, then four wgmmas reading them and x's tile, committed as one group.
 template <class T>
-__device__ __forceinline__ void k_tile(float (&acc)[ACC], uint32_t (&a)[4][4], const unsigned char* stage, int r0,
-                                       int q, int first) {
+__device__ __forceinline__ void k_tile(float (&acc)[ACC], const unsigned char* stage, int r0, int q, int first) {
+  uint32_t a[4][4];
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     const int k0 = 16 * s + 2 * q;
@@ -132,6 +136,7 @@ __device__ __forceinline__ void k_tile(float (&acc)[ACC], uint32_t (&a)[4][4], c
     Kind<T>::mma(acc, a[s], desc_x + s * hopper::WGMMA_DESC_K8_STEP, s == 0 && first ? 0 : 1);
   }
   hopper::wgmma_commit();
+  hopper::wgmma_wait<0>();  // the fragments are free again (above)
   hopper::fence_operands(acc);
   fence_fragments(a);
 }
@@ -190,7 +195,6 @@ __global__ void __launch_bounds__(THREADS, 1)
     auto release = [&](int s) {
       if (threadIdx.x % 128 == 0) hopper::mbar_arrive(&empty[s]);
     };
-    uint32_t a[2][4][4] = {};
     int it = 0;
     for (int unit = tiles.first(); unit < tiles.units; unit += tiles.step()) {
       int m0, n0, tile_n;
@@ -198,27 +202,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       float acc[ACC];
 #pragma unroll
       for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
-      // One k tile into fragment buffer B: wait for its stage, load and issue, then retire the previous group
-      // (its buffer is free from here) and hand the previous stage back.
-      auto step = [&](auto buffer, int kt) {
-        constexpr int B = decltype(buffer)::value;
+      // Each k tile: wait for its stage, load, convert and issue, wait for the group, hand the stage back.
+      for (int kt = 0; kt < k_tiles; ++kt, ++it) {
         const int s = it % STAGES;
         hopper::mbar_wait(&full[s], (it / STAGES) & 1);
-        k_tile<T>(acc, a[B], smem + s * STAGE_BYTES, r0, q, kt == 0);
-        hopper::wgmma_wait<1>();
-        hopper::fence_operands(acc);
-        if (kt > 0) release((it - 1) % STAGES);
-        ++it;
-      };
-      for (int kt = 0; kt < k_tiles; kt += 2) {
-        step(std::integral_constant<int, 0>{}, kt);
-        if (kt + 1 < k_tiles) step(std::integral_constant<int, 1>{}, kt + 1);
+        k_tile<T>(acc, smem + s * STAGE_BYTES, r0, q, kt == 0);
+        release(s);
       }
-      hopper::wgmma_wait<0>();
-      hopper::fence_operands(acc);
-      fence_fragments(a[0]);
-      fence_fragments(a[1]);
-      release((it - 1) % STAGES);
       // acc[4j + 2h + e] = out.T[n0 + r0 + 8h][m0 + 8j + 2q + e]
 #pragma unroll
       for (int j = 0; j < ACC / 4; ++j) {
