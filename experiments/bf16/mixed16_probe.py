@@ -14,7 +14,6 @@ OUT/mixed16_probe.json holds every row.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -25,7 +24,7 @@ sys.path.insert(0, str(HERE.parents[1]))
 from utils import bench, build  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from probe import write_rows  # noqa: E402
+from probe import out_and_commit, write_rows  # noqa: E402
 
 SHAPES = [(1024, 8192, 8192), (32768, 4096, 1024)]
 CHECKS = [(300, 200, 136), (1, 8, 8), (257, 129, 4104), (1024, 1024, 1024)]
@@ -42,11 +41,7 @@ def contenders(mixed, rung11, dtype):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    args = out_and_commit(__doc__, argv)
     built = build.load_kernels({"mixed": build.Variant("mixed16", kernels_dir=HERE), "rung11": "gemm_11_wgmma_bf16"})
     mixed, rung11 = built["mixed"], built["rung11"]
     rows = []

@@ -40,12 +40,18 @@ def contenders(g, rung11, dtype):
     return fns
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def out_and_commit(doc: str, argv=None) -> argparse.Namespace:
+    """A probe's command line: --out (made here) and --commit (the JSON's), its description the docstring's first line."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main(argv=None) -> int:
+    args = out_and_commit(__doc__, argv)
     built = build.load_kernels({"g": build.Variant("gemm16", kernels_dir=HERE), "rung11": "gemm_11_wgmma_bf16"})
     g, rung11 = built["g"], built["rung11"]
     rows = []
