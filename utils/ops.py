@@ -57,7 +57,9 @@ hands it back as `weight_residual` (a drop-in's freeze(): utils/freezing.py).
 
 The GEMM and the tails take float32 only, on both devices, and every other dtype gets an error that
 says so: their kernels are written for float32, and a CPU path that accepted float16 would make a
-model that works on the CPU and fails on the GPU. The whole models also take a model wholly in
+model that works on the CPU and fails on the GPU. The tails' backward ops of 94, 37 and 62 also take
+grad and y in bfloat16 or float16 with the parameters float32 (a model's backward in that dtype: dy in
+their dtype, the column sums float32). The whole models also take a model wholly in
 bfloat16 or float16 (fused_gemm_groupnorm.cu's 16-bit kernels, the epilogue in float32, the output
 rounded once; the backward the tail's backward on the 16-bit tensors and 16-bit GEMMs:
 WholeModel._backward16), and x and
