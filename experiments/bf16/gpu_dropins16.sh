@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests, the tail backward's (float32 and 16-bit),
 # and the float32 drop-ins' (the launchers changed under them), compute-sanitizer's four tools over
-# sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours, experiments/full_run/eager_neighbours.py. STAGES picks (default:
+# sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours,
+# experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py. STAGES picks (default:
 # build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
@@ -23,7 +24,7 @@ if want fp32tests; then
   WORKBOOK_PREBUILD=0 timeout 120 python3 -m pytest tests/test_bad_inputs.py -m gpu -q -p no:cacheprovider \
     -k "fused_gemm_groupnorm or linear_ or solution" > "$OUT/pytest_bad_inputs.log" 2>&1
   echo "pytest bad inputs rc=$?"; grep -E "passed|failed" "$OUT/pytest_bad_inputs.log" | tail -3
-  WORKBOOK_PREBUILD=0 timeout 240 python3 -m pytest tests/test_solutions.py -m gpu -q -p no:cacheprovider \
+  WORKBOOK_PREBUILD=0 timeout "${DROPINS_S:-240}" python3 -m pytest tests/test_solutions.py -m gpu -q -p no:cacheprovider \
     > "$OUT/pytest_dropins.log" 2>&1
   echo "pytest drop-ins rc=$?"; grep -E "passed|failed" "$OUT/pytest_dropins.log" | tail -3
 fi
@@ -38,6 +39,11 @@ if want neighbours; then  # issue "full run"'s headline: eager beside chapter 09
   timeout "${NEIGHBOURS_S:-200}" python3 experiments/full_run/eager_neighbours.py --out "$OUT/eager_neighbours" \
     > "$OUT/eager_neighbours.log" 2>&1
   echo "eager neighbours rc=$?"; grep -v "^W11" "$OUT/eager_neighbours.log" | tail -12
+fi
+if want mixed; then  # the mixed-input GEMM (mixed16.cu) against conversion-then-GEMM (README, its prediction)
+  timeout "${MIXED_S:-240}" python3 experiments/bf16/mixed16_probe.py --out "$OUT/mixed" --commit "${COMMIT:-unknown}" \
+    > "$OUT/mixed16_probe.log" 2>&1
+  echo "mixed probe rc=$?"; grep -E "^(check|time)" "$OUT/mixed16_probe.log" | tail -30
 fi
 if want probe; then
   # PROBES: one probe run per ;-separated argument list, each in a process of its own with its own JSON (so that a
