@@ -27,6 +27,7 @@ CEILINGS = [{"copy_GBps": 3012.4, "fp32_tflops": 51.23, "tf32_tflops": 402.0}]
 SASS_IDENTICAL = sass_identical.SASS_IDENTICAL
 
 
+@functools.cache
 def _builders(path: str) -> list[str]:
     """The kernel files (relative to kernels/, as sass_identity.py names them) a change of `path` reaches:
     the file itself, or every kernel file that includes the header."""
@@ -101,10 +102,11 @@ def test_no_record_of_a_full_run_ran_other_kernels_than_the_tree_holds():
     full = results.full_run_devices()
     assert full, "no device has a full recorded run (results/<device>/scoreboard.json)"
     mine = {}
+    same_on = {device: _sass_identical_files(device) for device in full}  # each log read and checked once
     for name, drift in stale.items():
         device = name.split("/")[0]
         if device in full:
-            same = _sass_identical_files(device)
+            same = same_on[device]
             left = [line for line in drift if line.split(" ", 1)[1] not in same and not _unmeasured(name, line)]
             if left:
                 mine[name] = left
