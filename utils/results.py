@@ -123,7 +123,6 @@ records; the README lists them without rendering them.
 from __future__ import annotations
 
 import argparse
-import functools
 import hashlib
 import json
 import os
@@ -227,18 +226,20 @@ def _combined(files: dict[str, str]) -> str:
     return h.hexdigest()
 
 
-def kernel_drift(rec: dict, repo: Path | None = None, now: dict | None = None) -> list[str] | None:
+def kernel_drift(rec: dict, repo: Path | None = None) -> list[str] | None:
     """How the kernel sources under `repo` differ from those the record ran: [] when they are the same, else
     one line per file ("modified kernels/x.cu", "added ...", "removed ...", as changes() writes them);
-    None for a record that does not say (schema 1: unknown provenance). now: kernel_sources(repo), where the
-    caller has it (provenance hashes the tree once for every record)."""
+    None for a record that does not say (schema 1: unknown provenance)."""
     if "kernels" not in rec:
         return None
-    now = now or kernel_sources(repo)
+    now = kernel_sources(repo)
     if now["sha256"] == rec["kernels"]["sha256"]:
         return []
     return [line for line in changes(rec["kernels"]["files"], now["files"])
             if not _unmeasured_change(line, rec, repo or REPO)]
+
+
+_SHOWN: dict[tuple[str, str, str], subprocess.CompletedProcess] = {}
 
 
 def _unmeasured_change(line: str, rec: dict, repo: Path) -> bool:
@@ -251,23 +252,13 @@ def _unmeasured_change(line: str, rec: dict, repo: Path) -> bool:
         return True
     if change != "modified" or not re.fullmatch(r"[0-9a-f]{7,40}", rec.get("git_commit", "")):
         return False
-    then = _file_at(str(repo), rec["git_commit"], path)
-    if then is None or hashlib.sha256(then).hexdigest() != rec["kernels"]["files"][path]:
+    key = (str(repo), rec["git_commit"], path)  # a commit's files never change: one `git show` each per process
+    if key not in _SHOWN:
+        _SHOWN[key] = subprocess.run(["git", "-C", key[0], "show", f"{key[1]}:{path}"], capture_output=True)
+    shown = _SHOWN[key]
+    if shown.returncode != 0 or hashlib.sha256(shown.stdout).hexdigest() != rec["kernels"]["files"][path]:
         return False  # the record's version of the file is not at hand: count it as a change
-    return _code_of_bytes(then) == code_of((repo / path).read_text())
-
-
-@functools.lru_cache(maxsize=None)
-def _file_at(repo: str, commit: str, path: str) -> bytes | None:
-    """The file as `git show` gives it at commit, or None where git cannot: one process per (commit, file), however
-    many records ran that commit (a commit's content never changes)."""
-    shown = subprocess.run(["git", "-C", repo, "show", f"{commit}:{path}"], capture_output=True)
-    return shown.stdout if shown.returncode == 0 else None
-
-
-@functools.lru_cache(maxsize=None)
-def _code_of_bytes(source: bytes) -> str:
-    return code_of(source.decode())
+    return code_of(shown.stdout.decode()) == code_of((repo / path).read_text())
 
 
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
@@ -285,10 +276,9 @@ def provenance(results_root: str | Path | None = None, repo: Path | None = None
     kernel_drift} for the stale ones, [records that do not say]). Records are named device/kind.json."""
     root = root_dir(results_root)
     stale, unknown = {}, []
-    now = kernel_sources(repo)
     for path in sorted(root.glob("*/*.json")):
         name = path.relative_to(root).as_posix()
-        drift = kernel_drift(read(path), repo, now)
+        drift = kernel_drift(read(path), repo)
         if drift is None:
             unknown.append(name)
         elif drift:
