@@ -30,8 +30,9 @@ POWER_CARRYOVER = {
     "nvidia-h200": "the run on four H200s timed the scoreboard and whole_model_fusion (chapter 09) on one card, minutes "
                    "apart: the fused kernel agrees within 0.2%, eager and torch.compile came out 2-4% slower in 09's run. "
                    "On a lone H200 (logs/final_run/eager_neighbours_363d66b), eager 94 took 2.942-2.947 ms alone and "
-                   "beside TF32 or SIMT GEMMs, and 3.112 ms beside three 3xTF32 whole-model kernels, which hold the card "
-                   "at its 700 W limit: the clock fell to 1530-1620 MHz in that set (median 1875 against 1980 MHz). "
+                   "beside SIMT GEMMs, 2.959-2.961 ms beside TF32 GEMMs (the clock dipping to 1725-1770 MHz), and "
+                   "3.112 ms beside three 3xTF32 whole-model kernels, which hold the card at its 700 W limit: the clock "
+                   "fell to 1530-1620 MHz in that set (median 1875 against 1980 MHz elsewhere). "
                    "09's set times eager in turn with three such 3xTF32 kernels (the unfused ops', the fused kernel's "
                    "and its GEMM alone)",
 }
