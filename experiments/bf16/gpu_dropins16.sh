@@ -2,7 +2,7 @@
 # The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests, the tail backward's (float32 and 16-bit),
 # and the float32 drop-ins' (the launchers changed under them), compute-sanitizer's four tools over
 # sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours,
-# experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py. STAGES picks (default:
+# experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py; with STAGES=rows, rows16_probe.py. STAGES picks (default:
 # build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
@@ -44,6 +44,11 @@ if want mixed; then  # the mixed-input GEMM (mixed16.cu) against conversion-then
   timeout "${MIXED_S:-240}" python3 experiments/bf16/mixed16_probe.py --out "$OUT/mixed" --commit "${COMMIT:-unknown}" \
     > "$OUT/mixed16_probe.log" 2>&1
   echo "mixed probe rc=$?"; grep -E "^(check|time)" "$OUT/mixed16_probe.log" | tail -30
+fi
+if want rows; then  # the 16-bit drop-ins against the rows of x (rows16_probe.py), ROWS_ARGS its arguments
+  timeout "${ROWS_S:-400}" python3 experiments/bf16/rows16_probe.py --out "$OUT/rows" --commit "${COMMIT:-unknown}" \
+    ${ROWS_ARGS:-} > "$OUT/rows16_probe.log" 2>&1
+  echo "rows probe rc=$?"; grep -E "^(ceil|check|time)" "$OUT/rows16_probe.log" | tail -120
 fi
 if want probe; then
   # PROBES: one probe run per ;-separated argument list, each in a process of its own with its own JSON (so that a
