@@ -24,9 +24,11 @@
 // same epilogue on rung 11's 16-bit GEMM (Half16Config, 128 x 256 tiles at every M): the arithmetic
 // after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
-// every op. Under torch.autocast x and w come in the autocast dtype and the parameters stay float32
-// (utils/ops.py's autocast kernels): the same GEMM, and the output (and the kept GEMM output) in
-// float32, the parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's
+// every op. Under torch.autocast x comes in the autocast dtype and the parameters stay float32
+// (utils/ops.py's autocast kernels), and so does w at inference: beyond 256 rows w is converted (as
+// autocast converts it) for the same GEMM; up to 256 rows x is converted instead, for the TF32 narrow
+// tiles (check_and_prepare says why). The output (and the kept GEMM output) is float32, the
+// parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's
 // 16-byte rows); elsewhere (K % 8 != 0, a group width not instantiated) the model runs as cuBLAS's
 // 16-bit GEMM (aten::linear) and then the tail's float32 op on its output, the result in the
 // parameters' dtype (unfused16).
@@ -150,7 +152,7 @@ std::optional<std::tuple<torch::Tensor, torch::Tensor>> unfused16(const char* ta
   const auto tail_op = c10::Dispatcher::singleton().findSchema({tail, ""});
   if (!tail_op.has_value()) return std::nullopt;
   using T = torch::Tensor;
-  const torch::Tensor y = at::linear(x, w, lb.to(x.scalar_type()));
+  const torch::Tensor y = at::linear(x, w.to(x.scalar_type()), lb.to(x.scalar_type()));  // (w float32 under autocast)
   const torch::Tensor out = tail_op->typed<T(T, std::decay_t<Args>...)>().call(as_float(y), as_float(tail_args)...);
   const torch::TensorOptions params = x.options().dtype(lb.scalar_type());  // the output's, the kept GEMM output's
   return std::make_tuple(out.to(params), save ? y.to(params) : torch::empty({0}, params));
@@ -188,8 +190,8 @@ inline torch::Tensor tma_ready(const torch::Tensor& t) {
 
 // The checks every export makes, then the operands ready for the kernel: x (M, K), w (C, K) CUDA on one
 // device (views welcome: copied), lb, gamma, beta (C,) contiguous; x and w float32 or of one 16-bit
-// dtype, the parameters of x's dtype or (16-bit operands, under autocast) float32; G divides C; the
-// fused kernels' own conditions (fusable).
+// dtype, the parameters of x's dtype or (16-bit operands, under autocast) float32, or 16-bit x with
+// float32 w and parameters (autocast's call); G divides C; the fused kernels' own conditions (fusable).
 struct Operands {
   torch::Tensor x, w;
   torch::Tensor w_residual;  // w's small parts kept by the caller (freeze()), or undefined: made per call
@@ -209,10 +211,16 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   CHECK_CUDA(x);
   CHECK_CUDA(w);
   const bool half16 = is_half16(x);
+  const bool mixed = gemm_dispatch::mixed_operands(x, w);  // autocast's call: w float32 (gemm_dispatch.cuh)
   TORCH_CHECK(half16 || x.scalar_type() == torch::kFloat, "x must be float32, bfloat16 or float16, got ",
               x.scalar_type(), " (call .float())");
-  TORCH_CHECK(w.scalar_type() == x.scalar_type(), "w must have x's dtype ", x.scalar_type(), ", got ",
-              w.scalar_type(), " (the model and its input in one dtype: model.to(x.dtype))");
+  const char* or_float32 = half16 ? " (or float32, as under autocast)" : "";
+  TORCH_CHECK(w.scalar_type() == x.scalar_type() || mixed, "w must have x's dtype ", x.scalar_type(), or_float32,
+              ", got ", w.scalar_type(),
+              " (the model and its input in one dtype: model.to(x.dtype))");
+  TORCH_CHECK(!mixed || lb.scalar_type() == torch::kFloat, "with ", x.scalar_type(),
+              " x and a float32 w (autocast's call) the parameters must be float32, got linear_bias ",
+              lb.scalar_type());
   CHECK_SAME_DEVICE(x, w);
   TORCH_CHECK(x.dim() == 2 && w.dim() == 2 && x.size(1) == w.size(1),
               "x (M, K) and w (C, K) must be 2-D with the same K, got x ", shape_string(x), " and w ", shape_string(w));
@@ -246,14 +254,23 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (give None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
+  // Autocast's call: beyond 256 rows w converted to x's dtype (one read of w and a write of half of it,
+  // which autocast itself would make) for rung 11's GEMM; up to 256 rows, where that conversion costs
+  // more than the GEMM, x converted to float32 instead (M x K values) for the TF32 narrow tiles, w read
+  // once as it is (H200: 0.074-0.101 ms against 0.20-0.25 at 1-256 rows, problem 94;
+  // experiments/bf16/README.md, "Autocast at a few rows").
+  const bool mixed_narrow = mixed && plan.schedule == gemm_dispatch::Schedule::NARROW;
+  if (half16 && !mixed_narrow) {
+    const torch::Tensor w16 = tma_ready(mixed ? w.to(x.scalar_type()) : w);
+    return {tma_ready(x), w16, torch::Tensor(), save, true, lb.scalar_type(), false, 0};
+  }
   const torch::Tensor wc = tma_ready(w);
-  if (half16) return {tma_ready(x), wc, torch::Tensor(), save, true, lb.scalar_type(), false, 0};
   const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
                          : 0;
-  return {tma_ready(x),  wc,          tf32_operands::kept_residual(w_residual, wc), save, false, torch::kFloat,
-          plan.tf32(), narrow};
+  return {tma_ready(mixed ? x.to(torch::kFloat) : x), wc, tf32_operands::kept_residual(w_residual, wc), save, false,
+          torch::kFloat, plan.tf32(), narrow};
 }
 
 // Whether the whole model runs in this file's kernels: `fusable`, and the plan's tiles
@@ -267,7 +284,8 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
 //                (experiments/gemm_schedules/README.md). At the TF32 tier the fused kernel is one
 //                launch where `linear` + the tail are cuBLAS's and the tail's, and the host's time
 //                between them showed at these sizes.
-// A model in bfloat16 or float16 takes the wide tiles at every M (rung 11 has no narrower schedule yet).
+// A model in bfloat16 or float16 takes the wide tiles at every M (rung 11 has no narrower schedule yet);
+// under autocast with w float32, the narrow ones at up to 256 rows (check_and_prepare).
 // Its arguments are checked here first, so that an error names them as this file's kernels would
 // (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,

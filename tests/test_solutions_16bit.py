@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.test_fused_models import _args as whole_model_args
-from utils import check, ops
+from utils import check, ops, precision
 from utils.chapters.session import solution_pair
 from utils.problems import all_problems, get_problem
 from solutions import solution
@@ -180,6 +180,44 @@ def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, cas
         assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 7, 64, 129, 256, 257, 1000])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dtype, rows, cuda):
+    """At inference under autocast w stays float32 and the launcher picks the route by the rows of x (up to 256:
+    x converted, the TF32 narrow tiles; beyond: w converted, rung 11's GEMM): every element written, within the
+    autocast tier of float64's and no further than eager's; up to 256 rows bit for bit what the float32 drop-in
+    computes at TF32 on x rounded to the dtype (the same kernel on the same values)."""
+    ref, new = _pair(pid, "fused", torch.float32, cuda)
+    ref64 = copy.deepcopy(ref).double()
+    x = _x(ref, rows, torch.float32, cuda)
+    with torch.no_grad():
+        with torch.autocast("cuda", dtype=dtype):
+            eager, out = ref(x), _poisoned(lambda: new(x))
+        want = ref64(x.double())
+        tier = check.autocast_tier(dtype)
+        assert out.dtype == eager.dtype == torch.float32 and out.shape == want.shape
+        worst = (out.double() - want).abs().max().item()
+        assert torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), f"max abs error {worst:.2e}"
+        ours, theirs = _relative(out, want), _relative(eager, want)
+        assert ours <= 1.25 * theirs + 1e-4, f"relative error vs float64: ours {ours:.2e}, eager {theirs:.2e}"
+        if rows <= 256:
+            with precision.tf32(True):
+                same = new(x.to(dtype).float())
+            assert torch.equal(out, same), f"max difference {(out - same).abs().max().item():.2e}"
+
+
+def test_a_16bit_input_beside_a_float32_model_outside_autocast_is_refused_as_f_linear_refuses_it():
+    """16-bit x with float32 w is autocast's call to the op; outside autocast the drop-in refuses it, as Model's
+    F.linear does, naming both dtypes."""
+    _, new = _pair(94, "fused", torch.float32)
+    x = _x(new, 3, torch.bfloat16)
+    with torch.no_grad(), pytest.raises(TypeError, match="every tensor must have x's dtype torch.bfloat16, got w "
+                                                          "torch.float32"):
+        new(x)
+
+
 # --- the harness at the 16-bit tiers ---------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
@@ -231,22 +269,34 @@ def test_the_harness_passes_a_16bit_model_on_the_gpu(pid, dtype, cuda):
 
 # --- the whole-model ops in 16 bits: opcheck ---------------------------------------------------------
 
-def _op_args(name: str, dtype: torch.dtype, params: torch.dtype, device="cpu", grad: bool = True) -> list:
-    """A whole model's op arguments (tests/test_fused_models.py's), x and w in dtype, the parameters in params
-    (dtype: a model in it; float32: as the autocast kernels call the op), every tensor requiring a gradient."""
+def _op_args(name: str, dtype: torch.dtype, params: torch.dtype, device="cpu", grad: bool = True,
+             w_float32: bool = False) -> list:
+    """A whole model's op arguments (tests/test_fused_models.py's), x and w in dtype (w float32 with w_float32), the
+    parameters in params (dtype: a model in it; float32: as the autocast kernels call the op), every tensor
+    requiring a gradient."""
     args = whole_model_args(name, 7, 24, 64, 4, device)
     args = [a.to(dtype if i < 2 else params) if isinstance(a, torch.Tensor) else a for i, a in enumerate(args)]
+    if w_float32:
+        args[1] = args[1].float()
     return [a.requires_grad_() if grad and isinstance(a, torch.Tensor) else a for a in args]
 
 
-@pytest.mark.parametrize("params", ["the dtype's", "float32"])
+PARAMS = ["the dtype's", "float32", "float32, w float32"]  # a model in dtype; autocast's calls for training, inference
+
+
+def _op_args_for(name, dtype, params, device="cpu"):
+    return _op_args(name, dtype, dtype if params == "the dtype's" else torch.float32, device,
+                    w_float32=params == "float32, w float32")
+
+
+@pytest.mark.parametrize("params", PARAMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("name", list(ops.WHOLE_MODELS))
 def test_opcheck_of_a_whole_model_in_16_bits_on_the_cpu(name, dtype, params):
     """Schema, autograd registration, fake tensors against the CPU implementation and AOT dispatch, for a model
-    in bf16 or fp16 and for 16-bit x and w with float32 parameters (what the autocast kernels pass); the output
-    in the parameters' dtype, as the kept GEMM output."""
-    args = _op_args(name, dtype, dtype if params == "the dtype's" else torch.float32)
+    in bf16 or fp16 and for 16-bit x with float32 parameters and 16-bit or float32 w (what the autocast kernels
+    pass); the output in the parameters' dtype, as the kept GEMM output, and each gradient in its input's."""
+    args = _op_args_for(name, dtype, params)
     op = ops.WHOLE_MODELS[name].op
     out, saved = op(*args, None, True)
     assert out.dtype == saved.dtype == args[2].dtype
@@ -254,9 +304,9 @@ def test_opcheck_of_a_whole_model_in_16_bits_on_the_cpu(name, dtype, params):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("params", ["the dtype's", "float32"])
+@pytest.mark.parametrize("params", PARAMS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("name", list(ops.WHOLE_MODELS))
 def test_opcheck_of_a_whole_model_in_16_bits_on_the_gpu(name, dtype, params, cuda):
-    args = _op_args(name, dtype, dtype if params == "the dtype's" else torch.float32, cuda)
+    args = _op_args_for(name, dtype, params, cuda)
     torch.library.opcheck(ops.WHOLE_MODELS[name].op, [*args, None, True])

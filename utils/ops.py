@@ -480,6 +480,12 @@ group_norm_min_bias, group_norm_min_bias_backward = _register_tail(
 FUSED = "fused_gemm_groupnorm"  # the kernel file of the whole models
 
 
+def _mixed(x: Tensor, weight: Tensor) -> bool:
+    """16-bit x with a float32 w: what the autocast kernels below hand a whole model's op at inference, the
+    weight left the float32 parameter it is (the launcher picks the GEMM: common/gemm_dispatch.cuh)."""
+    return x.dtype in HALF16 and weight.dtype == torch.float32
+
+
 class WholeModel:
     """One whole-model op: its tail (a tail op above), and how the tail's backward maps onto the
     op's arguments. Calling it runs the op and returns the model's output."""
@@ -517,6 +523,8 @@ class WholeModel:
         """The model's output; the GEMM's output is kept when autograd will need it. A model wholly in
         float64 (x and nn.Linear's weight) runs the reference math, on any device; one in bf16 or fp16
         runs the op (fused_gemm_groupnorm.cu's 16-bit kernels on the GPU, the reference math on the CPU)."""
+        if _mixed(x, weight) and not torch.is_autocast_enabled(x.device.type):
+            _require(self.name, WHOLE_MODEL_DTYPES, x=x, w=weight)  # as F.linear: one dtype outside autocast
         if x.dtype == weight.dtype == torch.float64:
             # The kernels are float32's; float64 is what a gradcheck or a reference run asks for, and the
             # reference math is its answer: the same PyTorch ops as Model's, so the same result.
@@ -544,8 +552,12 @@ class WholeModel:
         alone)."""
         params = {"linear_bias": linear_bias, **{n: t for n, t in zip(self.tail_names, rest) if isinstance(t, Tensor)}}
         _require(self.name, WHOLE_MODEL_DTYPES, False, x=x, w=weight, **params, w_residual=w_residual)
-        _require(self.name, WHOLE_MODEL_DTYPES, x=x, w=weight)
+        if not _mixed(x, weight):
+            _require(self.name, WHOLE_MODEL_DTYPES, x=x, w=weight)
         _require(self.name, WHOLE_MODEL_DTYPES, **params)
+        if _mixed(x, weight) and linear_bias.dtype != torch.float32:
+            raise TypeError(f"workbook::{self.name}: with {x.dtype} x and a float32 w (autocast's call) the "
+                            f"parameters must be float32, got linear_bias {linear_bias.dtype}")
         if linear_bias.dtype != x.dtype and not (x.dtype in HALF16 and linear_bias.dtype == torch.float32):
             raise TypeError(f"workbook::{self.name}: the parameters must have x's dtype {x.dtype}, got linear_bias "
                             f"{linear_bias.dtype}; the model and its input in one dtype: model.to({x.dtype}), "
@@ -562,9 +574,9 @@ class WholeModel:
 
     @staticmethod
     def _gemm_output(x, weight, linear_bias):
-        """F.linear in x's dtype (the bias converted, as autocast converts it), in the parameters' dtype: the
-        tail's input, and what the backward keeps."""
-        return F.linear(x, weight, linear_bias.to(x.dtype)).to(linear_bias.dtype)
+        """F.linear in x's dtype (w and the bias converted, as autocast converts them), in the parameters'
+        dtype: the tail's input, and what the backward keeps."""
+        return F.linear(x, weight.to(x.dtype), linear_bias.to(x.dtype)).to(linear_bias.dtype)
 
     def _reference(self, *args):
         x, weight, linear_bias, rest, w_residual, save = self._split(args)
@@ -615,8 +627,8 @@ class WholeModel:
         grad, y = (bw.grad.to(y.dtype), y) if y.dtype in self._backward_dtypes else (bw.grad.float(), y.float())
         dy, tail_grads, dlinear_bias = self._gradients(self._tail_backward(grad, y, *self._backward_args(rest32)))
         dy = dy.to(x.dtype)
-        dx = dy @ weight if bw.needs[0] else None
-        dw = dy.t() @ x if bw.needs[1] else None
+        dx = dy @ weight.to(x.dtype) if bw.needs[0] else None  # (w float32 in autocast's call: converted)
+        dw = (dy.t() @ x).to(weight.dtype) if bw.needs[1] else None
         tensors = [t for t in rest if isinstance(t, Tensor)]
         tail_grads = [g.to(t.dtype) for g, t in zip(tail_grads, tensors)]
         return (dx, dw, dlinear_bias.to(linear_bias.dtype), *tail_grads, None)
@@ -656,10 +668,11 @@ WHOLE_MODELS = {m.name: m for m in (linear_bias_hardtanh_mish_group_norm, linear
 # models return float32; on the CPU GroupNorm keeps its input's dtype, so 62 returns bfloat16. The
 # ops do what the reference does, registered as autocast kernels (torch.library), not special-cased
 # in any module:
-#   whole models, CUDA  x and w converted to the autocast dtype (as autocast converts nn.Linear's),
-#                       the parameters float32, then the whole-model op itself below autocast: one
-#                       kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, the epilogue and the
-#                       output in float32), its backward the tail's float32 op and 16-bit GEMMs;
+#   whole models, CUDA  x converted to the autocast dtype (as autocast converts nn.Linear's) and, for
+#                       training, w; the parameters float32; then the whole-model op itself below
+#                       autocast: one kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, or up
+#                       to 256 rows at inference the TF32 narrow tiles on float32 w; the epilogue and
+#                       the output in float32), its backward the tail's op and 16-bit GEMMs;
 #   whole models, CPU   the reference math itself, under autocast: the reference's dtypes exactly;
 #   linear              F.linear under autocast, as nn.Linear;
 #   tails               inputs cast to float32, as autocast's fp32 policy does for GroupNorm.
@@ -675,8 +688,11 @@ def _whole_model_autocast(model: WholeModel, device_type: str):
             return model.tail_math(y, *rest), _empty(x)
         save = len(rest_and_defaults) > model.tail_arity + 1 and rest_and_defaults[model.tail_arity + 1]
         dtype = torch.get_autocast_dtype("cuda")
+        # At inference w stays float32 and the launcher chooses where to convert (x or w: by the rows of x);
+        # for training it is converted here, so that autograd keeps the converted w for the backward's GEMMs.
+        w = weight if weight.dtype == torch.float32 and not save else weight.to(dtype)
         with torch.autocast("cuda", enabled=False):
-            return model.op(x.to(dtype), weight.to(dtype), linear_bias.float(),
+            return model.op(x.to(dtype), w, linear_bias.float(),
                             *[t.float() if isinstance(t, Tensor) else t for t in rest], None, save)
     return kernel
 

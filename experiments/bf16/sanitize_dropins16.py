@@ -1,6 +1,7 @@
 """The drop-ins as models in bf16 and fp16, for compute-sanitizer: the fused kernels (K % 8 == 0) forward and
 backward (the tail's 16-bit backward on its team path), the unfused path (K % 8 != 0), groups of 23 channels in
-bf16 (the tail backward's general path), and a float32 model under autocast, at a batch no tile divides:
+bf16 (the tail backward's general path), and a float32 model under autocast, at a batch no tile divides (and at
+inference, where w stays float32, at 7, 131 and 300 rows: either side of the 256 where the route changes):
 
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck python experiments/bf16/sanitize_dropins16.py
 
@@ -38,4 +39,12 @@ for pid in (94, 75, 37, 62):
     tier = check.autocast_tier(torch.bfloat16)
     assert out.dtype == torch.float32 and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), pid
     print(f"{pid} float32 under autocast(bfloat16): ok", flush=True)
+    for rows in (7, 131, 300):  # at inference w stays float32: the TF32 narrow tiles on x converted up to 256 rows
+        x = _x(ref, rows, torch.float32, "cuda")
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
+            out = new(x)
+        want = ref.double()(x.double())
+        tier = check.autocast_tier(torch.float16)
+        assert out.dtype == torch.float32 and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), pid
+        print(f"{pid} float32 under autocast(float16) at inference, {rows} rows: ok", flush=True)
 torch.cuda.synchronize()

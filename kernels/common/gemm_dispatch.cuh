@@ -10,6 +10,11 @@
 //   257-         wgmma on pre-split operands (a pass over w     cuBLAS (linear); the whole models:
 //                per call, unless the caller kept it)           wgmma, 128 x 256 tiles
 //
+// x in bfloat16 or float16 beside a float32 w is what the whole models get under torch.autocast
+// (utils/ops.py), the weight left the float32 parameter it is: the TF32 tier whatever the setting,
+// since the 16-bit GEMM autocast asks for keeps fewer significand bits than TF32 (bf16 8, fp16 and
+// TF32 11), and up to 256 rows the narrow tiles (below 65 rows too: the whole model stays one kernel).
+//
 // The whole models run in one kernel (fused_gemm_groupnorm.cu) where the table says so; elsewhere
 // as `linear` and their tail (fused_gemm_groupnorm.cu's fused_here says why, with the figures).
 // Measured: experiments/gemm_schedules/README.md (65-256 rows and beyond),
@@ -46,11 +51,17 @@ struct Plan {
   bool tf32() const { return tier == Tier::TF32; }
 };
 
+// 16-bit x with a float32 w: autocast's call (above).
+inline bool mixed_operands(const torch::Tensor& x, const torch::Tensor& w) {
+  return (x.scalar_type() == at::kBFloat16 || x.scalar_type() == at::kHalf) && w.scalar_type() == at::kFloat;
+}
+
 // The plan for x (M, K) @ w.T (N, K). Made before the caller's checks: inputs they will reject (not
 // 2-D, not CUDA) get WIDE, whose path checks them.
 inline Plan plan(const torch::Tensor& x, const torch::Tensor& w) {
-  const Tier tier = current_tier();
-  if (small_batch::applies(x, w)) return {tier, Schedule::SMALL_BATCH};
+  const bool mixed = mixed_operands(x, w);
+  const Tier tier = mixed ? Tier::TF32 : current_tier();
+  if (!mixed && small_batch::applies(x, w)) return {tier, Schedule::SMALL_BATCH};
   if (x.dim() == 2 && w.dim() == 2 && x.size(0) <= kNarrowMaxM && x.is_cuda() && is_sm90(x.get_device())) {
     return {tier, Schedule::NARROW};
   }
