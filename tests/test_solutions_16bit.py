@@ -187,8 +187,8 @@ def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, cas
 def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dtype, rows, cuda):
     """At inference under autocast w stays float32 and the launcher picks the route by the rows of x (up to 256:
     x converted, the TF32 narrow tiles; beyond: w converted, rung 11's GEMM): every element written, within the
-    autocast tier of float64's and no further than eager's; up to 256 rows bit for bit what the float32 drop-in
-    computes at TF32 on x rounded to the dtype (the same kernel on the same values)."""
+    autocast tier of float64's and no further than eager's; at 65-256 rows bit for bit what the float32 drop-in
+    computes at TF32 on x rounded to the dtype (the same kernel on the same values), and at 1-64 within 1e-5."""
     ref, new = _pair(pid, "fused", torch.float32, cuda)
     ref64 = copy.deepcopy(ref).double()
     x = _x(ref, rows, torch.float32, cuda)
@@ -205,7 +205,11 @@ def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dty
         if rows <= 256:
             with precision.tf32(True):
                 same = new(x.to(dtype).float())
-            assert torch.equal(out, same), f"max difference {(out - same).abs().max().item():.2e}"
+            # 65-256 rows: the same kernel; up to 64 the float32 model runs linear's small-batch schedule and
+            # then the tail (the same TF32 products, summed in another order)
+            exact = rows > 64
+            assert torch.equal(out, same) if exact else torch.allclose(out, same, atol=1e-5, rtol=1e-5), (
+                f"max difference {(out - same).abs().max().item():.2e}")
 
 
 def test_a_16bit_input_beside_a_float32_model_outside_autocast_is_refused_as_f_linear_refuses_it():

@@ -31,7 +31,7 @@ fi
 if want sanitize; then
   for tool in ${SANITIZERS:-memcheck racecheck initcheck synccheck}; do
     PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout "${SANITIZE_S:-150}" compute-sanitizer --tool $tool --error-exitcode 3 \
-      python3 experiments/bf16/sanitize_dropins16.py > "$OUT/sanitize_$tool.log" 2>&1
+      python3 experiments/bf16/sanitize_dropins16.py ${SANITIZE_ARGS:-} > "$OUT/sanitize_$tool.log" 2>&1
     echo "$tool rc=$? $(grep -c ": ok" "$OUT/sanitize_$tool.log") ok; $(tail -1 "$OUT/sanitize_$tool.log")"
   done
 fi
