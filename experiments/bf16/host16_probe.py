@@ -1,0 +1,109 @@
+"""The host's time in one forward of a drop-in under torch.autocast, layer by layer: where a call at a few rows
+spends the microseconds that rows16_probe.py shows between "ours" and the float32 model it runs.
+
+    python experiments/bf16/host16_probe.py --out OUT [--commit SHA] [--pid 94] [--rows 16]
+
+Each line is the median wall time of one call on the host (the GPU idle before it: synchronized, so that no
+launch waits for a full queue), over 300 calls after 30 of warm-up:
+  model, autocast           ModelNew(x) under torch.autocast(bf16): the whole path
+  model, float32            ModelNew(x) on float32, no autocast: WholeModel.__call__ and the launcher
+  op below autograd         the whole-model op on x bf16 and w float32, below autograd and autocast: the launcher
+  autocast(enabled=False)   entering and leaving the context the autocast kernel calls the op in, alone
+  exclude-key guard         entering and leaving torch._C._ExcludeDispatchKeyGuard(AutocastCUDA), alone
+  x.to(bf16)                the conversion of x the autocast kernel makes
+OUT/host16_probe.json holds every row.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+from solutions import solution  # noqa: E402
+from utils import ops  # noqa: E402
+from utils.problems import get_problem  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+from probe import write_rows  # noqa: E402
+
+
+def host_us(fn, reps: int = 300, warmup: int = 30) -> float:
+    times = []
+    for i in range(warmup + reps):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        t1 = time.perf_counter()
+        if i >= warmup:
+            times.append((t1 - t0) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--pid", type=int, default=94)
+    ap.add_argument("--rows", type=int, default=16)
+    args = ap.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    p = get_problem(args.pid)
+    new = solution(args.pid).ModelNew(*p.init_inputs("full")).cuda()
+    x = torch.rand(args.rows, p.dims("full").in_features, device="cuda")
+    model = next(m for m in ops.WHOLE_MODELS.values() if m.name.endswith(
+        {94: "bias_hardtanh_mish_group_norm", 75: "group_norm_min_bias", 37: "swish_bias_group_norm",
+         62: "group_norm_leaky_relu_x2"}[args.pid]))
+    bf16 = torch.bfloat16
+    guard = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)
+
+    def under_autocast():
+        with torch.autocast("cuda", dtype=bf16):
+            new(x)
+
+    def autocast_off():
+        with torch.autocast("cuda", enabled=False):
+            pass
+
+    def exclude_guard():
+        with torch._C._ExcludeDispatchKeyGuard(guard):
+            pass
+
+    rows = []
+    with torch.no_grad():
+        measured = {"model, autocast": under_autocast, "model, float32": lambda: new(x),
+                    "autocast(enabled=False)": autocast_off, "exclude-key guard": exclude_guard,
+                    "x.to(bf16)": lambda: x.to(bf16)}
+        # the op's arguments as the autocast kernel hands them over: the last call of a wrapped model.op
+        captured = {}
+        real = model.op
+
+        def capture(*a):
+            captured["args"] = a
+            return real(*a)
+        model.op = capture
+        try:
+            under_autocast()
+        finally:
+            model.op = real
+
+        def below():
+            with torch._C._AutoDispatchBelowAutograd(), torch._C._ExcludeDispatchKeyGuard(guard):
+                real(*captured["args"])
+        measured["op below autograd"] = below
+        for name, fn in measured.items():
+            us = host_us(fn)
+            print(f"host {args.pid} M={args.rows} {name:<26} {us:8.1f} us", flush=True)
+            rows.append({"problem": args.pid, "M": args.rows, "what": name, "host_us": us})
+    write_rows(args.out / "host16_probe.json", args.commit, rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
