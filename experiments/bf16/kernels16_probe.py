@@ -2,7 +2,9 @@
 beside three timings of the same call: L2 flushed with events (bench.time_ms, as rows16_probe.py), warm L2 with
 events, and back to back (200 calls queued, the total over 200: the host's time per call where it is the longer).
 
-    python experiments/bf16/kernels16_probe.py --out OUT [--commit SHA] [--pid 94] [--rows 16 128 256]
+    python experiments/bf16/kernels16_probe.py --out OUT [--commit SHA] [--pid 94] [--rows 16 128 256] [--cpu]
+
+With --cpu the profile also holds the host's side: each op's own CPU time per call, the longest first.
 
 OUT/kernels16_probe.json holds every row.
 """
@@ -31,6 +33,8 @@ def main(argv=None) -> int:
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--pid", type=int, default=94)
     ap.add_argument("--rows", type=int, nargs="+", default=[16, 128, 256])
+    ap.add_argument("--cpu", action="store_true", help="profile the host too: each op's own CPU time")
+    ap.add_argument("--cpu-top", type=int, default=25)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     p = get_problem(args.pid)
@@ -46,7 +50,8 @@ def main(argv=None) -> int:
             for _ in range(10):
                 call()
             torch.cuda.synchronize()
-            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            acts = [torch.profiler.ProfilerActivity.CUDA] + [torch.profiler.ProfilerActivity.CPU] * args.cpu
+            with torch.profiler.profile(activities=acts) as prof:
                 for _ in range(20):
                     call()
                 torch.cuda.synchronize()
@@ -55,6 +60,13 @@ def main(argv=None) -> int:
                     us = e.device_time_total / 20
                     print(f"kernel M={M:<4} {us:8.1f} us per call  x{e.count / 20:.0f}  {e.key[:110]}", flush=True)
                     rows.append({"M": M, "kernel": e.key, "us_per_call": us, "per_call": e.count / 20})
+            if args.cpu:  # the host's side: each op's own time per call, the longest first
+                host = sorted((e for e in prof.key_averages() if e.self_cpu_time_total > 0),
+                              key=lambda e: -e.self_cpu_time_total)
+                for e in host[:args.cpu_top]:
+                    us = e.self_cpu_time_total / 20
+                    print(f"host   M={M:<4} {us:8.1f} us per call  x{e.count / 20:.0f}  {e.key[:110]}", flush=True)
+                    rows.append({"M": M, "host_op": e.key, "self_cpu_us_per_call": us, "per_call": e.count / 20})
             flushed = bench.time_ms(call, reps=50).median
             warm = bench.time_ms(call, reps=50, l2="warm").median
             torch.cuda.synchronize()
