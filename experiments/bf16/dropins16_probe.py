@@ -19,7 +19,6 @@ OUT/dropins16_probe.json holds every row.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import sys
 from pathlib import Path
@@ -34,7 +33,7 @@ from utils import bench, check  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from probe import write_rows  # noqa: E402
+from probe import out_and_commit, write_rows  # noqa: E402
 
 
 def models(pid: int, dtype: torch.dtype):
@@ -66,16 +65,13 @@ def step(model, x, grad):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--pids", type=int, nargs="+", default=[94, 75, 37, 62])
-    ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
-    ap.add_argument("--modes", nargs="+", default=["model", "autocast"], choices=["model", "autocast"])
-    ap.add_argument("--no-train", action="store_true")
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    def more(ap):
+        ap.add_argument("--reps", type=int, default=30)
+        ap.add_argument("--pids", type=int, nargs="+", default=[94, 75, 37, 62])
+        ap.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
+        ap.add_argument("--modes", nargs="+", default=["model", "autocast"], choices=["model", "autocast"])
+        ap.add_argument("--no-train", action="store_true")
+    args = out_and_commit(__doc__, argv, more)
     rows = []
     for pid in args.pids:
         for dtype, mode in ((getattr(torch, d), m) for d in args.dtypes for m in args.modes):

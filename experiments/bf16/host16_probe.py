@@ -15,7 +15,6 @@ OUT/host16_probe.json holds every row.
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -30,7 +29,7 @@ from utils import ops  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from probe import write_rows  # noqa: E402
+from probe import out_and_commit, write_rows  # noqa: E402
 
 
 def host_us(fn, reps: int = 300, warmup: int = 30) -> float:
@@ -47,13 +46,10 @@ def host_us(fn, reps: int = 300, warmup: int = 30) -> float:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--pid", type=int, default=94)
-    ap.add_argument("--rows", type=int, default=16)
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    def more(ap):
+        ap.add_argument("--pid", type=int, default=94)
+        ap.add_argument("--rows", type=int, default=16)
+    args = out_and_commit(__doc__, argv, more)
     p = get_problem(args.pid)
     new = solution(args.pid).ModelNew(*p.init_inputs("full")).cuda()
     x = torch.rand(args.rows, p.dims("full").in_features, device="cuda")

@@ -10,7 +10,6 @@ OUT/kernels16_probe.json holds every row.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,19 +23,16 @@ from utils import bench  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from probe import write_rows  # noqa: E402
+from probe import out_and_commit, write_rows  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--pid", type=int, default=94)
-    ap.add_argument("--rows", type=int, nargs="+", default=[16, 128, 256])
-    ap.add_argument("--cpu", action="store_true", help="profile the host too: each op's own CPU time")
-    ap.add_argument("--cpu-top", type=int, default=25)
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    def more(ap):
+        ap.add_argument("--pid", type=int, default=94)
+        ap.add_argument("--rows", type=int, nargs="+", default=[16, 128, 256])
+        ap.add_argument("--cpu", action="store_true", help="profile the host too: each op's own CPU time")
+        ap.add_argument("--cpu-top", type=int, default=25)
+    args = out_and_commit(__doc__, argv, more)
     p = get_problem(args.pid)
     new = solution(args.pid).ModelNew(*p.init_inputs("full")).cuda()
     rows = []

@@ -40,11 +40,14 @@ def contenders(g, rung11, dtype):
     return fns
 
 
-def out_and_commit(doc: str, argv=None) -> argparse.Namespace:
-    """A probe's command line: --out (made here) and --commit (the JSON's), its description the docstring's first line."""
+def out_and_commit(doc: str, argv=None, more=None) -> argparse.Namespace:
+    """A probe's command line: --out (made here) and --commit (the JSON's), and what more(parser) adds; its
+    description the docstring's first line."""
     ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
+    if more is not None:
+        more(ap)
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     return args

@@ -21,7 +21,6 @@ OUT/rows16_probe.json holds every row.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -36,7 +35,7 @@ from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from dropins16_probe import under  # noqa: E402
-from probe import write_rows  # noqa: E402
+from probe import out_and_commit, write_rows  # noqa: E402
 
 
 def ceilings(dtype) -> tuple[float, float]:
@@ -56,16 +55,13 @@ def at_tier(tf32: bool, fn):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--pids", type=int, nargs="+", default=[94, 37])
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--modes", nargs="+", default=["autocast", "model"], choices=["model", "autocast"])
-    ap.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64, 128, 256, 512, 1024])
-    args = ap.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
+    def more(ap):
+        ap.add_argument("--reps", type=int, default=30)
+        ap.add_argument("--pids", type=int, nargs="+", default=[94, 37])
+        ap.add_argument("--dtype", default="bfloat16")
+        ap.add_argument("--modes", nargs="+", default=["autocast", "model"], choices=["model", "autocast"])
+        ap.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64, 128, 256, 512, 1024])
+    args = out_and_commit(__doc__, argv, more)
     with precision.tf32(False):
         return run(args)
 
