@@ -62,9 +62,11 @@ def figures(device: str, kind: str) -> dict:
     return DRAWN[kind](_record(device, kind))
 
 
+@functools.cache
 def _drawn(fig):
+    """The figure laid out as a draw lays it out (no pixel written), once: its renderer, for the texts' extents."""
     renderer = FigureCanvasAgg(fig).get_renderer()
-    fig.draw(renderer)
+    fig.draw_without_rendering()
     return renderer
 
 
@@ -106,3 +108,15 @@ def test_speedups_over_eager_also_show_torch_compile(device, kind):
     for name, fig in over_eager.items():
         titles = [ax.get_title(loc="left") for ax in fig.axes]
         assert any("torch.compile" in t for t in titles), f"{device}/{kind} {name}: panels {titles}"
+
+
+def test_the_checks_find_labels_that_overlap_and_a_label_past_the_top():
+    """The two checks above can fail: wide labels over narrow neighbouring bars, the axes cut at the bars' tops."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(1.5, 2))
+    ax = fig.add_subplot()
+    bars = ax.bar([0, 1], [1.0, 1.0], width=0.95)
+    plots.label_bars(ax, bars, labels=["0.87x, a label far wider than its bar", "0.88x, a label far wider than its bar"])
+    ax.set_ylim(0, 1.0)
+    assert overlapping_texts(fig) and labels_outside_their_axes(fig)

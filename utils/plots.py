@@ -185,7 +185,7 @@ def fit_bar_labels(fig: Figure, *, passes: int = 8) -> None:
     for _ in range(passes):
         fig.tight_layout()
         renderer = canvas.get_renderer()
-        fig.draw(renderer)
+        fig.draw_without_rendering()  # every artist placed, as a draw would, with no pixel written
         gap = LABEL_GAP_PT * fig.dpi / 72
         extra_in, changed = 0.0, False
         for ax in axes:
