@@ -2,7 +2,7 @@
 # The drop-ins as models in bf16 and fp16 on a GPU: their GPU tests, the tail backward's (float32 and 16-bit),
 # and the float32 drop-ins' (the launchers changed under them), compute-sanitizer's four tools over
 # sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours,
-# experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py; with STAGES=rows, rows16_probe.py. STAGES picks (default:
+# experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py; with STAGES=rows, rows16_probe.py; with STAGES=host, host16_probe.py. STAGES picks (default:
 # build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
@@ -49,6 +49,13 @@ if want rows; then  # the 16-bit drop-ins against the rows of x (rows16_probe.py
   timeout "${ROWS_S:-400}" python3 experiments/bf16/rows16_probe.py --out "$OUT/rows" --commit "${COMMIT:-unknown}" \
     ${ROWS_ARGS:-} > "$OUT/rows16_probe.log" 2>&1
   echo "rows probe rc=$?"; grep -E "^(ceil|check|time)" "$OUT/rows16_probe.log" | tail -120
+fi
+if want host; then  # the host's time of a call under autocast, layer by layer (host16_probe.py), at each of HOST_ROWS
+  for m in ${HOST_ROWS:-1 16 128 256}; do
+    timeout 120 python3 experiments/bf16/host16_probe.py --out "$OUT/host" --commit "${COMMIT:-unknown}" --rows $m \
+      > "$OUT/host16_probe_M$m.log" 2>&1
+    echo "host probe M=$m rc=$?"; grep -E "^host" "$OUT/host16_probe_M$m.log"
+  done
 fi
 if want probe; then
   # PROBES: one probe run per ;-separated argument list, each in a process of its own with its own JSON (so that a

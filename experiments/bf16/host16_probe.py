@@ -11,7 +11,7 @@ launch waits for a full queue), over 300 calls after 30 of warm-up:
   autocast(enabled=False)   entering and leaving the context the autocast kernel calls the op in, alone
   exclude-key guard         entering and leaving torch._C._ExcludeDispatchKeyGuard(AutocastCUDA), alone
   x.to(bf16)                the conversion of x the autocast kernel makes
-OUT/host16_probe.json holds every row.
+OUT/host16_probe_<pid>_M<rows>.json holds every row.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from utils import ops  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
-from probe import out_and_commit, write_rows  # noqa: E402
+from probe import WHOLE_MODEL_OF, op_args_of, out_and_commit, write_rows  # noqa: E402
 
 
 def host_us(fn, reps: int = 300, warmup: int = 30) -> float:
@@ -53,9 +53,7 @@ def main(argv=None) -> int:
     p = get_problem(args.pid)
     new = solution(args.pid).ModelNew(*p.init_inputs("full")).cuda()
     x = torch.rand(args.rows, p.dims("full").in_features, device="cuda")
-    model = next(m for m in ops.WHOLE_MODELS.values() if m.name.endswith(
-        {94: "bias_hardtanh_mish_group_norm", 75: "group_norm_min_bias", 37: "swish_bias_group_norm",
-         62: "group_norm_leaky_relu_x2"}[args.pid]))
+    model = ops.WHOLE_MODELS[WHOLE_MODEL_OF[args.pid]]
     bf16 = torch.bfloat16
     guard = torch._C.DispatchKeySet(torch._C.DispatchKey.AutocastCUDA)
 
@@ -76,28 +74,17 @@ def main(argv=None) -> int:
         measured = {"model, autocast": under_autocast, "model, float32": lambda: new(x),
                     "autocast(enabled=False)": autocast_off, "exclude-key guard": exclude_guard,
                     "x.to(bf16)": lambda: x.to(bf16)}
-        # the op's arguments as the autocast kernel hands them over: the last call of a wrapped model.op
-        captured = {}
-        real = model.op
-
-        def capture(*a):
-            captured["args"] = a
-            return real(*a)
-        model.op = capture
-        try:
-            under_autocast()
-        finally:
-            model.op = real
+        op_args = op_args_of(model, under_autocast)  # as the autocast kernel hands them over
 
         def below():
             with torch._C._AutoDispatchBelowAutograd(), torch._C._ExcludeDispatchKeyGuard(guard):
-                real(*captured["args"])
+                model.op(*op_args)
         measured["op below autograd"] = below
         for name, fn in measured.items():
             us = host_us(fn)
             print(f"host {args.pid} M={args.rows} {name:<26} {us:8.1f} us", flush=True)
             rows.append({"problem": args.pid, "M": args.rows, "what": name, "host_us": us})
-    write_rows(args.out / "host16_probe.json", args.commit, rows)
+    write_rows(args.out / f"host16_probe_{args.pid}_M{args.rows}.json", args.commit, rows)
     return 0
 
 

@@ -98,3 +98,25 @@ def write_rows(path: Path, commit: str, rows: list[dict]) -> None:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+# problem -> the name of its whole model's op (utils.ops.WHOLE_MODELS)
+WHOLE_MODEL_OF = {94: "linear_bias_hardtanh_mish_group_norm", 75: "linear_group_norm_min_bias",
+                  37: "linear_swish_bias_group_norm", 62: "linear_group_norm_leaky_relu_x2"}
+
+
+def op_args_of(whole, call) -> tuple:
+    """The arguments the last call of whole.op got while call() ran (a drop-in's forward: under autocast, what
+    the autocast kernel handed the op)."""
+    captured = {}
+    real = whole.op
+
+    def capture(*a):
+        captured["args"] = a
+        return real(*a)
+    whole.op = capture
+    try:
+        call()
+    finally:
+        whole.op = real
+    return captured["args"]

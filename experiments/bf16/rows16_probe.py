@@ -11,8 +11,9 @@ for). Contenders per (problem, mode, M), forward only, L2 flushed, medians (benc
 
   autocast  ours (today's route: x and w converted, then the 16-bit whole-model kernel), ours on float32 at
             the strict tier, ours on float32 at TF32, eager and torch.compile under autocast;
-  model     ours in dtype (rung 11's wide tiles at every M), eager and torch.compile in dtype, and the
-            16-bit GEMM alone (F.linear).
+  model     ours in dtype (rung 11's wide tiles at every M), eager and torch.compile in dtype, the 16-bit GEMM
+            alone (F.linear), and the candidate for a few rows: ours unfused, cuBLAS's 16-bit GEMM and then the
+            tail's float32 op (the launcher's unfused16, as WholeModel._unfused computes it).
 
 Each contender is checked against float64 first (inside the dtype's tier, utils.check.TIERS). The floor: w read
 once (its dtype's bytes, float32's under autocast, where w is float32) over the copy bandwidth measured here,
@@ -30,12 +31,12 @@ import torch.nn.functional as F
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 from solutions import solution  # noqa: E402
-from utils import bench, check, precision  # noqa: E402
+from utils import bench, check, ops, precision  # noqa: E402
 from utils.problems import get_problem  # noqa: E402
 
 sys.path.insert(0, str(HERE))
 from dropins16_probe import under  # noqa: E402
-from probe import out_and_commit, write_rows  # noqa: E402
+from probe import WHOLE_MODEL_OF, op_args_of, out_and_commit, write_rows  # noqa: E402
 
 
 def ceilings(dtype) -> tuple[float, float]:
@@ -86,6 +87,7 @@ def run(args) -> int:
             ref64.load_state_dict(ref.state_dict())
             compiled = torch.compile(ref, dynamic=True)
             lin = next(m for m in ref.modules() if isinstance(m, torch.nn.Linear))
+            whole = ops.WHOLE_MODELS[WHOLE_MODEL_OF[pid]]
             for M in args.rows:
                 x = torch.rand(M, d.in_features, generator=torch.Generator().manual_seed(M)).to("cuda", model_dtype)
                 with torch.no_grad():
@@ -98,8 +100,11 @@ def run(args) -> int:
                                "torch.compile": under(auto, lambda: compiled(x))}
                         w_bytes = d.out_features * d.in_features * 4
                     else:
+                        op_args = op_args_of(whole, lambda: new(x))
                         fns = {"ours": lambda: new(x), "eager": lambda: ref(x), "torch.compile": lambda: compiled(x),
-                               "16-bit GEMM alone": lambda: F.linear(x, lin.weight)}
+                               "16-bit GEMM alone": lambda: F.linear(x, lin.weight),
+                               # the candidate for a few rows: cuBLAS's 16-bit GEMM, then the tail's float32 op
+                               "ours unfused (cuBLAS, tail)": lambda: whole._unfused(*op_args)[0]}
                         w_bytes = d.out_features * d.in_features * 2
                     want = ref64(x.double())
                     for label, fn in fns.items():
