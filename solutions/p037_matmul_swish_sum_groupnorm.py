@@ -17,7 +17,7 @@ Why this shape, and what all four solutions share (the inherited constructor, th
 training, autocast, freeze(), torch.compile): solutions/__init__.py. Measured against eager and
 torch.compile: the forward, TF32 off and on, in notebooks/10_fused_solutions.ipynb, recorded in
 results/<device>/solutions.json; a training step, TF32 off and on, and the forward under autocast in
-notebooks/12_dropins_in_real_code.ipynb, recorded in training.json and autocast.json beside it.
+notebooks/13_dropins_in_real_code.ipynb, recorded in training.json and autocast.json beside it.
 """
 from utils import ops
 from utils.freezing import Freezable

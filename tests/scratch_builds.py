@@ -17,6 +17,7 @@ ANSWERS = build.build_root_dir().parent / "exercise_answers"  # a fixed path, so
 
 def texts() -> list[tuple[str, str, Path]]:
     """(name, text, folder) of each starter and each answer."""
+    import test_bf16x2_exercise as t12
     import test_groupnorm_epilogue_exercise as t09
     import test_memory_bound_exercises as t0607
     import test_split_k_exercise as t11
@@ -31,19 +32,20 @@ def texts() -> list[tuple[str, str, Path]]:
         (f"answer_{mx.MIN_BIAS_KERNEL}", t0607.MIN_BIAS_ANSWER, ANSWERS),
         ("group_norm_stats", t0607.welford_with(t0607.WELFORD_ANSWER_REGION), ANSWERS),
         ("gn_epilogue", t09.starter(), STARTERS), ("gn_epilogue_answer", t09.ANSWER, ANSWERS),
-    ] + [(t11.NAME, t11.text(v), t11.folder(v)) for v in t11.EVERYWHERE]
+    ] + [(t.NAME, t.text(v), t.folder(v)) for t in (t11, t12) for v in t.EVERYWHERE]
 
 
 def gpu_texts() -> list[tuple[str, str, Path]]:
     """(name, text, folder) of what only the GPU tests build: each exercise's shortcuts, which its checker
     must refuse, and 05's GELU solved (built one after the other, these took most of `pytest -m gpu`)."""
+    import test_bf16x2_exercise as t12
     import test_groupnorm_epilogue_exercise as t09
     import test_memory_bound_exercises as t0607
     import test_split_k_exercise as t11
     import test_tiled_sgemm_exercise as t03
 
     found = [("my_tiled_sgemm", path.read_text(), t03.SCRATCH / path.stem) for path in t03.SHORTCUTS]
-    found += [(t11.NAME, t11.text(v), t11.folder(v)) for v in t11.SHORTCUT_VARIANTS]
+    found += [(t.NAME, t.text(v), t.folder(v)) for t in (t11, t12) for v in t.SHORTCUT_VARIANTS]
     found += [(f"gn_epilogue_{name}", text, t09.BUILD_DIR) for name, text in t09.KERNEL_SHORTCUTS.items()]
     for prefix, answer, edits in (("tail94_", t0607.TAIL_ANSWER, t0607.TAIL_SHORTCUT_EDITS),
                                   ("min_bias_", t0607.MIN_BIAS_ANSWER, t0607.MIN_BIAS_SHORTCUT_EDITS)):

@@ -1,4 +1,4 @@
-"""The "Your turn" sections of notebooks 00-12: no checker says PASS before the reader acts.
+"""The "Your turn" sections of notebooks 00-13: no checker says PASS before the reader acts.
 
 - Every exercise heading of a "Your turn" section is known here (EXERCISES), so a new exercise
   cannot arrive without a test of its checker.
@@ -99,7 +99,16 @@ EXERCISES = {
               "test_split_k_exercise::test_the_notebook_launch_cell_passes_the_answer",
               "test_split_k_exercise::test_the_notebook_launch_cell_fails_each_shortcut"],
         "2": THINK},
-    "12_dropins_in_real_code.ipynb": {"1": THINK},
+    "12_bf16_and_fp16.ipynb": {
+        "1": ["test_bf16x2_exercise::test_the_starter_fails_the_static_reading",
+              "test_bf16x2_exercise::test_the_checker_refuses_the_starter_before_running_it",
+              "test_bf16x2_exercise::test_the_whole_checker_passes_the_answers_arithmetic_on_the_cpu",
+              "test_bf16x2_exercise::test_the_whole_checker_fails_and_names_each_shortcut_on_the_cpu",
+              "test_bf16x2_exercise::test_the_notebook_launch_cell_fails_the_starter",
+              "test_bf16x2_exercise::test_the_notebook_launch_cell_passes_the_answer",
+              "test_bf16x2_exercise::test_the_notebook_launch_cell_fails_each_shortcut"],
+        "2": THINK},
+    "13_dropins_in_real_code.ipynb": {"1": THINK},
 }
 
 

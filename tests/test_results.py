@@ -375,10 +375,10 @@ def test_readme_front_is_generated_from_the_record_and_the_logs(tmp_path):
     assert "| 5 min one after the other: 2 chapters in 100 s, the scoreboard 200 s |" in times
     assert "its GPU tests (`pytest -m gpu`, 12 passed) 5 min" in times
     assert "not measured yet" in times  # the CPU's `make run`
-    # notebook 12's training step measured before it, in shares on two cards: counted from the shares' logs,
+    # notebook 13's training step measured before it, in shares on two cards: counted from the shares' logs,
     # and said to be missing where a training record has no logged time
     (root / rec["device"]["slug"] / "training.json").write_text("{}")
-    assert "not counted: notebook 12's training step" in report.render_times(root)
+    assert "not counted: notebook 13's training step" in report.render_times(root)
     (logs / "training_37_a.log").write_text("[training] problems 37 62 ok in 50.0 s\n")
     (logs / "training_94_a.log").write_text("noise\n[training] problems 94 75 ok in 70.0 s\n")
     times = report.render_times(root)

@@ -73,26 +73,28 @@ def test_a_renumbered_chapter_reads_its_copies_recorded_under_its_former_name(tm
 
 
 def test_a_chapter_split_off_another_reads_the_copies_of_every_name_its_cells_ran_under(tmp_path):
-    """Chapter 12 was part of 10, then chapter 11 until a chapter was inserted before it: its cells' recorded
+    """Chapter 13 was part of 10, then chapter 11, then 12, as chapters were inserted before it: its cells' recorded
     outputs are also in the copies named 10_fused_solutions from before the split and in those named
-    11_dropins_in_real_code from before the renumbering, oldest name first and its own last, so that the
-    newest wins."""
-    new, split, renumbered = "12_dropins_in_real_code.ipynb", "10_fused_solutions.ipynb", "11_dropins_in_real_code.ipynb"
-    assert run.RECORDED_AS[new] == (split, renumbered)
-    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-a", renumbered), ("gpu-b", renumbered),
+    11_dropins_in_real_code and 12_dropins_in_real_code from before each renumbering, oldest name first and its own
+    last, so that the newest wins."""
+    new, split = "13_dropins_in_real_code.ipynb", "10_fused_solutions.ipynb"
+    eleven, twelve = "11_dropins_in_real_code.ipynb", "12_dropins_in_real_code.ipynb"
+    assert run.RECORDED_AS[new] == (split, eleven, twelve)
+    for i, (device, name) in enumerate([("gpu-a", new), ("gpu-a", twelve), ("gpu-b", eleven), ("gpu-a", eleven),
                                         ("gpu-b", split), ("gpu-a", split)]):
         path = tmp_path / device / "notebooks" / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("{}")
         os.utime(path, (1000 + i, 1000 + i))
     copies = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(new, tmp_path)]
-    assert copies == [f"gpu-b/notebooks/{split}", f"gpu-a/notebooks/{split}", f"gpu-a/notebooks/{renumbered}",
-                      f"gpu-b/notebooks/{renumbered}", f"gpu-a/notebooks/{new}"]
+    assert copies == [f"gpu-b/notebooks/{split}", f"gpu-a/notebooks/{split}", f"gpu-b/notebooks/{eleven}",
+                      f"gpu-a/notebooks/{eleven}", f"gpu-a/notebooks/{twelve}", f"gpu-a/notebooks/{new}"]
     ten = [p.relative_to(tmp_path).as_posix() for p in run.recorded_copies(split, tmp_path)]
-    assert ten == copies[:2]  # chapter 10 kept its name, and reads no copy of chapter 12
-    # the chapter now numbered 11 has a name of its own, and reads no copy of the one that was 11 before it
+    assert ten == copies[:2]  # chapter 10 kept its name, and reads no copy of chapter 13
+    # the chapters now numbered 11 and 12 have names of their own, and read no copy of the ones before them
     assert run.recorded_copies("11_every_batch_size.ipynb", tmp_path) == []
-    assert not any(renumbered in formers for name, formers in run.RECORDED_AS.items() if name != new)
+    assert run.recorded_copies("12_bf16_and_fp16.ipynb", tmp_path) == []
+    assert not any({eleven, twelve} & set(formers) for name, formers in run.RECORDED_AS.items() if name != new)
 
 
 def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
@@ -103,8 +105,8 @@ def test_every_renumbering_maps_a_notebook_of_today_to_copies_that_exist():
         for former in formers:
             assert list(run.results.RESULTS.glob(f"*/notebooks/{former}")), f"no recorded copy is named {former}"
     assert len(run.recorded_copies("10_fused_solutions.ipynb")) >= 1  # the recorded runs of the fused solutions
-    # chapter 12's copies are all under its former names until `make run` records it as 12: 11's on each device
-    assert len(run.recorded_copies("12_dropins_in_real_code.ipynb")) >= 2
+    # chapter 13's copies are all under its former names until `make run` records it as 13: 11's or 12's
+    assert len(run.recorded_copies("13_dropins_in_real_code.ipynb")) >= 2
 
 
 def test_an_executed_copy_names_no_folder_of_the_machine_that_ran_it(tmp_path):

@@ -1,4 +1,4 @@
-"""utils.chapters.solution_debriefs: notebooks 10 and 12's debriefs, computed from a record. On small
+"""utils.chapters.solution_debriefs: notebooks 10 and 13's debriefs, computed from a record. On small
 synthetic records, each verdict word against a range it is below, inside or above, and each figure the
 record implies; on every recorded device's real records, the record's own figures."""
 import pytest
@@ -208,7 +208,7 @@ def test_the_probe_is_the_h100_log(tmp_path):
     assert D.probe(tmp_path / "training_probe_94.json") == {}
 
 
-# --------------------------------------------------------------------------- notebook 12, §4: the final table's findings
+# --------------------------------------------------------------------------- notebook 13, §4: the final table's findings
 
 def autocast_record(ratio: float) -> dict:
     """Under autocast: ours 1 ms, torch.compile `ratio` times as long, eager 3 ms."""

@@ -1,4 +1,4 @@
-"""The prose of notebooks 10 and 12 (the drop-in solutions, once one chapter) against their records, probe logs
+"""The prose of notebooks 10 and 13 (the drop-in solutions, once one chapter) against their records, probe logs
 and the seeds. A recorded run's figures are not the prose's: a cell computes each debrief from the record the
 notebook shows (utils.chapters.solution_debriefs, tested in test_solution_debriefs.py), and the prose names no
 record's commit. What the prose does claim of the runs holds on every recorded device's records; the fixed
@@ -23,8 +23,8 @@ from utils.chapters import solution_debriefs as debriefs
 from utils.chapters.solution_debriefs import span
 
 NB10 = REPO / "notebooks" / "10_fused_solutions.ipynb"
-NB12 = REPO / "notebooks" / "12_dropins_in_real_code.ipynb"
-CHAPTERS = {"10": NB10, "12": NB12}
+NB13 = REPO / "notebooks" / "13_dropins_in_real_code.ipynb"
+CHAPTERS = {"10": NB10, "13": NB13}
 ROOT = REPO / "results"
 H200, H100 = "nvidia-h200", "nvidia-h100-80gb-hbm3"
 SEEDS_DIR = REPO.parent / "shared" / "seeds"
@@ -49,7 +49,7 @@ def prose() -> str:
 def says(*phrases: str) -> None:
     text = prose()
     missing = [p for p in phrases if p not in text]
-    assert not missing, f"notebooks 10 and 12 do not say (their records do): {missing}"
+    assert not missing, f"notebooks 10 and 13 do not say (their records do): {missing}"
 
 
 def record(device: str, kind: str) -> dict:
@@ -146,8 +146,8 @@ def test_the_chapter_is_more_prose_than_code_in_short_cells(number):
 
 
 def test_a_section_reference_is_read_with_its_chapter():
-    assert section_refs("(chapter 10's §3–§4, §1–§3 here); chapter 12's §2 says; [§9](#9.-x) (chapter 10, §6)") == [
-        ("10", 3), ("10", 4), (None, 1), (None, 3), ("12", 2), ("10", 6)]
+    assert section_refs("(chapter 10's §3–§4, §1–§3 here); chapter 13's §2 says; [§9](#9.-x) (chapter 10, §6)") == [
+        ("10", 3), ("10", 4), (None, 1), (None, 3), ("13", 2), ("10", 6)]
 
 
 # --------------------------------------------------------------------------- the seeds
@@ -165,7 +165,7 @@ def seed_rows(cell_id: str) -> list[tuple[str, list[str]]]:
     return rows
 
 
-RECAP = "nb09-58e"  # notebook 12's "## 5. The seeds against the outcome"
+RECAP = "nb09-58e"  # notebook 13's "## 5. The seeds against the outcome"
 
 
 @pytest.mark.skipif(not SEEDS_DIR.is_dir(), reason=f"the seed documents are not at {SEEDS_DIR}")
@@ -263,8 +263,8 @@ def devices_with(kind: str) -> list[str]:
 
 @pytest.mark.parametrize("notebook, results_cell, shown, call", [
     (NB10, "nb09-36", "measured", 'debriefs.forward_debrief(measured, PREDICTED, S.recorded("ceilings"))'),
-    (NB12, "nb09-46", "trained", "debriefs.training_debrief(trained, PREDICTED_STEP, STEP_TARGETS)"),
-    (NB12, "nb09-54", "autocast", "debriefs.autocast_summary(autocast)")])
+    (NB13, "nb09-46", "trained", "debriefs.training_debrief(trained, PREDICTED_STEP, STEP_TARGETS)"),
+    (NB13, "nb09-54", "autocast", "debriefs.autocast_summary(autocast)")])
 def test_each_debrief_is_computed_in_the_cell_after_its_results(notebook, results_cell, shown, call):
     """The code cell right after the one that shows a record's tables and plots displays its debrief, when
     there is a record (S.shown has said why, once, when there is none)."""
@@ -374,7 +374,7 @@ def test_62_with_tf32_is_below_1_1_on_every_device(device):
     assert "balancing the GEMM's last wave nothing; that probe's" not in prose()
 
 
-# --------------------------------------------------------------------------- notebook 12's §2, §3
+# --------------------------------------------------------------------------- notebook 13's §2, §3
 
 TF32_STEP_PROBES = {H100: ROOT / H100 / "logs" / "training" / "training_probe_94.json",
                     H200: ROOT / H200 / "logs" / "dropins" / "training_probe_pieces.json"}
@@ -386,7 +386,7 @@ def test_what_the_training_prose_says_holds_on_every_device(device):
     target, as predicted": STEP_TARGETS against every record."""
     says("On every recorded device the strict step meets the 2x target and misses the 2.5x moonshot, and the "
          "TF32 step misses the 1.3x target, as predicted")
-    targets, step = cell_constant(NB12, "STEP_TARGETS"), ratios(device, "training")
+    targets, step = cell_constant(NB13, "STEP_TARGETS"), ratios(device, "training")
     assert targets == {False: (2.0, 2.5), True: (1.3, 1.5)}
     assert all(2.0 <= round(step[p, False]["vs_compile"], 2) < 2.5 for p in PIDS)
     assert all(round(step[p, True]["vs_compile"], 2) < 1.3 for p in PIDS)

@@ -14,23 +14,26 @@ bias[n] + the sum over s of partials[s, m, n], and its checker (utils/chapters/r
 - gpu: the whole checker through the notebook's own launch cell (my_split_k_sum, output poisoned): the starter
   fails, the answer passes, every shortcut fails, the one right only for whole blocks of 256 included.
 """
-import ast
-import json
 import re
-from pathlib import Path
 
 import pytest
 import torch
 
-from utils import REPO, build, launch
+from kernel_tests import ScratchExercise
+from utils import launch
 from utils.chapters import regime_exercises as exercises
 
-NB11 = REPO / "notebooks" / "11_every_batch_size.ipynb"
-ANSWERS = Path(__file__).resolve().parent / "exercise_answers"
-ANSWER = ANSWERS / "split_k_sum.cu"
-SHORTCUTS = sorted((ANSWERS / "shortcuts").glob("split_k_*.cu"))
-NAME = "split_k_sum"  # the name the notebook's launch cell builds it under
-SCRATCH = build.build_root_dir().parent / "exercise_answers"  # a fixed path, so the builds are cached
+EXERCISE = ScratchExercise("11_every_batch_size.ipynb", "SPLIT_K_SOURCE", "my_split_k_sum", "split_k_mod", "split_k_sum",
+                           "split_k_sum.cu", "split_k_")
+NB11, ANSWER, SHORTCUTS, NAME = EXERCISE.notebook, EXERCISE.answer_path, EXERCISE.shortcuts, EXERCISE.name
+cells, starter, launch_cell, text, folder, load = (EXERCISE.cells, EXERCISE.starter, EXERCISE.launch_cell,
+                                                   EXERCISE.text, EXERCISE.folder, EXERCISE.load)
+my_split_k_sum = EXERCISE.launch_fn_for
+
+
+def answer() -> str:
+    return ANSWER.read_text()
+
 
 # what the compile tests build: the starter and the answer on any machine that compiles, the shortcuts where a GPU
 # runs them (as the other chapters' shortcuts: tests/scratch_builds.py), since without one nothing runs them
@@ -48,54 +51,6 @@ NAMED_ON_A_GPU = {
     "split_k_multiples_only": "right at the first",
     "split_k_transposed": "read as (S, N, M)",
 }
-
-
-def cells() -> list[str]:
-    return ["".join(c["source"]) for c in json.loads(NB11.read_text())["cells"] if c["cell_type"] == "code"]
-
-
-def starter() -> str:
-    """SPLIT_K_SOURCE as the notebook commits it."""
-    for src in cells():
-        if 'SPLIT_K_SOURCE = r"""' in src:
-            for node in ast.parse(src).body:
-                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "SPLIT_K_SOURCE" for t in node.targets):
-                    return ast.literal_eval(node.value)
-    raise AssertionError(f"no cell of {NB11.name} assigns SPLIT_K_SOURCE")
-
-
-def answer() -> str:
-    return ANSWER.read_text()
-
-
-def launch_cell() -> str:
-    found = [src for src in cells() if "def my_split_k_sum(" in src]
-    assert found, f"no cell of {NB11.name} defines my_split_k_sum"
-    return found[0]
-
-
-def folder(variant: str) -> Path:
-    """Where each text is built: the starter where the chapter builds it (tests/scratch_builds.py), the others each
-    in a folder of its own (one name, split_k_sum, for all)."""
-    return build.SCRATCH_DIR if variant == "starter" else SCRATCH / ("split_k_sum_answer" if variant == "answer" else variant)
-
-
-def text(variant: str) -> str:
-    if variant == "starter":
-        return starter()
-    return answer() if variant == "answer" else (ANSWERS / "shortcuts" / f"{variant}.cu").read_text()
-
-
-def load(variant: str):
-    return build.load_source(NAME, text(variant), scratch_dir=folder(variant))
-
-
-def my_split_k_sum(module):
-    """The notebook's launch cell, run with `module` as the reader's build (`split_k_mod`)."""
-    namespace = {"torch": torch, "build": build, "S": type("S", (), {"can_compile": False})(), "SPLIT_K_SOURCE": ""}
-    exec(compile(launch_cell(), f"{NB11.name}'s launch cell", "exec"), namespace)
-    namespace["split_k_mod"] = module
-    return namespace["my_split_k_sum"]
 
 
 def numpy_stand_in(compute):
@@ -183,15 +138,11 @@ def test_the_whole_checker_passes_the_answers_arithmetic_on_the_cpu():
 @pytest.mark.parametrize("path", SHORTCUTS, ids=lambda p: p.stem)
 def test_each_shortcut_passes_or_fails_the_static_reading_as_it_should(path):
     """split_k_first_slice and split_k_no_bias fail it (a parameter unused); the others pass it, and are the GPU's."""
-    problems = exercises.split_k_static(path.read_text())
-    if path.stem in CAUGHT_WITHOUT_A_GPU:
-        assert len(problems) == 1 and CAUGHT_WITHOUT_A_GPU[path.stem] in problems[0], problems
-    else:
-        assert problems == [] and path.stem in NAMED_ON_A_GPU, problems
+    EXERCISE.check_static_reading(path, exercises.split_k_static, CAUGHT_WITHOUT_A_GPU, NAMED_ON_A_GPU)
 
 
 def test_every_shortcut_file_is_expected():
-    assert {p.stem for p in SHORTCUTS} == set(CAUGHT_WITHOUT_A_GPU) | set(NAMED_ON_A_GPU)
+    EXERCISE.check_shortcut_files(CAUGHT_WITHOUT_A_GPU, NAMED_ON_A_GPU)
 
 
 @pytest.mark.parametrize("shortcut", list(exercises.SPLIT_K_SHORTCUTS), ids=short)
@@ -271,11 +222,7 @@ def test_the_notebook_launch_cell_passes_the_answer():
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", SHORTCUTS, ids=lambda p: p.stem)
 def test_the_notebook_launch_cell_fails_each_shortcut(path):
-    reports, verdict = exercises.split_k_exercise(my_split_k_sum(load(path.stem)), path.read_text())
-    assert verdict.startswith("Not yet:"), verdict
-    named = CAUGHT_WITHOUT_A_GPU.get(path.stem) or NAMED_ON_A_GPU[path.stem]
-    assert named in verdict, verdict
-    assert (reports == {}) == (path.stem in CAUGHT_WITHOUT_A_GPU)  # refused before it runs, or by the harness
+    EXERCISE.check_launch_cell_fails(path, exercises.split_k_exercise, CAUGHT_WITHOUT_A_GPU, NAMED_ON_A_GPU)
 
 
 @pytest.mark.gpu

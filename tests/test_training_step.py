@@ -1,4 +1,4 @@
-"""utils/chapters/training.py: notebook 12's training step measured outside the notebook, its problems spread
+"""utils/chapters/training.py: notebook 13's training step measured outside the notebook, its problems spread
 over several cards and recorded as one; on the CPU, the merge (the measurement itself runs on a GPU:
 tests/test_chapter.py's measure_training tests)."""
 import json

@@ -79,13 +79,13 @@ Entry conventions of the kinds known so far (every listed key is required):
                    (utils.bench.time_ms); "per_call": a synchronize after every call (KernelBench's
                    per-trial protocol), the CPU's launch cost included. "timing": "interleaved" where the row
                    says how its contenders were timed (in turn, utils.bench.time_interleaved; training and autocast too).
-    training       notebook 12 (utils.chapters.session.measure_training): a training step (forward and backward,
+    training       notebook 13 (utils.chapters.session.measure_training): a training step (forward and backward,
                    the gradients of the input and every parameter), TF32 off and on, compare() rows of
                    one run {"problem", "contender": "eager" | "torch.compile" |
                     "torch.compile max-autotune-no-cudagraphs" | "ours", "tf32", "protocol": "steady",
                     "median_ms", "p20_ms", "p80_ms"} and "gradients" (the check's verdict before
                    timing), "compile_s" for the compiled contenders.
-    autocast       notebook 12 (utils.chapters.session.measure_autocast): the forward under torch.autocast,
+    autocast       notebook 13 (utils.chapters.session.measure_autocast): the forward under torch.autocast,
                    compare() rows of one run {"problem", "contender" (as training's), "autocast":
                    "bf16" | "fp16", "tf32", "protocol": "steady", "median_ms", "p20_ms", "p80_ms",
                    "max_abs_vs_eager"}, every contender checked against eager under autocast first.
@@ -326,9 +326,9 @@ KINDS: dict[str, Kind] = {
     "solutions": Kind("The drop-in solutions against eager and torch.compile (notebook 10)",
                       ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms", "tflops",
                        "floor_ms", "pct_of_floor")),
-    "training": Kind("A training step against eager and torch.compile (notebook 12)",
+    "training": Kind("A training step against eager and torch.compile (notebook 13)",
                      ("problem", "contender", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
-    "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 12)",
+    "autocast": Kind("The forward under torch.autocast against eager and torch.compile (notebook 13)",
                      ("problem", "contender", "autocast", "tf32", "protocol", "median_ms", "p20_ms", "p80_ms")),
     "scoreboard": Kind("Scoreboard: the four models after each chapter (python -m utils.chapters.scoreboard)",
                        ("problem", "stage", "contender", "median_ms", "p20_ms", "p80_ms", "reps")),

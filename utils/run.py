@@ -44,10 +44,12 @@ NOTEBOOKS_DIR = REPO / "notebooks"
 SKIP_MARKER = "SKIPPED:"
 # Chapters renumbered since a GPU run recorded them: notebook -> the names its executed copies under
 # results/<device>/notebooks/ may still carry, until `make run` records it under its own name on that device.
-# Chapter 10 was split in two (weight writes, training, autocast and the ending became 11, now 12); a copy of
-# 10 from before the split holds 12's cells. A chapter inserted as 11 made 11_dropins_in_real_code 12: its copies
-# recorded before that keep the name 11_dropins_in_real_code. Former names oldest first, so that a newer copy wins.
-RECORDED_AS = {"12_dropins_in_real_code.ipynb": ("10_fused_solutions.ipynb", "11_dropins_in_real_code.ipynb")}
+# Chapter 10 was split in two (weight writes, training, autocast and the ending became 11, now 13); a copy of
+# 10 from before the split holds 13's cells. A chapter inserted as 11 made 11_dropins_in_real_code 12, and one
+# inserted as 12 made it 13: its copies recorded before keep those names. Former names oldest first, so that a
+# newer copy wins.
+RECORDED_AS = {"13_dropins_in_real_code.ipynb": ("10_fused_solutions.ipynb", "11_dropins_in_real_code.ipynb",
+                                                 "12_dropins_in_real_code.ipynb")}
 
 
 def skip(what: str, why: str) -> None:

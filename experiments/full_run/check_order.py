@@ -3,7 +3,7 @@
     python experiments/full_run/check_order.py results/<device> <commit>
 
 For each executed chapter and each record it reads, the record carries <commit> and was written before
-the cell that reads it started (papermill's start_time): before the chapter's first cell, or, for 12's
+the cell that reads it started (papermill's start_time): before the chapter's first cell, or, for 13's
 final scoreboard of 10's `solutions`, before that cell. Prints one line per pair; exits 1 on any miss.
 """
 import json
@@ -17,7 +17,7 @@ READS = {
     "04": ["ceilings", "eager_profile", "scoreboard"], "05": ["ceilings", "scoreboard"],
     "06": ["ceilings", "scoreboard"], "07": ["ceilings", "scoreboard"], "08": ["ceilings"], "09": ["ceilings", "profile", "tensor_cores"],
     "10": ["ceilings", "whole_model_fusion"], "11": ["ceilings"],
-    "12": ["ceilings", "scoreboard", "training", "solutions@show_final"],
+    "13": ["ceilings", "scoreboard", "training", "solutions@show_final"],
 }
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 

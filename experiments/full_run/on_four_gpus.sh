@@ -4,17 +4,17 @@
 # `python -m utils.run`, on the GPU given by CUDA_VISIBLE_DEVICES, into one results folder
 # (build/fullrun/results, a copy of results/). A chapter starts only once the records it reads have been
 # written by this run (`wait_for KIND`: the record carries this commit), so every chapter shows this run's
-# figures, 12's final scoreboard reading 10's `solutions` included; check_order.py checks it after the run.
+# figures, 13's final scoreboard reading 10's `solutions` included; check_order.py checks it after the run.
 #   PART=1: every kernel built (64 cores); then GPU0 the scoreboard, 08 and 09 (08's sweep draws its floor
 #           from the ceilings, which 01 records at about 290 s); GPU1 the profile, 03, 07, 04, 05; GPU2 01, 00,
 #           02, 06, 11; GPU3 the bad-input matrix (the GPU tests' first part), then
 #           compute-sanitizer on the solutions and the exercises until 500 s into the part. (02, 04, 05 and
 #           07 end with a sweep over the size, about a minute in all on one H200: 02 moved off GPU1 for it.)
-#   PART=2: 10, and notebook 12's training step spread over three cards (utils/chapters/training.py: its
-#           torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 12 outran the part;
+#   PART=2: 10, and notebook 13's training step spread over three cards (utils/chapters/training.py: its
+#           torch.compile max-autotune compiles took 500 s on one card at e883c5f, and 13 outran the part;
 #           about 115 s a problem on an H200 at 99b4afc); GPU0 runs 10, then trains 62; GPU1 trains 94 and 75,
-#           records the four as one, then runs 12 once 10 has recorded `solutions` (at 99b4afc 10 trained
-#           first and ended 3 s after 12's final scoreboard had read the older record); GPU2 the GPU tests but
+#           records the four as one, then runs 13 once 10 has recorded `solutions` (at 99b4afc 10 trained
+#           first and ended 3 s after 13's final scoreboard had read the older record); GPU2 the GPU tests but
 #           test_solutions.py; GPU3 trains 37, then runs test_solutions.py.
 # The scoreboard, 09 and 10 share GPU0: they quote the same headline ratios (utils.report.scoreboard.HEADLINES),
 # and two cards of one host differ by more than a run's spread (the H200 run at dfaf467: 1.6-3.3%).
@@ -94,7 +94,7 @@ elif [ "$PART" = 2 ]; then
    until { [ -f "$L/training_rows_37.json" ] && [ -f "$L/training_rows_62.json" ]; } \
          || [ $(( $(date +%s) - t0 )) -gt 420 ]; do sleep 5; done
    python3 -m utils.chapters.training --merge "$L"/training_rows_*.json --results-dir "$R" >> "$L/training_94_$c.log" 2>&1
-   wait_for training 5 && wait_for scoreboard 5 && wait_for solutions 480 && run --notebooks 12
+   wait_for training 5 && wait_for scoreboard 5 && wait_for solutions 480 && run --notebooks 12 13
   ) > "$L/run_gpu1_part2_$c.log" 2>&1 &
   (export CUDA_VISIBLE_DEVICES=2; pytest_part 1) &
   (export CUDA_VISIBLE_DEVICES=3; train 37; pytest_part 2) &

@@ -9,9 +9,9 @@
 # One card runs everything, in the notebooks' order, so every chapter reads this run's records, written
 # before it started, and the scoreboard and every chapter's table time the contenders on the same card.
 # The expected seconds are the H100's (at ded6c47 for 00-09, the scoreboard and the profile; at 4da733a for
-# the rest; at e883c5f for the training step, 12 and the GPU tests' parts), with room. Notebook 12's training
-# step alone outran a call at e883c5f (500 s): it is measured before 12 in two shares
-# (utils/chapters/training.py), and 12 shows that record.
+# the rest; at e883c5f for the training step, 13 and the GPU tests' parts), with room. Notebook 13's training
+# step alone outran a call at e883c5f (500 s): it is measured before 13 in two shares
+# (utils/chapters/training.py), and 13 shows that record.
 #
 # Under $OUT: logs.tgz (the logs) and fullrun.tgz (every file the run wrote into the results folder).
 source "$(dirname "$0")/common.sh"
@@ -38,7 +38,8 @@ profile 45
 11 150
 training1 280
 training2 260
-12 200
+12 150
+13 200
 pytest1 120
 pytest2 480
 pytest3 480
@@ -55,7 +56,7 @@ step() {
     prebuild) python3 -m utils.build > "$L/prebuild_$c.log" 2>&1 ;;
     scoreboard | profile) run --steps "$1" > "$L/run_$1_$c.log" ;;
     pytest?) gpu_test_part "${1#pytest}" ;;
-    # notebook 12's training step, in two calls' worth of shares, recorded as one before 12 shows it
+    # notebook 13's training step, in two calls' worth of shares, recorded as one before 13 shows it
     training1) python3 -m utils.chapters.training --problems 37 62 --rows-out "$L/training_rows_37.json" \
       > "$L/training_$c.log" 2>&1 ;;
     training2) python3 -m utils.chapters.training --problems 94 75 --rows-out "$L/training_rows_94.json" \

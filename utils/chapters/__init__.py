@@ -3,7 +3,7 @@ import the library (utils/*.py), utils/report/ and solutions/; nothing in those 
 (tests/test_layering.py).
 
 session             every notebook: the parameters resolved, contenders, side-by-side runs, notebooks 10 and
-                    12's measurements, notebook 10's exercise checkers
+                    13's measurements, notebook 10's exercise checkers
 baselines           notebook 01: eager's profile, eager and torch.compile timed, speedups over eager fp32
 gemm_ladder         notebooks 02-03: the rungs' headers and PREDICTIONs, building and measuring them
 gemm_addressing     notebooks 02-03: a warp's loads, the tiles, shared-memory banks, in numbers
@@ -22,8 +22,9 @@ hopper_gemm         notebook 09: the wgmma ring's shared-memory budget and exerc
 epilogue_fusion     notebook 09, section 4: whole models in the GEMM's epilogue (kind whole_model_fusion), the
                     chapter's scoreboard from that run
 regime_exercises    notebook 11: the split-K fix-up exercise's checker
+half16_exercises    notebook 12: the float32-to-bf16 exercise's checker (bit for bit, NaN kept a NaN)
 solution_exercises  notebook 10: the fake-implementation exercise's checker, which names no shape it wants
-solution_debriefs   notebooks 10 and 12: the debriefs of the forward, the training step and autocast, computed from
+solution_debriefs   notebooks 10 and 13: the debriefs of the forward, the training step and autocast, computed from
                     the record shown
 scoreboard          the four models after each chapter: `python -m utils.chapters.scoreboard` records it on a
                     GPU, every chapter shows it

@@ -5,7 +5,7 @@ and records it; each chapter shows the stages up to its own from that record.
     python -m utils.chapters.scoreboard                      # on a GPU: check, time and record every stage
     python -m utils.chapters.scoreboard --reps 20 --stages 02 03 --no-record
     scoreboard.show("03", S)                        # chapter 03's last section: plot and table, from the record
-    scoreboard.show_final(S)                        # notebook 12's last table: the drop-ins' forward, training
+    scoreboard.show_final(S)                        # notebook 13's last table: the drop-ins' forward, training
                                                     # step and autocast against eager and torch.compile
 
 Stages, all at the strict tier (fp32, TF32 off) and KernelBench's full sizes. "Eager rest" is the
@@ -485,7 +485,7 @@ def _display(text: str, fig, head: str, frame: pd.DataFrame, notes=()) -> None:
 
 # --------------------------------------------------------------------------- the final scoreboard
 
-# Notebooks 10 and 12's three side-by-side records, and the columns the workbook's last table makes of them:
+# Notebooks 10 and 13's three side-by-side records, and the columns the workbook's last table makes of them:
 # (record kind, TF32 allowed, header). Autocast is timed with TF32 off.
 FINAL_COLUMNS = (("solutions", False, "forward, TF32 off"), ("solutions", True, "forward, TF32 on"),
                  ("training", False, "training step, TF32 off"), ("training", True, "training step, TF32 on"),
@@ -497,7 +497,7 @@ RATIO_COLUMNS = ("× eager", "× compile")  # final_table's second column level
 
 
 def final_table(records: Mapping[str, dict | None]) -> pd.DataFrame:
-    """The workbook's last table, from notebooks 10 and 12's records of one device ({kind: record or None}, the
+    """The workbook's last table, from notebooks 10 and 13's records of one device ({kind: record or None}, the
     kinds of FINAL_KINDS): per problem (the index) and setting (FINAL_COLUMNS' header, the columns' first
     level), the solution by default ("ours", steady state) over eager with the same setting ("× eager") and
     over the faster torch.compile mode with the same setting ("× compile"), from session.solution_ratios; NaN
@@ -544,13 +544,13 @@ def final_markdown(records: Mapping[str, dict | None]) -> str:
 
 
 def show_final(session) -> None:
-    """Notebook 12's last table (final_table), from the records of the device a notebook reads
+    """Notebook 13's last table (final_table), from the records of the device a notebook reads
     (this GPU's, or without one results.reading_device's). Without any: one line saying so."""
 
     records = {kind: results.recorded(kind, session.results_dir, on_gpu=session.on_gpu) for kind in FINAL_KINDS}
     if all(rec is None for rec in records.values()):
         where = "for this GPU" if session.on_gpu else "in the results"
-        skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 12 record them on a GPU")
+        skip("the final scoreboard", f"no {', '.join(FINAL_KINDS)} record {where}; notebooks 10 and 13 record them on a GPU")
         return
     frame = final_table(records)
     _display(final_markdown(records), None, final_caption(records), formatted(frame, dict.fromkeys(frame.columns, "{:.2f}x")),

@@ -28,7 +28,7 @@ from utils.problems import get_problem
 from utils.report.records import FRAMES, INTROS, to_markdown
 from utils.run import skip
 
-# The contenders of notebooks 10 and 12, in timing order. torch.compile's "max-autotune" mode would also
+# The contenders of notebooks 10 and 13, in timing order. torch.compile's "max-autotune" mode would also
 # capture CUDA graphs, which no other contender gets; "-no-cudagraphs" autotunes the same kernels.
 COMPILE_MODES = {"torch.compile": "default", "torch.compile max-autotune-no-cudagraphs": "max-autotune-no-cudagraphs"}
 PROTOCOLS = {"steady": False, "per_call": True}  # protocol -> bench.time_ms(sync_each=...)

@@ -1,12 +1,12 @@
-"""Notebooks 10 and 12's debriefs: a recorded run held against the predictions written before it, in
+"""Notebooks 10 and 13's debriefs: a recorded run held against the predictions written before it, in
 Markdown. Every figure is computed from the record the notebook shows, or is the named probe's the
 predictions started from, so an executed copy agrees with its own tables on any device and any rerun;
 the prose around a debrief keeps only what holds on every recorded device. Tested by
 tests/test_solution_debriefs.py.
 
     display(Markdown(forward_debrief(measured, PREDICTED, S.recorded("ceilings"))))  # notebook 10, §5
-    display(Markdown(training_debrief(trained, PREDICTED_STEP, STEP_TARGETS)))       # notebook 12, §2
-    display(Markdown(autocast_summary(autocast)))                                     # notebook 12, §3
+    display(Markdown(training_debrief(trained, PREDICTED_STEP, STEP_TARGETS)))       # notebook 13, §2
+    display(Markdown(autocast_summary(autocast)))                                     # notebook 13, §3
 """
 from __future__ import annotations
 
@@ -200,7 +200,7 @@ def forward_debrief(record: dict, predicted: dict, ceilings: dict | None = None,
 
 
 def training_debrief(record: dict, predicted: dict, targets: dict, probe_rows: dict | None = None) -> str:
-    """Notebook 12, §2: a training step's record against PREDICTED_STEP ({tf32: {problem: "lo-hi x"}}) and
+    """Notebook 13, §2: a training step's record against PREDICTED_STEP ({tf32: {problem: "lo-hi x"}}) and
     STEP_TARGETS ({tf32: (target, moonshot)}), ours over the faster torch.compile mode; problem 94's step in
     ms beside the H100 probe's (probe_rows, default: read from PROBE); and what 1.3x asks of 94's TF32 step."""
     probe_rows = probe() if probe_rows is None else probe_rows
@@ -229,7 +229,7 @@ def training_debrief(record: dict, predicted: dict, targets: dict, probe_rows: d
 
 
 def autocast_summary(record: dict, target: float = 1.0) -> str:
-    """Notebook 12, §3: under autocast, ours over eager (the target, `target`x) and over the faster
+    """Notebook 13, §3: under autocast, ours over eager (the target, `target`x) and over the faster
     torch.compile mode, both under the same autocast."""
     steady = _ratios(record)
     eager, compiled = _tier(steady, False, "vs_eager"), _tier(steady, False)
@@ -246,7 +246,7 @@ FINAL_STRICT = (("solutions", False), ("training", False))  # the settings where
 
 
 def final_findings(records: dict[str, dict | None]) -> str:
-    """Notebook 12, §4, under the final table: what its ratios over the faster torch.compile mode say, from the
+    """Notebook 13, §4, under the final table: what its ratios over the faster torch.compile mode say, from the
     records ({kind: record or None} of the kinds "solutions", "training", "autocast"; ours by default, steady):
     the range with TF32 off (the forward and the training step), the range with TF32 allowed and under autocast,
     and whether every margin of the second kind is smaller than every one of the first."""

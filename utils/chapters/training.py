@@ -1,14 +1,14 @@
-"""Notebook 12's training step, measured outside the notebook: the four problems spread over several cards.
+"""Notebook 13's training step, measured outside the notebook: the four problems spread over several cards.
 
     python -m utils.chapters.training                                                  # every problem, this card
     CUDA_VISIBLE_DEVICES=1 python -m utils.chapters.training --problems 37 --rows-out 37.json   # one card's share
     python -m utils.chapters.training --merge 94.json 75.json 37.json 62.json          # ... recorded as one
 
-It runs session.measure_training, the function notebook 12's cell calls, and records kind "training". Most of
+It runs session.measure_training, the function notebook 13's cell calls, and records kind "training". Most of
 its time is torch.compile's: the max-autotune compiles of the four problems' training steps, at both tiers,
 took 418-478 s of an H100 run's 500 (the record's compile_s), on one card more than a device call lasts.
 Spread over cards, each card compiles and times its own problems; every row compares contenders timed on
-one card. A whole run (experiments/full_run/on_four_gpus.sh) records it so before notebook 12, which then
+one card. A whole run (experiments/full_run/on_four_gpus.sh) records it so before notebook 13, which then
 shows the record of its commit rather than measuring again (Session.measures_unless_recorded).
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog=HOW, description=__doc__.splitlines()[0])
     ap.add_argument("--problems", type=int, nargs="*", default=[p.id for p in all_problems()],
                     help="the problems to measure (with --merge: that the files must cover)")
-    ap.add_argument("--reps", type=int, default=50, help="timed repetitions (notebook 12's REPS under make run)")
+    ap.add_argument("--reps", type=int, default=50, help="timed repetitions (notebook 13's REPS under make run)")
     ap.add_argument("--results-dir", type=Path, default=None)
     results.add_share_options(ap, "training step")
     args = ap.parse_args(argv)

@@ -146,7 +146,7 @@ def gpu_run_times(folder: Path) -> dict | None:
             run[nb.stem] = float(duration)
     for log in run_logs:
         run |= {step: float(t) for step, t in re.findall(r"\[(scoreboard|profile)\] ok in ([\d.]+) s", log.read_text(errors="replace"))}
-    # notebook 12's training step, where a run measured it before 12 (utils.chapters.training), in shares
+    # notebook 13's training step, where a run measured it before 12 (utils.chapters.training), in shares
     shares = [float(t) for log in sorted(logs.glob("training_*.log"))
               for t in re.findall(r"\[training\] .*ok in ([\d.]+) s", log.read_text(errors="replace"))]
     if shares:
@@ -194,7 +194,7 @@ def render_times(results_root: str | Path | None = None) -> str:
         run_gpu = (f"{_minutes(sum(gpu['run'].values()))} one after the other: {len(chapters)} chapters in "
                    f"{sum(chapters.values()):.0f} s" + "".join(f", {s}" for s in done))
         if "training step" not in gpu["run"] and (root / head[0] / "training.json").exists():
-            run_gpu += ("; not counted: notebook 12's training step, which this run measured before 12 "
+            run_gpu += ("; not counted: notebook 13's training step, which this run measured before 12 "
                         "(`python -m utils.chapters.training`) in logs that give no time")
         t = gpu["tests"]
         test_gpu = ("not measured yet" if not t else

@@ -1,5 +1,5 @@
 """Tables of the record kinds that the library's measurements write (utils.results' KINDS): ceilings,
-baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 12's
+baselines, the GEMM ladder and its tuning, bias fusion, the memory-bound kernels, and notebooks 10 and 13's
 solutions, training step and autocast. Tables are pandas DataFrames of the record's values (`*_frame`: what a
 notebook displays, as HTML in JupyterLab, and what tests check); `render_*` turns a record into Markdown through
 those frames and `to_markdown` (DataFrame.to_markdown): utils.report.readme puts them in the README; the
@@ -203,7 +203,7 @@ def render_memory_bound(rec: dict) -> str:
     return "\n\n".join(parts)
 
 
-# --------------------------------------------------------------------------- notebooks 10 and 12
+# --------------------------------------------------------------------------- notebooks 10 and 13
 
 def _best_compiled(at: dict, pid: int, tf32: bool, protocol: str) -> dict | None:
     """The faster torch.compile row of a problem, TF32 setting and protocol; `at` maps (problem,
