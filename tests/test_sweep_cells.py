@@ -1,4 +1,4 @@
-"""The sweep cells of chapters 02, 04, 05, 07, 08 and 11 run only on a GPU, so nbval on a CPU machine sees them skip.
+"""The sweep cells of chapters 02, 04, 05, 07, 08, 11 and 12 run only on a GPU, so nbval on a CPU machine sees them skip.
 Here each runs end to end on the CPU with the GPU's parts stood in for: the kernels by the PyTorch math they
 replace, `.cuda()` by the tensor itself, the timer by fixed times, torch.compile by the function. What is
 real: the loop over the sizes, each size's check against the reference, the rows the cell builds (validated
@@ -173,3 +173,26 @@ def test_11_refuses_a_contender_that_misses_its_tier(gpu_faked):
         run_cells(gpu_faked, "11_every_batch_size.ipynb", ["nb11-sweep-run"], names,
                   [("[1, 2, 4, 8, 16, 32, 64, 65, 96, 128, 129, 192, 256, 512, 1024, 2048, 4096, 8192, 16384]", "[1]"),
                    ON_CPU, ('"full", "cuda"', '"small", "cpu"')])
+
+
+def test_12_sweeps_problem_94_as_a_bf16_model_and_under_autocast(gpu_faked):
+    """Chapter 12's sweep: at each M, ours, eager and torch.compile checked against float64 at the bf16 tier, then
+    timed, as a bf16 model and under autocast; one plot with the floor and one row of ratios per mode."""
+    import copy
+
+    from utils.problems import get_problem
+
+    p = get_problem(94)
+    pair = lambda pid, scale, device: (p.make_model("small", seed=0).eval(), p.make_model("small", seed=0).eval())
+    names = {"chapter": types.SimpleNamespace(solution_pair=pair), "copy": copy, "get_problem": get_problem,
+             "build": types.SimpleNamespace(builds_here=lambda name: True), "LOGS": None, "json": json}
+    shown = run_cells(gpu_faked, "12_bf16_and_fp16.ipynb", ["nb12-sweep-run", "nb12-sweep-plot"], names,
+                      [("[1, 16, 64, 128, 256, 512, 1024]", "[1, 65]"), ON_CPU, ('"full", "cuda"', '"small", "cpu"'),
+                       ('dims("full")', 'dims("small")')])
+    from matplotlib.figure import Figure
+
+    tables = [r for r in shown if isinstance(r, pd.DataFrame)]
+    assert len(tables) == 2 and all(list(t.index) == ["best other / ours"] for t in tables)
+    figures = [o for o in shown if isinstance(o, Figure)]
+    assert len(figures) == 2 and all("one read of w" in [t.get_text() for t in f.axes[0].get_legend().get_texts()]
+                                     for f in figures)
