@@ -258,7 +258,7 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   // which autocast itself would make) for rung 11's GEMM; up to 256 rows, where that conversion costs
   // more than the GEMM, x converted to float32 instead (M x K values) for the TF32 narrow tiles, w read
   // once as it is (problem 94 on an H200: this route's kernels take 84-109 us a call at 16-256 rows, where
-  // converting w alone takes about 85 us; experiments/bf16/README.md, "Autocast at a few rows").
+  // converting w alone takes about 90 us; experiments/bf16/README.md, "Autocast at a few rows").
   const bool mixed_narrow = mixed && plan.schedule == gemm_dispatch::Schedule::NARROW;
   if (half16 && !mixed_narrow) {
     const torch::Tensor w16 = tma_ready(mixed ? w.to(x.scalar_type()) : w);
