@@ -21,7 +21,8 @@
 // at the TF32 tier, and sends the rest of up to 256 rows to `linear` and the tail).
 //
 // A model in bfloat16 or float16 (`model.to(dtype)`: x, w and every parameter of that dtype) runs the
-// same epilogue on rung 11's 16-bit GEMM (Half16Config, 128 x 256 tiles at every M): the arithmetic
+// same epilogue on rung 11's 16-bit GEMM (Half16Config: 128 x 256 tiles, or the narrow widths up to 256
+// rows of x, as at the TF32 tier): the arithmetic
 // after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
 // every op. Under torch.autocast x comes in the autocast dtype and the parameters stay float32
@@ -259,16 +260,19 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
   // more than the GEMM, x converted to float32 instead (M x K values) for the TF32 narrow tiles, w read
   // once as it is (problem 94 on an H200: this route's kernels take 84-109 us a call at 16-256 rows, where
   // converting w alone takes about 90 us; experiments/bf16/README.md, "Autocast at a few rows").
+  // A model in bfloat16 or float16 takes the narrow tiles at up to 256 rows, as float32's TF32 tier does;
+  // autocast's training step (x and w converted in Python, the parameters float32) the wide ones.
   const bool mixed_narrow = mixed && plan.schedule == gemm_dispatch::Schedule::NARROW;
-  if (half16 && !mixed_narrow) {
-    const torch::Tensor w16 = tma_ready(mixed ? w.to(x.scalar_type()) : w);
-    return {tma_ready(x), w16, torch::Tensor(), save, true, lb.scalar_type(), false, 0};
-  }
-  const torch::Tensor wc = tma_ready(w);
-  const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && plan.tf32()
+  const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && (plan.tf32() || half16)
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
                          : 0;
+  if (half16 && !mixed_narrow) {
+    const torch::Tensor w16 = tma_ready(mixed ? w.to(x.scalar_type()) : w);
+    const bool model16 = lb.scalar_type() == x.scalar_type();
+    return {tma_ready(x), w16, torch::Tensor(), save, true, lb.scalar_type(), false, model16 ? narrow : 0};
+  }
+  const torch::Tensor wc = tma_ready(w);
   return {tma_ready(mixed ? x.to(torch::kFloat) : x), wc, tf32_operands::kept_residual(w_residual, wc), save, false,
           torch::kFloat, plan.tf32(), narrow};
 }
@@ -284,8 +288,9 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
 //                (experiments/gemm_schedules/README.md). At the TF32 tier the fused kernel is one
 //                launch where `linear` + the tail are cuBLAS's and the tail's, and the host's time
 //                between them showed at these sizes.
-// A model in bfloat16 or float16 takes the wide tiles at every M (rung 11 has no narrower schedule yet);
-// under autocast with w float32, the narrow ones at up to 256 rows (check_and_prepare).
+// A model in bfloat16 or float16 runs here at every M: on rung 11's GEMM at the narrow widths up to 256
+// rows (Half16Config<Operand, 64 or 128>), the wide ones beyond; under autocast with w float32, the TF32
+// narrow tiles at up to 256 rows (check_and_prepare).
 // Its arguments are checked here first, so that an error names them as this file's kernels would
 // (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,
@@ -313,7 +318,8 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 //   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows)
 //   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
 //   16-bit   rung 11's Half16Config, 128 x 256 (x and w in bf16 or fp16), the epilogue's element T the
-//            parameters' (the dtype's, or float32 under autocast)
+//            parameters' (the dtype's, or float32 under autocast); a model in T, 65-256 rows: 64 or 128
+//            wide, 6 stages (as Tf32NarrowConfig: 24 or 32 KB a stage)
 // x and w are their own big parts (common/tf32_operands.cuh); x's small parts are made here. On the
 // narrow tiles x is padded with zero rows to whole tiles first (rows_padded_to_tiles: the TMA boxes
 // then read nothing out of bounds, which is slow where w's read bounds the time).
@@ -321,12 +327,18 @@ template <class T, class Epi>
 void run_gemm(const Operands& o, const Epi& epi) {
   using namespace gemm_wgmma;
   if (o.half16) {
-    if constexpr (std::is_same_v<T, float>) {  // under autocast: x and w of either 16-bit dtype
+    if constexpr (std::is_same_v<T, float>) {  // under autocast: x and w of either 16-bit dtype, the wide tiles
       with_half16(o.x.scalar_type(), [&](auto operand, auto) {
         run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
       });
     } else {  // a model in T: x and w are T's (the checks), so no kernel pairs one 16-bit type with the other
-      run_epilogue<Half16Config<typename OperandFor<T>::type, /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
+      using Operand = typename OperandFor<T>::type;
+      const torch::Tensor x = o.narrow != 0 ? rows_padded_to_tiles(o.x) : o.x;
+      switch (o.narrow) {
+        case 64: run_epilogue<Half16Config<Operand, 64, /*STAGES*/ 6>>(x, o.w, epi, o.x.size(0)); break;
+        case 128: run_epilogue<Half16Config<Operand, 128, /*STAGES*/ 6>>(x, o.w, epi, o.x.size(0)); break;
+        default: run_epilogue<Half16Config<Operand, /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
+      }
     }
   } else if constexpr (!std::is_same_v<T, float>) {  // (no float32 kernel for a 16-bit epilogue)
     TORCH_INTERNAL_ASSERT(false, "a 16-bit epilogue on float32 operands");
@@ -345,8 +357,8 @@ void run_gemm(const Operands& o, const Epi& epi) {
 }
 // The width of run_gemm's block tiles: a ROW_MIN epilogue leaves one value per row and tile.
 inline int64_t block_width(const Operands& o) {
-  if (o.half16) return 256;
   if (o.narrow != 0) return o.narrow;
+  if (o.half16) return 256;
   return o.tf32 ? gemm_wgmma::Tf32Config::BN : gemm_wgmma::PresplitConfig<>::BN;
 }
 

@@ -19,7 +19,7 @@ import torch
 from tests.test_fused_models import _args as whole_model_args
 from utils import check, ops, precision
 from utils.chapters.session import solution_pair
-from utils.problems import all_problems, get_problem
+from utils.problems import Dims, all_problems, get_problem
 from solutions import solution
 
 PIDS = [p.id for p in all_problems()]
@@ -31,9 +31,10 @@ DTYPE_IDS = ["bf16", "fp16"]
 CASES = {"fused": ("small", None), "K % 8 != 0": ("small", 260), "odd": ("odd", None)}
 
 
-def _pair(pid: int, case: str, dtype: torch.dtype, device="cpu", seed: int = 0):
-    """(Model, ModelNew) with one seed's weights, GroupNorm's γ, β and the biases randomised, in dtype."""
-    scale, k = CASES[case]
+def _pair(pid: int, case: str | Dims, dtype: torch.dtype, device="cpu", seed: int = 0):
+    """(Model, ModelNew) with one seed's weights, GroupNorm's γ, β and the biases randomised, in dtype; case: a
+    name of CASES, or the sizes themselves."""
+    scale, k = CASES[case] if isinstance(case, str) else (case, None)
     p = get_problem(pid)
     init = p.init_inputs(scale)
     if k is not None:
@@ -109,15 +110,10 @@ def _poisoned(fn):
     return fn()
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("batch", [1, 37, 300])
-@pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("pid", PIDS)
-def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, case, batch, cuda):
-    ref, new = _pair(pid, case, dtype, cuda)
+def _assert_within_tier_and_eager(ref, new, x, dtype):
+    """new(x) against ref's float64 copy on every element (the output poisoned first), within the dtype's tier
+    and no further than eager's ref(x)."""
     ref64 = copy.deepcopy(ref).double()  # the same 16-bit values, computed in float64
-    x = _x(ref, batch, dtype, cuda)
     with torch.no_grad():
         want, eager = ref64(x.double()), ref(x)
         out = _poisoned(lambda: new(x))
@@ -129,6 +125,29 @@ def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, ca
     # one rounding of the output (2^-9 of a value in bf16, 2^-12 in fp16) where eager rounds after every op
     assert ours <= 1.25 * theirs + 2e-3 * (dtype == torch.bfloat16) + 3e-4 * (dtype == torch.float16), (
         f"relative error vs float64: ours {ours:.2e}, eager in {dtype} {theirs:.2e}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("batch", [1, 37, 300])
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_on_the_gpu_it_is_within_its_tier_and_no_worse_than_eager(pid, dtype, case, batch, cuda):
+    ref, new = _pair(pid, case, dtype, cuda)
+    _assert_within_tier_and_eager(ref, new, _x(ref, batch, dtype, cuda), dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 64, 65, 128, 129, 200, 256, 257])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_at_kernelbenchs_channels_every_row_count_is_within_its_tier(pid, dtype, rows, cuda):
+    """KernelBench's channels and groups (K = 256): up to 256 rows of x the narrow tiles (64 wide; 128 from 129
+    rows where C = 8192 on 132 SMs: common/gemm_dispatch.cuh's narrow_width), the wide ones beyond, x padded to
+    whole tiles and only its own rows written."""
+    full = get_problem(pid).dims("full")
+    ref, new = _pair(pid, Dims(rows, 256, full.out_features, full.groups), dtype, cuda)
+    _assert_within_tier_and_eager(ref, new, _x(ref, rows, dtype, cuda), dtype)
 
 
 @pytest.mark.gpu

@@ -15,6 +15,9 @@
 // since the 16-bit GEMM autocast asks for keeps fewer significand bits than TF32 (bf16 8, fp16 and
 // TF32 11), and up to 256 rows the narrow tiles (below 65 rows too: the whole model stays one kernel).
 //
+// x and w both bfloat16 or float16 (a model in that dtype: the whole models only) take rung 11's 16-bit
+// GEMM: the narrow tiles up to 256 rows (the small-batch schedule is float32's), the wide ones beyond.
+//
 // The whole models run in one kernel (fused_gemm_groupnorm.cu) where the table says so; elsewhere
 // as `linear` and their tail (fused_gemm_groupnorm.cu's fused_here says why, with the figures).
 // Measured: experiments/gemm_schedules/README.md (65-256 rows and beyond),
@@ -61,7 +64,7 @@ inline bool mixed_operands(const torch::Tensor& x, const torch::Tensor& w) {
 inline Plan plan(const torch::Tensor& x, const torch::Tensor& w) {
   const bool mixed = mixed_operands(x, w);
   const Tier tier = mixed ? Tier::TF32 : current_tier();
-  if (!mixed && small_batch::applies(x, w)) return {tier, Schedule::SMALL_BATCH};
+  if (!mixed && x.scalar_type() == at::kFloat && small_batch::applies(x, w)) return {tier, Schedule::SMALL_BATCH};
   if (x.dim() == 2 && w.dim() == 2 && x.size(0) <= kNarrowMaxM && x.is_cuda() && is_sm90(x.get_device())) {
     return {tier, Schedule::NARROW};
   }
