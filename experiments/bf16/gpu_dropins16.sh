@@ -3,7 +3,7 @@
 # and the float32 drop-ins' (the launchers changed under them), compute-sanitizer's four tools over
 # sanitize_dropins16.py, then dropins16_probe.py at KernelBench's size; with STAGES=neighbours,
 # experiments/full_run/eager_neighbours.py, and with STAGES=mixed, mixed16_probe.py; with STAGES=rows, rows16_probe.py; with STAGES=host, host16_probe.py. STAGES picks (default:
-# build tests fp32tests sanitize probe); PROBES: the probe's argument lists,
+# build tests fp32tests sanitize probe); TESTS_K: the tests stage's -k expression; PROBES: the probe's argument lists,
 # ;-separated, PROBE_S each one's time limit; SANITIZERS the tools (default all four). Logs under $OUT.
 set -u
 STAGES=" ${STAGES:-build tests fp32tests sanitize probe} "
@@ -17,7 +17,8 @@ if want build; then
 fi
 if want tests; then
   WORKBOOK_PREBUILD=0 timeout "${TESTS_S:-300}" python3 -m pytest tests/test_solutions_16bit.py tests/test_fused_models.py \
-    tests/test_dtype_hint.py tests/test_tail_backward.py -m gpu -q -p no:cacheprovider > "$OUT/pytest_16bit.log" 2>&1
+    tests/test_dtype_hint.py tests/test_tail_backward.py -m gpu -q -p no:cacheprovider ${TESTS_K:+-k "$TESTS_K"} \
+    > "$OUT/pytest_16bit.log" 2>&1
   echo "pytest 16-bit rc=$?"; grep -E "passed|failed" "$OUT/pytest_16bit.log" | tail -3
 fi
 if want fp32tests; then
