@@ -1,12 +1,14 @@
-"""What the GPU runs in one forward of a drop-in under torch.autocast at inference, kernel by kernel (torch.profiler),
+"""What the GPU runs in one forward of a drop-in under torch.autocast at inference (or, with --mode model, of the drop-in
+as a model in bf16), kernel by kernel (torch.profiler),
 beside three timings of the same call: L2 flushed with events (bench.time_ms, as rows16_probe.py), warm L2 with
 events, and back to back (200 calls queued, the total over 200: the host's time per call where it is the longer).
 
     python experiments/bf16/kernels16_probe.py --out OUT [--commit SHA] [--pid 94] [--rows 16 128 256] [--cpu]
+        [--mode autocast|model]
 
 With --cpu the profile also holds the host's side: each op's own CPU time per call, the longest first.
 
-OUT/kernels16_probe.json holds every row.
+OUT/kernels16_probe_<mode>_<pid>.json holds every row (kernels16_probe.json in the runs before --mode).
 """
 from __future__ import annotations
 
@@ -32,15 +34,17 @@ def main(argv=None) -> int:
         ap.add_argument("--rows", type=int, nargs="+", default=[16, 128, 256])
         ap.add_argument("--cpu", action="store_true", help="profile the host too: each op's own CPU time")
         ap.add_argument("--cpu-top", type=int, default=25)
+        ap.add_argument("--mode", default="autocast", choices=["autocast", "model"])
     args = out_and_commit(__doc__, argv, more)
     p = get_problem(args.pid)
-    new = solution(args.pid).ModelNew(*p.init_inputs("full")).cuda()
+    model = args.mode == "model"
+    new = solution(args.pid).ModelNew(*p.init_inputs("full")).to("cuda", torch.bfloat16 if model else torch.float32)
     rows = []
     for M in args.rows:
-        x = torch.rand(M, p.dims("full").in_features, device="cuda")
+        x = torch.rand(M, p.dims("full").in_features, device="cuda", dtype=torch.bfloat16 if model else torch.float32)
 
         def call():
-            with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=not model):
                 return new(x)
         with torch.no_grad():
             for _ in range(10):
@@ -74,7 +78,7 @@ def main(argv=None) -> int:
         print(f"time   M={M:<4} flushed {flushed:.4f} ms, warm {warm:.4f} ms, back to back {queued:.4f} ms per call",
               flush=True)
         rows.append({"M": M, "flushed_ms": flushed, "warm_ms": warm, "back_to_back_ms": queued})
-    write_rows(args.out / "kernels16_probe.json", args.commit, rows)
+    write_rows(args.out / f"kernels16_probe_{args.mode}_{args.pid}.json", args.commit, rows)
     return 0
 
 
