@@ -114,6 +114,21 @@ def test_the_diagnosis_names_a_tail_left_unwritten():
     assert exercises.bf16x2_diagnosis(tail(x), x).startswith("right for the first 768 of the 1000 pairs")
 
 
+def test_a_word_left_unwritten_that_matches_a_pattern_by_chance_does_not_decide_the_diagnosis():
+    """A kernel whose last, partial block writes nothing leaves at 1 pair whatever the block held; there it can
+    read as a known shortcut (here x[2i] alone, as a previous launch left it). The verdict is the largest failing
+    size's, where the unwritten tail shows."""
+    def tail_unwritten(x):
+        pairs = x.size // 2
+        if pairs == 1:
+            return exercises.BF16X2_SHORTCUTS["x[2i] alone, the high half left zero: each word holds two values"](x)
+        out = exercises._right(x).copy()
+        out[pairs // 256 * 256:] = 0x5A5A5A5A
+        return out
+    _, verdict = exercises.bf16x2_exercise(numpy_stand_in(tail_unwritten), ANSWER.read_text(), device="cpu")
+    assert "right for the first 4096 of the 4099 pairs" in verdict and "x[2i] alone" not in verdict, verdict
+
+
 def test_the_checker_refuses_a_launch_that_lets_pytorch_round():
     results, verdict = exercises.bf16x2_exercise(lambda x: x.to(torch.bfloat16).view(torch.int32), ANSWER.read_text(),
                                                  device="cpu")

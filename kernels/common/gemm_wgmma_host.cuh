@@ -60,20 +60,40 @@ void launch(const CUtensorMap& tmap_x, const CUtensorMap& tmap_w, const CUtensor
   LAUNCH_CHECK();
 }
 
+// out[i] = x[i] for the n_in 16-byte words of x, zeros for the rest up to n_out: rows_padded_to_tiles's
+// copy and pad in one launch.
+__global__ void rows_padded_kernel(const uint4* __restrict__ x, uint4* __restrict__ out, int64_t n_in, int64_t n_out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n_out;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    out[i] = i < n_in ? x[i] : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
 // x with zero rows added up to whole BM-row tiles (a copy), or x itself where it has them. TMA fills
 // the rows of a box past the tensor's end with zeros, but slowly: where the weight's read bounds the
 // time, at 65 rows of x (63 of each box's 128 out of bounds), the TF32 kernel at width 64 took 0.145
 // ms against 0.078 on x padded to 128 rows, and at 129 rows 0.176 against 0.112 (H200,
-// experiments/gemm_schedules/README.md). The copy is M x K floats, a few microseconds. The launchers
-// pad at up to 256 rows (the narrow tiles), where that read bounds the time, and pass x's own rows as
-// `rows` below: the kernel computes and writes those alone.
+// experiments/gemm_schedules/README.md). The copy is M x K values, a few microseconds of the GPU's; it
+// is one launch, since at a few rows the host's time per op shows (copying into a view of the padded
+// tensor and zeroing another view took two launches and four ops). The launchers pad at up to 256 rows
+// (the narrow tiles), where that read bounds the time, and pass x's own rows as `rows` below: the kernel
+// computes and writes those alone. x: contiguous, 16-byte aligned, rows a multiple of 16 bytes (tma_ok).
 inline torch::Tensor rows_padded_to_tiles(const torch::Tensor& x) {
   const int64_t M = x.size(0);
   const int64_t pad = (BM - M % BM) % BM;
   if (pad == 0) return x;
+  const int64_t row_bytes = x.size(1) * static_cast<int64_t>(x.element_size());
+  TORCH_INTERNAL_ASSERT(x.is_contiguous() && aligned16(x.data_ptr()) && row_bytes % 16 == 0,
+                        "rows_padded_to_tiles takes what TMA takes: contiguous, aligned rows of 16-byte multiples");
+  const c10::cuda::CUDAGuard guard(x.device());
   torch::Tensor padded = torch::empty({M + pad, x.size(1)}, x.options());
-  padded.narrow(0, 0, M).copy_(x);
-  padded.narrow(0, M, pad).zero_();
+  const int64_t n_in = M * row_bytes / 16, n_out = (M + pad) * row_bytes / 16;
+  const int threads = 256;
+  const int64_t blocks = std::min<int64_t>((n_out + threads - 1) / threads,
+                                           static_cast<int64_t>(device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device())) * 8);
+  rows_padded_kernel<<<static_cast<unsigned>(blocks), threads, 0, at::cuda::getCurrentCUDAStream()>>>(
+      reinterpret_cast<const uint4*>(x.data_ptr()), reinterpret_cast<uint4*>(padded.data_ptr()), n_in, n_out);
+  LAUNCH_CHECK();
   return padded;
 }
 
