@@ -129,6 +129,37 @@ def test_a_word_left_unwritten_that_matches_a_pattern_by_chance_does_not_decide_
     assert "right for the first 4096 of the 4099 pairs" in verdict and "x[2i] alone" not in verdict, verdict
 
 
+def _keeping_nans(shortcut):
+    """The shortcut as a kernel that handles NaNs first would compute it (the shortcut files under shortcuts/ do)."""
+    def fn(x):
+        out = shortcut(x).view(np.uint32).copy()
+        lo, hi = exercises._halves(x)
+        for shift, half in ((0, lo), (16, hi)):
+            nan = ((half & 0x7F800000) == 0x7F800000) & ((half & 0x007FFFFF) != 0)
+            out[nan] = (out[nan] & ~np.uint32(0xFFFF << shift)) | np.uint32(0x7FC0 << shift)
+        return out.view(np.int32)
+    return fn
+
+
+@pytest.mark.parametrize("shortcut", [s for s in exercises.BF16X2_SHORTCUTS if s != exercises.NAN_SHORTCUT],
+                         ids=lambda s: s.split(",")[0].split(":")[0])
+def test_a_shortcut_that_keeps_nans_is_still_named_at_every_size(shortcut):
+    """A truncation (or half-up rounding, ...) whose kernel keeps a NaN a NaN differs from the plain one on the NaN
+    words alone; at 1,000 and 4,099 pairs, where the special values include a NaN whose truncation would be
+    infinity, it is still named."""
+    _, verdict = exercises.bf16x2_exercise(numpy_stand_in(_keeping_nans(exercises.BF16X2_SHORTCUTS[shortcut])),
+                                           ANSWER.read_text(), device="cpu")
+    assert f"the output is {shortcut}" in verdict and "(at 4099 pairs)" in verdict, verdict
+
+
+def test_an_unrecognised_output_is_described_at_its_first_wrong_pair():
+    x = exercises.bf16x2_inputs(1000).numpy()
+    out = exercises._right(x).copy()
+    out[5] = -1  # 0xffffffff: a negative int32
+    assert exercises.bf16x2_diagnosis(out, x).startswith("wrong at pair 5 (x = "), exercises.bf16x2_diagnosis(out, x)
+    assert "out 0xffffffff" in exercises.bf16x2_diagnosis(out, x)
+
+
 def test_the_checker_refuses_a_launch_that_lets_pytorch_round():
     results, verdict = exercises.bf16x2_exercise(lambda x: x.to(torch.bfloat16).view(torch.int32), ANSWER.read_text(),
                                                  device="cpu")
