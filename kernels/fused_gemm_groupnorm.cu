@@ -26,9 +26,9 @@
 // after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
 // every op. Under torch.autocast x comes in the autocast dtype and the parameters stay float32
-// (utils/ops.py's autocast kernels), and so does w at inference: beyond 256 rows w is converted (as
-// autocast converts it) for the same GEMM; up to 256 rows x is converted instead, for the TF32 narrow
-// tiles (check_and_prepare says why). The output (and the kept GEMM output) is float32, the
+// (utils/ops.py's autocast kernels), and so does w at inference: beyond 512 rows w is converted (as
+// autocast converts it) for the same GEMM; up to 512 rows x is converted instead, for the TF32 tiles
+// (narrow up to 256 rows; check_and_prepare says why). The output (and the kept GEMM output) is float32, the
 // parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's
 // 16-byte rows); elsewhere (K % 8 != 0, a group width not instantiated) the model runs as cuBLAS's
 // 16-bit GEMM (aten::linear) and then the tail's float32 op on its output, the result in the
@@ -255,19 +255,21 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (give None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
-  // Autocast's call: beyond 256 rows w converted to x's dtype (one read of w and a write of half of it,
-  // which autocast itself would make) for rung 11's GEMM; up to 256 rows, where that conversion costs
-  // more than the GEMM, x converted to float32 instead (M x K values) for the TF32 narrow tiles, w read
-  // once as it is (problem 94 on an H200: this route's kernels take 84-109 us a call at 16-256 rows, where
-  // converting w alone takes about 90 us; experiments/bf16/README.md, "Autocast at a few rows").
+  // Autocast's call: beyond kMixedTf32MaxM (512) rows w converted to x's dtype (one read of w and a write
+  // of half of it, which autocast itself would make) for rung 11's GEMM; up to 512 rows, where that
+  // conversion costs more than the TF32 GEMM saves, x converted to float32 instead (M x K values) for the
+  // TF32 tiles (narrow up to 256 rows, wide beyond), w read once as it is (problem 94 on an H200: this
+  // route's kernels take 84-109 us a call at 16-256 rows, where converting w alone takes about 90 us;
+  // experiments/bf16/README.md, "Autocast at a few rows"; the bound: gemm_dispatch.cuh).
   // A model in bfloat16 or float16 takes the narrow tiles at up to 256 rows, as float32's TF32 tier does;
   // autocast's training step (x and w converted in Python, the parameters float32) the wide ones.
-  const bool mixed_narrow = mixed && plan.schedule == gemm_dispatch::Schedule::NARROW;
+  const bool mixed_tf32 = mixed && (plan.schedule == gemm_dispatch::Schedule::NARROW ||
+                                    x.size(0) <= gemm_dispatch::kMixedTf32MaxM);
   const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && (plan.tf32() || half16)
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
                          : 0;
-  if (half16 && !mixed_narrow) {
+  if (half16 && !mixed_tf32) {
     const torch::Tensor w16 = tma_ready(mixed ? w.to(x.scalar_type()) : w);
     const bool model16 = lb.scalar_type() == x.scalar_type();
     return {tma_ready(x), w16, torch::Tensor(), save, true, lb.scalar_type(), false, model16 ? narrow : 0};
@@ -290,7 +292,7 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
 //                between them showed at these sizes.
 // A model in bfloat16 or float16 runs here at every M: on rung 11's GEMM at the narrow widths up to 256
 // rows (Half16Config<Operand, 64 or 128>), the wide ones beyond; under autocast with w float32, the TF32
-// narrow tiles at up to 256 rows (check_and_prepare).
+// tiles at up to 512 rows, narrow up to 256 (check_and_prepare).
 // Its arguments are checked here first, so that an error names them as this file's kernels would
 // (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,

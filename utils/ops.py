@@ -671,7 +671,7 @@ WHOLE_MODELS = {m.name: m for m in (linear_bias_hardtanh_mish_group_norm, linear
 #   whole models, CUDA  x converted to the autocast dtype (as autocast converts nn.Linear's) and, for
 #                       training, w; the parameters float32; then the whole-model op itself below
 #                       autocast: one kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, or up
-#                       to 256 rows at inference the TF32 narrow tiles on float32 w; the epilogue and
+#                       to 512 rows at inference the TF32 tiles on float32 w; the epilogue and
 #                       the output in float32), its backward the tail's op and 16-bit GEMMs;
 #   whole models, CPU   the reference math itself, under autocast: the reference's dtypes exactly;
 #   linear              F.linear under autocast, as nn.Linear;

@@ -63,10 +63,13 @@ _AUTOCAST_ROWS = ("logs/bf16/sass_identity_autocast_rows.log", [
 # code, new kernels beside it.
 _NARROW16 = ("logs/bf16/sass_identity_narrow16.log", [
     "kernels/common/gemm_dispatch.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/fused_gemm_groupnorm.cu"])
+# Autocast's call reading w as float32 up to 512 rows (host code), after the change above: the same machine code.
+_MIXED512 = ("logs/bf16/sass_identity_mixed512.log", [
+    "kernels/common/gemm_dispatch.cuh", "kernels/fused_gemm_groupnorm.cu"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
     "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16]), _DROPINS16, _TAIL16, _AUTOCAST_ROWS,
-                    _NARROW16],
+                    _NARROW16, _MIXED512],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
@@ -78,6 +81,7 @@ SASS_IDENTICAL = {
         ("../nvidia-h200/" + _TAIL16[0], _TAIL16[1]),
         ("../nvidia-h200/" + _AUTOCAST_ROWS[0], ["kernels/fused_gemm_groupnorm.cu"]),  # (no record ran the header)
         ("../nvidia-h200/" + _NARROW16[0], [f for f in _NARROW16[1] if f != "kernels/common/gemm_dispatch.cuh"]),
+        ("../nvidia-h200/" + _MIXED512[0], ["kernels/fused_gemm_groupnorm.cu"]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",

@@ -13,7 +13,8 @@
 // x in bfloat16 or float16 beside a float32 w is what the whole models get under torch.autocast
 // (utils/ops.py), the weight left the float32 parameter it is: the TF32 tier whatever the setting,
 // since the 16-bit GEMM autocast asks for keeps fewer significand bits than TF32 (bf16 8, fp16 and
-// TF32 11), and up to 256 rows the narrow tiles (below 65 rows too: the whole model stays one kernel).
+// TF32 11), and up to 256 rows the narrow tiles (below 65 rows too: the whole model stays one kernel),
+// up to kMixedTf32MaxM the wide ones; beyond, w is converted to x's dtype for the 16-bit GEMM.
 //
 // x and w both bfloat16 or float16 (a model in that dtype: the whole models only) take rung 11's 16-bit
 // GEMM: the narrow tiles up to 256 rows (the small-batch schedule is float32's), the wide ones beyond.
@@ -47,6 +48,10 @@ enum class Schedule {
 };
 
 constexpr int64_t kNarrowMaxM = 256;  // where 128 x 128 tiles give N / 128 x 2 blocks: 128 at N = 8192
+// Autocast's call (16-bit x, float32 w) reads w as float32 at the TF32 tier up to this many rows of x, and
+// converts it beyond: at 512 rows problem 94's float32 model at TF32 took 0.193 ms where converting w and
+// the 16-bit GEMM took 0.211, at 1,024 rows 0.371 against 0.316 (H200; experiments/bf16/README.md).
+constexpr int64_t kMixedTf32MaxM = 512;
 
 struct Plan {
   Tier tier;
