@@ -201,8 +201,9 @@ struct Operands {
   c10::ScalarType params;    // the parameters' dtype, the output's and the kept GEMM output's: x's, or
                              // float32 under autocast
   bool tf32;                 // float32's tier, as the launcher's plan read it (common/gemm_dispatch.cuh)
-  int narrow;                // 65-256 rows at the TF32 tier (the plan's NARROW schedule): the block
-                             // width, 64 or 128 (gemm_dispatch::narrow_width); 0: the wide tiles
+  int narrow;                // the plan's NARROW schedule (65-256 rows at the TF32 tier, up to 256 for a
+                             // model in bf16 or fp16): the block width, 64 or 128
+                             // (gemm_dispatch::narrow_width); 0: the wide tiles
 };
 
 inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
@@ -317,11 +318,12 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 }
 
 // x @ w.T through `epi`, at the tier and on the tiles the launcher's plan chose:
-//   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows)
+//   TF32     Tf32Config, 128 x 256 (over 256 rows, and autocast's 257-512); Tf32NarrowConfig, 64 or 128
+//            wide (65-256 rows, and autocast's 1-256)
 //   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
 //   16-bit   rung 11's Half16Config, 128 x 256 (x and w in bf16 or fp16), the epilogue's element T the
-//            parameters' (the dtype's, or float32 under autocast); a model in T, 65-256 rows: 64 or 128
-//            wide, 6 stages (as Tf32NarrowConfig: 24 or 32 KB a stage)
+//            parameters' (the dtype's, or float32 under autocast); a model in T, up to 256 rows: 64 or
+//            128 wide, 6 stages (as Tf32NarrowConfig: 24 or 32 KB a stage)
 // x and w are their own big parts (common/tf32_operands.cuh); x's small parts are made here. On the
 // narrow tiles x is padded with zero rows to whole tiles first (rows_padded_to_tiles: the TMA boxes
 // then read nothing out of bounds, which is slow where w's read bounds the time).
