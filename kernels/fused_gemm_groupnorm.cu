@@ -26,9 +26,10 @@
 // after the GEMM is float32, the parameters read as floats, and the output (and the kept GEMM output)
 // rounded to the dtype once, as it is stored (common/gemm_wgmma_writers16.cuh), where eager rounds after
 // every op. Under torch.autocast x comes in the autocast dtype and the parameters stay float32
-// (utils/ops.py's autocast kernels), and so does w at inference: beyond 512 rows w is converted (as
-// autocast converts it) for the same GEMM; up to 512 rows x is converted instead, for the TF32 tiles
-// (narrow up to 256 rows; check_and_prepare says why). The output (and the kept GEMM output) is float32, the
+// (utils/ops.py's autocast kernels), and so does w at inference: up to 256 rows x is converted to float32
+// for the narrow TF32 tiles, from 257 rows the mixed-input GEMM (common/gemm_mixed_input.cuh) converts w in
+// registers, and beyond gemm_dispatch::kMixedInputMaxM rows w is converted (as autocast converts it) for
+// rung 11's GEMM (check_and_prepare says why). The output (and the kept GEMM output) is float32, the
 // parameters' dtype, as the reference's under CUDA autocast. It needs K % 8 == 0 (TMA's
 // 16-byte rows); elsewhere (K % 8 != 0, a group width not instantiated) the model runs as cuBLAS's
 // 16-bit GEMM (aten::linear) and then the tail's float32 op on its output, the result in the
@@ -79,6 +80,7 @@
 #include "common/gemm_dispatch.cuh"
 #include "common/gemm_epilogue_groupnorm.cuh"
 #include "common/gemm_launch.cuh"
+#include "common/gemm_mixed_input.cuh"
 #include "common/gemm_wgmma_host.cuh"
 #include "common/gemm_wgmma_writers16.cuh"
 #include "common/groupnorm.cuh"
@@ -204,6 +206,8 @@ struct Operands {
   int narrow;                // the plan's NARROW schedule (65-256 rows at the TF32 tier, up to 256 for a
                              // model in bf16 or fp16): the block width, 64 or 128
                              // (gemm_dispatch::narrow_width); 0: the wide tiles
+  bool mixed_input = false;  // 16-bit x and float32 w (autocast's call, 257 to kMixedInputMaxM rows): the
+                             // mixed-input GEMM (common/gemm_mixed_input.cuh)
 };
 
 inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& lb,
@@ -256,16 +260,21 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
               "w_residual is float32's 3xTF32 split of w; a model in ", x.scalar_type(), " has none (give None)");
   TORCH_CHECK(width_instantiated(C / num_groups), "the fused kernels take groups of 16, 32 or 64 channels, got ",
               num(C / num_groups), " (C = ", num(C), ", num_groups = ", num(num_groups), ")");
-  // Autocast's call: beyond kMixedTf32MaxM (512) rows w converted to x's dtype (one read of w and a write
-  // of half of it, which autocast itself would make) for rung 11's GEMM; up to 512 rows, where that
-  // conversion costs more than the TF32 GEMM saves, x converted to float32 instead (M x K values) for the
-  // TF32 tiles (narrow up to 256 rows, wide beyond), w read once as it is (problem 94 on an H200: this
-  // route's kernels take 84-109 us a call at 16-256 rows, where converting w alone takes about 90 us;
-  // experiments/bf16/README.md, "Autocast at a few rows"; the bound: gemm_dispatch.cuh).
+  // Autocast's call, by the rows of x (common/gemm_dispatch.cuh):
+  //   up to 256   x converted to float32 (M x K values) for the narrow TF32 tiles, w read once as it is;
+  //               converting w there would cost more than the whole GEMM (problem 94 on an H200: this
+  //               route's kernels take 84-109 us a call at 16-256 rows, converting w alone about 90 us;
+  //               experiments/bf16/README.md, "Autocast at a few rows");
+  //   257 to kMixedInputMaxM   the mixed-input GEMM (common/gemm_mixed_input.cuh): x as it is, w float32,
+  //               converted to x's dtype in registers;
+  //   beyond      w converted to x's dtype (one read of w and a write of half of it, which autocast itself
+  //               would make) for rung 11's GEMM.
   // A model in bfloat16 or float16 takes the narrow tiles at up to 256 rows, as float32's TF32 tier does;
   // autocast's training step (x and w converted in Python, the parameters float32) the wide ones.
-  const bool mixed_tf32 = mixed && (plan.schedule == gemm_dispatch::Schedule::NARROW ||
-                                    x.size(0) <= gemm_dispatch::kMixedTf32MaxM);
+  const bool mixed_tf32 = mixed && plan.schedule == gemm_dispatch::Schedule::NARROW;
+  if (mixed && !mixed_tf32 && x.size(0) <= gemm_dispatch::kMixedInputMaxM) {
+    return {tma_ready(x), tma_ready(w), torch::Tensor(), save, false, torch::kFloat, false, 0, true};
+  }
   const int narrow = plan.schedule == gemm_dispatch::Schedule::NARROW && (plan.tf32() || half16)
                          ? gemm_dispatch::narrow_width(x.size(0), w.size(0),
                                                        device_attribute<cudaDevAttrMultiProcessorCount>(x.get_device()))
@@ -292,8 +301,8 @@ inline Operands check_and_prepare(const torch::Tensor& x, const torch::Tensor& w
 //                launch where `linear` + the tail are cuBLAS's and the tail's, and the host's time
 //                between them showed at these sizes.
 // A model in bfloat16 or float16 runs here at every M: on rung 11's GEMM at the narrow widths up to 256
-// rows (Half16Config<Operand, 64 or 128>), the wide ones beyond; under autocast with w float32, the TF32
-// tiles at up to 512 rows, narrow up to 256 (check_and_prepare).
+// rows (Half16Config<Operand, 64 or 128>), the wide ones beyond; under autocast with w float32, the narrow
+// TF32 tiles up to 256 rows, then the mixed-input GEMM (check_and_prepare).
 // Its arguments are checked here first, so that an error names them as this file's kernels would
 // (linear would call linear_bias "bias").
 inline bool fused_here(const gemm_dispatch::Plan& plan, const torch::Tensor& x, const torch::Tensor& w,
@@ -318,8 +327,10 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 }
 
 // x @ w.T through `epi`, at the tier and on the tiles the launcher's plan chose:
-//   TF32     Tf32Config, 128 x 256 (over 256 rows, and autocast's 257-512); Tf32NarrowConfig, 64 or 128
-//            wide (65-256 rows, and autocast's 1-256)
+//   TF32     Tf32Config, 128 x 256 (over 256 rows); Tf32NarrowConfig, 64 or 128 wide (65-256 rows, and
+//            autocast's 1-256)
+//   mixed    the mixed-input GEMM's tiles of out.T, 128 channels x 256 rows, handed to the epilogue 64 x 64
+//            at a time (autocast's call at 257 to kMixedInputMaxM rows: x 16-bit, w float32)
 //   strict   PresplitConfig, 128 x 128 (over 256 rows), w's small parts made before (or kept: freeze())
 //   16-bit   rung 11's Half16Config, 128 x 256 (x and w in bf16 or fp16), the epilogue's element T the
 //            parameters' (the dtype's, or float32 under autocast); a model in T, up to 256 rows: 64 or
@@ -330,7 +341,15 @@ inline void check_bias(const torch::Tensor& x, const torch::Tensor& w, const tor
 template <class T, class Epi>
 void run_gemm(const Operands& o, const Epi& epi) {
   using namespace gemm_wgmma;
-  if (o.half16) {
+  if (o.mixed_input) {
+    if constexpr (std::is_same_v<T, float>) {  // under autocast: the parameters and the output float32
+      with_half16(o.x.scalar_type(), [&](auto operand, auto) {
+        gemm_mixed::run_mixed_epilogue<decltype(operand)>(o.x, o.w, epi);
+      });
+    } else {
+      TORCH_INTERNAL_ASSERT(false, "the mixed-input GEMM's epilogue is float32's");
+    }
+  } else if (o.half16) {
     if constexpr (std::is_same_v<T, float>) {  // under autocast: x and w of either 16-bit dtype, the wide tiles
       with_half16(o.x.scalar_type(), [&](auto operand, auto) {
         run_epilogue<Half16Config<decltype(operand), /*BN*/ 256, /*STAGES*/ 4>>(o.x, o.w, epi);
@@ -361,6 +380,7 @@ void run_gemm(const Operands& o, const Epi& epi) {
 }
 // The width of run_gemm's block tiles: a ROW_MIN epilogue leaves one value per row and tile.
 inline int64_t block_width(const Operands& o) {
+  if (o.mixed_input) return gemm_mixed::CHUNK;
   if (o.narrow != 0) return o.narrow;
   if (o.half16) return 256;
   return o.tf32 ? gemm_wgmma::Tf32Config::BN : gemm_wgmma::PresplitConfig<>::BN;

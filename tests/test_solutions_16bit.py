@@ -199,19 +199,22 @@ def test_under_autocast_on_the_gpu_it_does_what_model_does_there(pid, dtype, cas
         assert ours < max(tier.gradient_band, 2 * theirs), f"{name}: ours {ours:.2e}, eager {theirs:.2e} vs float64"
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("rows", [1, 7, 64, 129, 256, 257, 512, 513, 1000])
-@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("pid", PIDS)
-def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dtype, rows, cuda):
-    """At inference under autocast w stays float32 and the launcher picks the route by the rows of x (up to 512:
-    x converted, the TF32 tiles, narrow up to 256; beyond: w converted, rung 11's GEMM): every element written,
-    within the autocast tier of float64's and no further than eager's; at 65-512 rows bit for bit what the
-    float32 drop-in computes at TF32 on x rounded to the dtype (the same kernel on the same values), and at 1-64
-    within 1e-5."""
-    ref, new = _pair(pid, "fused", torch.float32, cuda)
+def _with_the_products_autocast_takes(ref, x, dtype):
+    """ref in float64 on x and nn.Linear's weight rounded to dtype (what a 16-bit GEMM multiplies), the bias
+    and the rest as they are: what a GEMM on 16-bit operands with float32 sums and the float32 tail computes."""
     ref64 = copy.deepcopy(ref).double()
-    x = _x(ref, rows, torch.float32, cuda)
+    linear = next(m for m in ref64.modules() if isinstance(m, torch.nn.Linear))
+    with torch.no_grad():
+        linear.weight.copy_(linear.weight.to(dtype).double())
+        return ref64(x.to(dtype).double())
+
+
+def _assert_autocast_inference(ref, new, x, dtype):
+    """new(x) under autocast at inference against ref's float64 copy: the output float32, every element written,
+    within the autocast tier and no further than eager's under autocast; beyond 256 rows (the mixed-input GEMM,
+    then w converted: common/gemm_dispatch.cuh) within 1e-4 of the float64 answer on the products autocast's
+    16-bit GEMM takes (the sums in float32 are all that is left between them)."""
+    ref64 = copy.deepcopy(ref).double()
     with torch.no_grad():
         with torch.autocast("cuda", dtype=dtype):
             eager, out = ref(x), _poisoned(lambda: new(x))
@@ -222,14 +225,46 @@ def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dty
         assert torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), f"max abs error {worst:.2e}"
         ours, theirs = _relative(out, want), _relative(eager, want)
         assert ours <= 1.25 * theirs + 1e-4, f"relative error vs float64: ours {ours:.2e}, eager {theirs:.2e}"
-        if rows <= 512:
-            with precision.tf32(True):
-                same = new(x.to(dtype).float())
-            # 65-512 rows: the same kernel; up to 64 the float32 model runs linear's small-batch schedule and
-            # then the tail (the same TF32 products, summed in another order)
-            exact = rows > 64
-            assert torch.equal(out, same) if exact else torch.allclose(out, same, atol=1e-5, rtol=1e-5), (
-                f"max difference {(out - same).abs().max().item():.2e}")
+        if x.shape[0] > 256:
+            products = _with_the_products_autocast_takes(ref, x, dtype)
+            assert torch.allclose(out.double(), products, atol=1e-4, rtol=1e-4), (
+                f"max difference from the 16-bit products' answer {(out.double() - products).abs().max().item():.2e}")
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [1, 7, 64, 129, 256, 257, 512, 513, 1000, 2048, 2049])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_under_autocast_at_inference_every_row_count_is_within_the_tier(pid, dtype, rows, cuda):
+    """At inference under autocast w stays float32 and the launcher picks the route by the rows of x (up to 256:
+    x converted, the TF32 narrow tiles; 257-2,048: the mixed-input GEMM, w converted in registers; beyond: w
+    converted, rung 11's GEMM): every element written, within the autocast tier of float64's and no further than
+    eager's; up to 256 rows what the float32 drop-in computes at TF32 on x rounded to the dtype (the same kernel
+    on the same values: bit for bit at 65-256 rows; at 1-64 the float32 model runs linear's small-batch schedule
+    and then the tail, the same TF32 products summed in another order, within 1e-5), and beyond what a 16-bit
+    GEMM's products give (_assert_autocast_inference)."""
+    ref, new = _pair(pid, "fused", torch.float32, cuda)
+    x = _x(ref, rows, torch.float32, cuda)
+    out = _assert_autocast_inference(ref, new, x, dtype)
+    if rows <= 256:
+        with torch.no_grad(), precision.tf32(True):
+            same = new(x.to(dtype).float())
+        exact = rows > 64
+        assert torch.equal(out, same) if exact else torch.allclose(out, same, atol=1e-5, rtol=1e-5), (
+            f"max difference {(out - same).abs().max().item():.2e}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [16, 32, 64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("pid", PIDS)
+def test_under_autocast_the_mixed_input_gemm_takes_shapes_no_tile_divides(pid, dtype, width, cuda):
+    """The mixed-input GEMM's whole models (257-2,048 rows under autocast at inference) at 300 rows (a tile of
+    256 and part of one), 192 channels (one and a half tiles of 128), K = 72 (one k tile of 64 and part of one)
+    and groups of 16, 32 and 64 channels: every element written and right (_assert_autocast_inference)."""
+    ref, new = _pair(pid, Dims(300, 72, 192, 192 // width), torch.float32, cuda)
+    _assert_autocast_inference(ref, new, _x(ref, 300, torch.float32, cuda), dtype)
 
 
 def test_a_16bit_input_beside_a_float32_model_outside_autocast_is_refused_as_f_linear_refuses_it():

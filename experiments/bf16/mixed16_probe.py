@@ -2,15 +2,16 @@
 conversion of w and then a 16-bit GEMM, and against the 16-bit GEMM alone on a w converted before (the floor a
 conversion kept between calls would give).
 
-    python experiments/bf16/mixed16_probe.py --out OUT [--commit SHA]
+    python experiments/bf16/mixed16_probe.py --out OUT [--commit SHA] [--rows M ...]
 
 First every contender is checked against float64 at shapes no tile divides (w rounded to x's dtype first, as
 w.to(x.dtype) rounds it, so the reference is the exact product of what the tensor cores multiply), every output
 element written (a NaN block left in the allocator's cache first). Then, side by side (bench.time_interleaved: L2
 flushed, medians), at 94's, 75's and 62's GEMM (1024 x 8192 x 8192) and 37's (32768 x 4096 x 1024). The README's
 prediction ("The mixed-input main loop: ... counted again"): ours about 1.25x rung 11's main loop, 0.22 ms at
-1024 x 8192 x 8192 against 0.27-0.28 ms for the conversion and the GEMM. Prints one line per point;
-OUT/mixed16_probe.json holds every row.
+1024 x 8192 x 8192 against 0.27-0.28 ms for the conversion and the GEMM. --rows adds M x 8192 x 8192 for each M
+given (where the whole models' route turns from one GEMM to the other: common/gemm_dispatch.cuh). Prints one line
+per point; OUT/mixed16_probe.json holds every row.
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def contenders(mixed, rung11, dtype):
 
 
 def main(argv=None) -> int:
-    args = out_and_commit(__doc__, argv)
+    args = out_and_commit(__doc__, argv, lambda ap: ap.add_argument("--rows", type=int, nargs="*", default=[]))
+    shapes = SHAPES + [(m, 8192, 8192) for m in args.rows]
     built = build.load_kernels({"mixed": build.Variant("mixed16", kernels_dir=HERE), "rung11": "gemm_11_wgmma_bf16"})
     mixed, rung11 = built["mixed"], built["rung11"]
     rows = []
@@ -63,7 +65,7 @@ def main(argv=None) -> int:
             print(f"check {str(dtype)[6:]:>8} {M}x{N}x{K} error {err:.1e} {verdict}", flush=True)
             rows.append({"dtype": str(dtype)[6:], "M": M, "N": N, "K": K, "check": True, "rel_error": err,
                          "written": ok, "verdict": verdict})
-        for M, N, K in SHAPES:
+        for M, N, K in shapes:
             x = torch.randn(M, K, device="cuda").to(dtype)
             w32 = torch.randn(N, K, device="cuda") / K**0.5
             w16 = w32.to(dtype)

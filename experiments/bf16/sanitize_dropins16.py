@@ -1,8 +1,8 @@
 """The drop-ins as models in bf16 and fp16, for compute-sanitizer: the fused kernels (K % 8 == 0) forward and
 backward (the tail's 16-bit backward on its team path), the unfused path (K % 8 != 0), groups of 23 channels in
 bf16 (the tail backward's general path), and a float32 model under autocast, at a batch no tile divides (and at
-inference, where w stays float32, at 7, 131, 300 and 600 rows: the narrow and the wide TF32 tiles, and w converted
-beyond 512 rows). A
+inference, where w stays float32, at 7, 131, 300, 600 and 2,100 rows: the narrow TF32 tiles, the mixed-input GEMM
+from 257 rows, and w converted beyond 2,048). A
 model in bf16 at KernelBench's channels and 200 rows takes the 16-bit narrow tiles 128 wide (64 wide at 131 rows
 and the small channels); --models-only leaves the float32 model under autocast out:
 
@@ -52,7 +52,7 @@ for pid in (94, 75, 37, 62):
         tier = check.autocast_tier(torch.bfloat16)
         assert out.dtype == torch.float32 and torch.allclose(out.double(), want, atol=tier.atol, rtol=tier.rtol), pid
         print(f"{pid} float32 under autocast(bfloat16): ok", flush=True)
-    for rows in (7, 131, 300, 600):  # at inference w stays float32 up to 512 rows: the TF32 tiles on x converted
+    for rows in (7, 131, 300, 600, 2100):  # at inference w stays float32 up to 2,048 rows (the routes: above)
         x = _x(ref, rows, torch.float32, "cuda")
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.float16):
             out = new(x)

@@ -11,10 +11,12 @@
 //                per call, unless the caller kept it)           wgmma, 128 x 256 tiles
 //
 // x in bfloat16 or float16 beside a float32 w is what the whole models get under torch.autocast
-// (utils/ops.py), the weight left the float32 parameter it is: the TF32 tier whatever the setting,
-// since the 16-bit GEMM autocast asks for keeps fewer significand bits than TF32 (bf16 8, fp16 and
-// TF32 11), and up to 256 rows the narrow tiles (below 65 rows too: the whole model stays one kernel),
-// up to kMixedTf32MaxM the wide ones; beyond, w is converted to x's dtype for the 16-bit GEMM.
+// (utils/ops.py), the weight left the float32 parameter it is. Up to 256 rows: the TF32 tier whatever
+// the setting, since the 16-bit GEMM autocast asks for keeps fewer significand bits than TF32 (bf16 8,
+// fp16 and TF32 11), on the narrow tiles (below 65 rows too: the whole model stays one kernel), x
+// converted to float32. From 257 rows to kMixedInputMaxM: the mixed-input GEMM
+// (common/gemm_mixed_input.cuh), w converted to x's dtype in registers, as autocast's GEMM would have
+// it, without a pass over w. Beyond, w is converted to x's dtype for rung 11's 16-bit GEMM.
 //
 // x and w both bfloat16 or float16 (a model in that dtype: the whole models only) take rung 11's 16-bit
 // GEMM: the narrow tiles up to 256 rows (the small-batch schedule is float32's), the wide ones beyond.
@@ -48,10 +50,12 @@ enum class Schedule {
 };
 
 constexpr int64_t kNarrowMaxM = 256;  // where 128 x 128 tiles give N / 128 x 2 blocks: 128 at N = 8192
-// Autocast's call (16-bit x, float32 w) reads w as float32 at the TF32 tier up to this many rows of x, and
-// converts it beyond: at 512 rows problem 94's float32 model at TF32 took 0.193 ms where converting w and
-// the 16-bit GEMM took 0.211, at 1,024 rows 0.371 against 0.316 (H200; experiments/bf16/README.md).
-constexpr int64_t kMixedTf32MaxM = 512;
+// Autocast's call (16-bit x, float32 w) runs the mixed-input GEMM up to this many rows of x, and converts w
+// for rung 11's GEMM beyond. The mixed main loop costs about 1.19x rung 11's per FLOP (the GEMM alone, H200),
+// and the conversion it saves is one pass over w, 6 bytes a weight: at K = N = 8192 that pass is about 0.09
+// ms against 0.20 ms of rung 11 at 1,024 rows, so the two meet near 0.09 / (0.19 x 0.20 ms / 1,024 rows),
+// about 2,400 rows (experiments/bf16/README.md, "The mixed-input GEMM"); the bound stays below that estimate.
+constexpr int64_t kMixedInputMaxM = 2048;
 
 struct Plan {
   Tier tier;
