@@ -266,7 +266,10 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
       for (int chunk = 0; chunk < BX / CHUNK; ++chunk) {
         if (m0 + CHUNK * chunk >= M) break;  // the same for the whole warp group
-        if (chunk > 0) hopper::named_barrier(barrier, 128);  // the last chunk's loads are done
+        // Before the first chunk: every warp's fragment loads from these rows are done (a warp past its last
+        // wgmma group knows its own are, not the others': racecheck saw the difference); before the others:
+        // the last chunk's loads from the buffer are.
+        hopper::named_barrier(barrier, 128);
 #pragma unroll
         for (int jj = 0; jj < CHUNK / 8; ++jj) {
 #pragma unroll
@@ -308,16 +311,18 @@ __global__ void __launch_bounds__(THREADS, 1)
 
 // Computes x @ w.T for x (M, K) of Operand's 16-bit element and w (N, K) float32 and hands it to `epi` in
 // tiles of 64 x 64, as common/gemm_wgmma.cuh's kernel hands its tiles over (a tile's column index, for
-// an epilogue that keeps one value per row and tile, counts 64-channel tiles: tiles_n). Both contiguous,
-// 16-byte aligned, K % 8 == 0, M, N, K > 0; epi's groups, if any, divide 64 (the caller's checks).
+// an epilogue that keeps one value per row and tile, counts 64-channel tiles: mixed_tiles_n). Both
+// contiguous, 16-byte aligned, K % 8 == 0, M, N, K > 0; epi's groups, if any, divide 64 (the caller's
+// checks). rows: the rows of out to compute (the first of x's, where x was padded to whole tiles of BX
+// rows: gemm_wgmma::rows_padded_to_tiles), or -1 for all of x's.
 template <class Operand, class Epi>
-void run_mixed_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi) {
+void run_mixed_epilogue(const torch::Tensor& x, const torch::Tensor& w, const Epi& epi, int64_t rows = -1) {
   const c10::cuda::CUDAGuard guard(x.device());
-  const int64_t M = x.size(0), N = w.size(0), K = x.size(1);
+  const int64_t M = rows < 0 ? x.size(0) : rows, N = w.size(0), K = x.size(1);
   const CUtensorMap tmap_w = hopper::make_tensor_map_2d(w.data_ptr<float>(), N, K, BW, BK / 2,
                                                         CU_TENSOR_MAP_DATA_TYPE_FLOAT32);
-  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<typename Operand::Element>(), M, K, BX, BK,
-                                                        Operand::TMA_TYPE);
+  const CUtensorMap tmap_x = hopper::make_tensor_map_2d(x.data_ptr<typename Operand::Element>(), x.size(0), K, BX,
+                                                        BK, Operand::TMA_TYPE);
   auto kernel = mixed_input_kernel<Operand, Epi>;
   constexpr size_t smem = SMEM_BYTES + CONSUMERS * Epi::template smem_floats<ChunkConfig>() * sizeof(float);
   static_assert(smem <= 227 * 1024, "more shared memory than a block may have on sm_90");

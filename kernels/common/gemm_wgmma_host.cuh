@@ -78,9 +78,10 @@ __global__ void rows_padded_kernel(const uint4* __restrict__ x, uint4* __restric
 // tensor and zeroing another view took two launches and four ops). The launchers pad at up to 256 rows
 // (the narrow tiles), where that read bounds the time, and pass x's own rows as `rows` below: the kernel
 // computes and writes those alone. x: contiguous, 16-byte aligned, rows a multiple of 16 bytes (tma_ok).
-inline torch::Tensor rows_padded_to_tiles(const torch::Tensor& x) {
+// tile_rows: the rows of a tile of x (BM here; the mixed-input GEMM's are 256, common/gemm_mixed_input.cuh).
+inline torch::Tensor rows_padded_to_tiles(const torch::Tensor& x, int64_t tile_rows = BM) {
   const int64_t M = x.size(0);
-  const int64_t pad = (BM - M % BM) % BM;
+  const int64_t pad = (tile_rows - M % tile_rows) % tile_rows;
   if (pad == 0) return x;
   const int64_t row_bytes = x.size(1) * static_cast<int64_t>(x.element_size());
   TORCH_INTERNAL_ASSERT(x.is_contiguous() && aligned16(x.data_ptr()) && row_bytes % 16 == 0,
