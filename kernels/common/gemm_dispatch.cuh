@@ -51,10 +51,11 @@ enum class Schedule {
 
 constexpr int64_t kNarrowMaxM = 256;  // where 128 x 128 tiles give N / 128 x 2 blocks: 128 at N = 8192
 // Autocast's call (16-bit x, float32 w) runs the mixed-input GEMM up to this many rows of x, and converts w
-// for rung 11's GEMM beyond. The mixed main loop costs about 1.19x rung 11's per FLOP (the GEMM alone, H200),
-// and the conversion it saves is one pass over w, 6 bytes a weight: at K = N = 8192 that pass is about 0.09
-// ms against 0.20 ms of rung 11 at 1,024 rows, so the two meet near 0.09 / (0.19 x 0.20 ms / 1,024 rows),
-// about 2,400 rows (experiments/bf16/README.md, "The mixed-input GEMM"); the bound stays below that estimate.
+// for rung 11's GEMM beyond. The mixed main loop costs about 1.2x rung 11's per FLOP, and the conversion it
+// saves is one pass over w, 6 bytes a weight, whatever the rows: the GEMMs alone at N = K = 8192 (H200, bf16)
+// took 0.136 against 0.205 ms at 512 rows, 0.243 against 0.290 at 1,024, 0.476 against 0.481 at 2,048 and
+// 0.742 against 0.696 at 3,072 (the faster of conversion-then-rung 11 and conversion-then-cuBLAS;
+// experiments/bf16/README.md, "Autocast's route at 257-512 rows, measured, and the mixed-input GEMM").
 constexpr int64_t kMixedInputMaxM = 2048;
 
 struct Plan {
