@@ -66,10 +66,14 @@ _NARROW16 = ("logs/bf16/sass_identity_narrow16.log", [
 # Autocast's call reading w as float32 up to 512 rows (host code), after the change above: the same machine code.
 _MIXED512 = ("logs/bf16/sass_identity_mixed512.log", [
     "kernels/common/gemm_dispatch.cuh", "kernels/fused_gemm_groupnorm.cu"])
+# The mixed-input GEMM under the whole models (new kernels beside the old), the pad of x to tiles of any height and the
+# route by the rows of x (host code): the same machine code, from c83d64b's kernels.
+_MIXED_INPUT = ("logs/bf16/sass_identity_mixed_input.log", [
+    "kernels/common/gemm_dispatch.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/fused_gemm_groupnorm.cu"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
     "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16]), _DROPINS16, _TAIL16, _AUTOCAST_ROWS,
-                    _NARROW16, _MIXED512],
+                    _NARROW16, _MIXED512, _MIXED_INPUT],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
@@ -82,6 +86,7 @@ SASS_IDENTICAL = {
         ("../nvidia-h200/" + _AUTOCAST_ROWS[0], ["kernels/fused_gemm_groupnorm.cu"]),  # (no record ran the header)
         ("../nvidia-h200/" + _NARROW16[0], [f for f in _NARROW16[1] if f != "kernels/common/gemm_dispatch.cuh"]),
         ("../nvidia-h200/" + _MIXED512[0], ["kernels/fused_gemm_groupnorm.cu"]),
+        ("../nvidia-h200/" + _MIXED_INPUT[0], [f for f in _MIXED_INPUT[1] if f != "kernels/common/gemm_dispatch.cuh"]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",
