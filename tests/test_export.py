@@ -85,6 +85,14 @@ def test_every_export_meets_kernelbenchs_static_rules(texts, pid):
         pytest.fail(f"the export of {pid}:\n" + "\n".join(map(str, findings)), pytrace=False)
 
 
+@pytest.mark.parametrize("pid", SOLUTIONS)
+def test_every_export_converts_nothing_to_16_bits(texts, pid):
+    """Stricter than KernelBench's regular expressions: no CUDA intrinsic that rounds a float to bf16 or fp16
+    (the 16-bit writers and the mixed-input GEMM stay out of a float32 export: export.FLOAT32_ONLY)."""
+    code = export.without_comments(texts[pid])
+    assert not re.findall(r"__floats?2(?:half|bfloat16)\w*\s*\(", code)
+
+
 def _exported(text: str, name: str, **names):
     """The export's top-level function or class `name`, built from its text alone, with `names` as its globals."""
     exec(compile(ast.Module([_top_level(text)[name]], []), "<export>", "exec"), names)  # noqa: S102

@@ -129,6 +129,13 @@ return w ? {path: w.context.path, ready: w.context.isReady, cells: w.content.wid
             writable: w.context.contentsModel ? w.context.contentsModel.writable : null} : null;"""
 
 
+# In the page: the document widget of a path brought to the front, as a click on its tab does.
+_ACTIVATE = """
+const app = window.jupyterapp;
+const w = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === arguments[0]);
+app.shell.activateById(w.id);"""
+
+
 def _wait(driver, path: str, what: str, ok, timeout: float = 90) -> dict:
     deadline = time.monotonic() + timeout
     while True:
@@ -140,10 +147,12 @@ def _wait(driver, path: str, what: str, ok, timeout: float = 90) -> dict:
         time.sleep(0.25)
 
 
-def _dismiss(driver, button: str) -> None:
-    for b in driver.find_elements("css selector", f".jp-Dialog .{button}"):
+def _dismiss(driver, button: str) -> bool:
+    """Click `button` on every open dialog; whether there was one."""
+    buttons = driver.find_elements("css selector", f".jp-Dialog .{button}")
+    for b in buttons:
         b.click()
-        time.sleep(0.2)
+    return bool(buttons)
 
 
 def _snapshot() -> dict[str, bytes]:
@@ -158,9 +167,10 @@ def test_there_are_notebooks_and_recorded_copies():
 
 
 def test_opening_and_leaving_every_notebook_changes_nothing(lab, browser):
-    """A folder at a time, as a reader opens tabs: each notebook opened (as a double-click in the file
-    browser does), its kernel idle, Ctrl-S pressed; then two autosave intervals with all of them open; then
-    every tab closed (discarding, where JupyterLab asks about a read-only copy) and the kernels shut down."""
+    """A folder at a time, as a reader opens tabs: every notebook of it opened (as a double-click in the file
+    browser does) and its kernel idle, then each tab brought to the front and Ctrl-S pressed; then two autosave
+    intervals with all of them open; then every tab closed (discarding, where JupyterLab asks about a read-only
+    copy) and the kernels shut down."""
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
 
@@ -174,16 +184,23 @@ def test_opening_and_leaving_every_notebook_changes_nothing(lab, browser):
         folders.setdefault(path.rpartition("/")[0], []).append(path)
     seen = {}
     for paths in folders.values():
-        for path in paths:
+        for path in paths:  # the folder's tabs opened one after another, their kernels starting side by side
             browser.execute_async_script("const done = arguments[1]; window.jupyterapp.commands"
                                          ".execute('docmanager:open', {path: arguments[0]}).then(() => done(true))",
                                          path)
-            _wait(browser, path, "opening", lambda s: s["ready"] and s["cells"] > 0 and s["current"])
+        for path in paths:
+            _wait(browser, path, "opening", lambda s: s["ready"] and s["cells"] > 0)
             _wait(browser, path, "its kernel starting", lambda s: s["kernel"] == "idle")
+        for path in paths:  # each tab brought to the front and saved
+            browser.execute_script(_ACTIVATE, path)
+            _wait(browser, path, "coming to the front", lambda s: s["current"])
             browser.find_element("css selector", ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").click()
             ActionChains(browser).key_down(Keys.CONTROL).send_keys("s").key_up(Keys.CONTROL).perform()
-            time.sleep(0.5)
-            _dismiss(browser, "jp-mod-reject")  # a read-only copy answers Ctrl-S with a dialog: Cancel
+            deadline = time.monotonic() + 0.5
+            while path.startswith("results/") and time.monotonic() < deadline:
+                if _dismiss(browser, "jp-mod-reject"):  # a read-only copy answers Ctrl-S with a dialog: Cancel
+                    break
+                time.sleep(0.05)
         time.sleep(2 * AUTOSAVE_S + 1)  # every open notebook's autosave timer fires at least once
         for path in paths:
             seen[path] = _wait(browser, path, "settling", lambda s: s["kernel"] == "idle")
@@ -193,7 +210,7 @@ def test_opening_and_leaving_every_notebook_changes_nothing(lab, browser):
                                      ".filter(w => w.context).length"):
             _dismiss(browser, "jp-mod-warn")  # "Save your work?" for a copy the kernel's metadata changed
             assert time.monotonic() < deadline, "closing every tab timed out"
-            time.sleep(0.3)
+            time.sleep(0.1)
         _shut_down_kernels(base, token)  # as "Shut Down All Kernels": two cores, one folder at a time
     for path, state in seen.items():
         assert state["writable"] == (not path.startswith("results/")), (path, state)

@@ -187,7 +187,7 @@ def test_12_sweeps_problem_94_as_a_bf16_model_and_under_autocast(gpu_faked):
     names = {"chapter": types.SimpleNamespace(solution_pair=pair), "copy": copy, "get_problem": get_problem,
              "build": types.SimpleNamespace(builds_here=lambda name: True), "LOGS": None, "json": json}
     shown = run_cells(gpu_faked, "12_bf16_and_fp16.ipynb", ["nb12-sweep-run", "nb12-sweep-plot"], names,
-                      [("[1, 16, 64, 128, 256, 512, 1024]", "[1, 65]"), ON_CPU, ('"full", "cuda"', '"small", "cpu"'),
+                      [("[1, 16, 64, 128, 256, 384, 512, 1024, 2048]", "[1, 65]"), ON_CPU, ('"full", "cuda"', '"small", "cpu"'),
                        ('dims("full")', 'dims("small")')])
     from matplotlib.figure import Figure
 

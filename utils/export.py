@@ -89,9 +89,11 @@ class ExportError(ValueError):
     """A solution this exporter cannot turn into one file, and why."""
 
 
-# The headers a float32 drop-in's export takes in place of others: the 16-bit writers hold conversions to a
-# narrower type, which KernelBench's static rules refuse in a float32 solution (the stand-in builds no 16-bit kernel).
-FLOAT32_ONLY = {"common/gemm_wgmma_writers16.cuh": "common/gemm_wgmma_float32_only.cuh"}
+# The headers a float32 drop-in's export takes in place of others: the 16-bit writers and the mixed-input GEMM hold
+# conversions to a narrower type, which KernelBench's static rules refuse in a float32 solution (the stand-ins
+# build no 16-bit kernel).
+FLOAT32_ONLY = {"common/gemm_wgmma_writers16.cuh": "common/gemm_wgmma_float32_only.cuh",
+                "common/gemm_mixed_input.cuh": "common/gemm_mixed_input_float32_only.cuh"}
 
 
 def inline_source(path: Path, kernels_dir: Path = build.KERNELS_DIR, _seen: set[Path] | None = None,

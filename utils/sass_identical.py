@@ -70,10 +70,12 @@ _MIXED512 = ("logs/bf16/sass_identity_mixed512.log", [
 # route by the rows of x (host code): the same machine code, from c83d64b's kernels.
 _MIXED_INPUT = ("logs/bf16/sass_identity_mixed_input.log", [
     "kernels/common/gemm_dispatch.cuh", "kernels/common/gemm_wgmma_host.cuh", "kernels/fused_gemm_groupnorm.cu"])
+# The ring's barriers made by one function (init_ring) that the mixed-input kernel shares: the same machine code.
+_INIT_RING = ("logs/bf16/sass_identity_init_ring.log", ["kernels/common/gemm_wgmma.cuh"])
 # device -> [(the log of the comparison, under results/<device>/; the kernel sources it covers)]
 SASS_IDENTICAL = {
     "nvidia-h200": [(_EPILOGUE_TYPES[0], [*_EPILOGUE_TYPES[1], _WRITERS16]), _DROPINS16, _TAIL16, _AUTOCAST_ROWS,
-                    _NARROW16, _MIXED512, _MIXED_INPUT],
+                    _NARROW16, _MIXED512, _MIXED_INPUT, _INIT_RING],
     "nvidia-h100-80gb-hbm3": [
         ("../nvidia-h200/" + _ENGINE_TYPES[0], _ENGINE_TYPES[1]),  # one comparison: both build these for sm_90a
         ("../nvidia-h200/" + _MID_BATCH[0], _MID_BATCH[1]),
@@ -87,6 +89,7 @@ SASS_IDENTICAL = {
         ("../nvidia-h200/" + _NARROW16[0], [f for f in _NARROW16[1] if f != "kernels/common/gemm_dispatch.cuh"]),
         ("../nvidia-h200/" + _MIXED512[0], ["kernels/fused_gemm_groupnorm.cu"]),
         ("../nvidia-h200/" + _MIXED_INPUT[0], [f for f in _MIXED_INPUT[1] if f != "kernels/common/gemm_dispatch.cuh"]),
+        ("../nvidia-h200/" + _INIT_RING[0], _INIT_RING[1]),
         ("logs/host_headers/sass_identity_4da733a.log", [
             "kernels/activations.cu", "kernels/groupnorm.cu", "kernels/gemm_07_pipelined.cu",
             "kernels/gemm_08_mma_tf32.cu", "kernels/common/gemm_pipelined.cuh", "kernels/common/gemm_mma.cuh",

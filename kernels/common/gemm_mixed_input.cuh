@@ -200,14 +200,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int k_tiles = (K + BK - 1) / BK;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], CONSUMERS);
-    }
-    hopper::mbar_init_fence();
-  }
-  __syncthreads();
+  gemm_wgmma::init_ring(full, empty, STAGES);
 
   if (wg == 0) {
     hopper::setmaxnreg_dec<PRODUCER_REGS>();

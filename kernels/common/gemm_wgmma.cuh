@@ -16,7 +16,8 @@
 //   Tf32Config, PresplitConfig,          the configurations the rungs, `linear` and the whole
 //   SplitWConfig                         models run;
 //   gemm_wgmma_kernel<C, Epi>            the kernel, persistent blocks ending each tile in the
-//                                        epilogue Epi.
+//                                        epilogue Epi;
+//   init_ring                            its ring's barriers (common/gemm_mixed_input.cuh's too).
 //
 // It has one schedule, the one every kernel runs: persistent blocks, no clusters, the epilogue
 // storing from registers. The others measured (one tile per block, clusters of 2 with TMA
@@ -45,6 +46,19 @@ constexpr int THREADS = 128 * (1 + CONSUMERS);  // warp group 0 produces, 1 and 
 constexpr int GROUP_M = 16;     // tc::grouped_tile's raster
 constexpr int PRODUCER_REGS = 40;   // setmaxnreg: the producer keeps 40 registers per thread ...
 constexpr int CONSUMER_REGS = 232;  // ... and the consumers take 232: 128 x 40 + 256 x 232 <= 64K
+
+// The ring's barriers, made by thread 0 before any thread waits on one: full[s] completes on the producer's
+// arrival and TMA's bytes, empty[s] on one arrival per consumer warp group.
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int stages) {
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < stages; ++s) {
+      hopper::mbar_init(&full[s], 1);
+      hopper::mbar_init(&empty[s], CONSUMERS);
+    }
+    hopper::mbar_init_fence();
+  }
+  __syncthreads();
+}
 
 // ---- the main loops -------------------------------------------------------------------------------
 //
@@ -373,14 +387,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int k_tiles = (K + C::BK - 1) / C::BK;
   const int wg = threadIdx.x / 128;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < C::STAGES; ++s) {
-      hopper::mbar_init(&full[s], 1);
-      hopper::mbar_init(&empty[s], CONSUMERS);
-    }
-    hopper::mbar_init_fence();
-  }
-  __syncthreads();
+  init_ring(full, empty, C::STAGES);
 
   if (wg == 0) {
     // ---- producer ----
