@@ -670,9 +670,10 @@ WHOLE_MODELS = {m.name: m for m in (linear_bias_hardtanh_mish_group_norm, linear
 # in any module:
 #   whole models, CUDA  x converted to the autocast dtype (as autocast converts nn.Linear's) and, for
 #                       training, w; the parameters float32; then the whole-model op itself below
-#                       autocast: one kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, or up
-#                       to 512 rows at inference the TF32 tiles on float32 w; the epilogue and
-#                       the output in float32), its backward the tail's op and 16-bit GEMMs;
+#                       autocast: one kernel of fused_gemm_groupnorm.cu (rung 11's 16-bit GEMM, or at
+#                       inference on float32 w: up to 256 rows the TF32 tiles, to 2,048 the
+#                       mixed-input GEMM; the epilogue and the output in float32), its backward the
+#                       tail's op and 16-bit GEMMs;
 #   whole models, CPU   the reference math itself, under autocast: the reference's dtypes exactly;
 #   linear              F.linear under autocast, as nn.Linear;
 #   tails               inputs cast to float32, as autocast's fp32 policy does for GroupNorm.
@@ -688,7 +689,8 @@ def _whole_model_autocast(model: WholeModel, device_type: str):
             return model.tail_math(y, *rest), _empty(x)
         save = len(rest_and_defaults) > model.tail_arity + 1 and rest_and_defaults[model.tail_arity + 1]
         dtype = torch.get_autocast_dtype("cuda")
-        # At inference w stays float32 and the launcher chooses where to convert (x or w: by the rows of x);
+        # At inference w stays float32 and the launcher chooses, by the rows of x, what to convert (x; w, in
+        # registers; or w, before the GEMM: common/gemm_dispatch.cuh);
         # for training it is converted here, so that autograd keeps the converted w for the backward's GEMMs.
         w = weight if weight.dtype == torch.float32 and not save else weight.to(dtype)
         with torch.autocast("cuda", enabled=False):
